@@ -1,0 +1,18 @@
+// Entry points of the subcommands of the one `jiriki` binary; each lives in its own file here.
+#pragma once
+
+namespace jiriki {
+
+struct Subcommand {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);  // argv[0] is the subcommand name
+};
+
+int cmd_perft(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+
+// `jiriki bench KIND`: each benchmark lives beside the subcommand it measures.
+int bench_perft(int argc, char** argv);
+
+}  // namespace jiriki

@@ -1,0 +1,50 @@
+// jiriki: one binary, many subcommands. With no arguments it is the USI engine a GUI launches.
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+
+#include "command/commands.h"
+#include "engine/position.h"
+
+namespace jiriki {
+
+static const Subcommand SUBCOMMANDS[] = {
+    {"perft", "count leaf positions of the legal move tree", cmd_perft},
+    {"bench", "benchmarks: perft", cmd_bench},
+};
+
+static void print_help() {
+  std::cout << "jiriki - a shogi engine that learns by playing itself\n\n"
+               "usage: jiriki [SUBCOMMAND] [OPTIONS]\n\n"
+               "subcommands:\n";
+  for (const auto& s : SUBCOMMANDS) std::cout << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
+  std::cout << "\nRun 'jiriki SUBCOMMAND --help' for the options of each.\n";
+}
+
+}  // namespace jiriki
+
+int main(int argc, char** argv) {
+  using namespace jiriki;
+  Position::init();
+  if (argc < 2) {
+    print_help();
+    return 0;
+  }
+  std::string name = argv[1];
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_help();
+    return 0;
+  }
+  for (const auto& s : SUBCOMMANDS) {
+    if (name == s.name) {
+      try {
+        return s.run(argc - 1, argv + 1);
+      } catch (const std::exception& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return 1;
+      }
+    }
+  }
+  std::cerr << "error: unknown subcommand '" << name << "' (see jiriki --help)\n";
+  return 2;
+}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages jiriki builds against. Idempotent: installs only what is missing
+# and says what it installs. CUDA (nvcc, cuDNN, NCCL in /usr/local/cuda) is optional and never
+# installed here; the build detects it.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build ccache catch2 libdnnl-dev nlohmann-json3-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all packages present (${pkgs[*]})"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
