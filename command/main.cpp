@@ -10,12 +10,17 @@ namespace jiriki {
 
 static const Subcommand SUBCOMMANDS[] = {
     {"perft", "count leaf positions of the legal move tree", cmd_perft},
-    {"bench", "benchmarks: perft", cmd_bench},
+    {"bench", "benchmarks: perft, nn, search", cmd_bench},
+    {"nn", "create, inspect and evaluate networks", cmd_nn},
+    {"usi", "the USI engine for shogi GUIs (also what runs with no arguments)", cmd_usi},
+    {"train", "train a network on hcpe / hcpe3 records", cmd_train},
+    {"records", "convert records between hcpe3, hcpe, CSA and KIF; summarise them", cmd_records},
 };
 
 static void print_help() {
   std::cout << "jiriki - a shogi engine that learns by playing itself\n\n"
-               "usage: jiriki [SUBCOMMAND] [OPTIONS]\n\n"
+               "usage: jiriki [SUBCOMMAND] [OPTIONS]\n"
+               "With no subcommand jiriki is the USI engine, as a shogi GUI launches it.\n\n"
                "subcommands:\n";
   for (const auto& s : SUBCOMMANDS) std::cout << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
   std::cout << "\nRun 'jiriki SUBCOMMAND --help' for the options of each.\n";
@@ -26,10 +31,7 @@ static void print_help() {
 int main(int argc, char** argv) {
   using namespace jiriki;
   Position::init();
-  if (argc < 2) {
-    print_help();
-    return 0;
-  }
+  if (argc < 2) return cmd_usi(argc, argv);  // what a GUI launches
   std::string name = argv[1];
   if (name == "--help" || name == "-h" || name == "help") {
     print_help();

@@ -43,8 +43,10 @@ int Args::parse(int argc, char** argv, int first) {
       std::cout << help_text();
       return 0;
     }
-    if (a.size() > 2 && a.rfind("--", 0) == 0) {
-      std::string name = a.substr(2), value;
+    // "--name", "--name=value", or "-x" for a one-letter option name such as -o.
+    bool short_opt = a.size() == 2 && a[0] == '-' && opts_.count(a.substr(1));
+    if (short_opt || (a.size() > 2 && a.rfind("--", 0) == 0)) {
+      std::string name = a.substr(short_opt ? 1 : 2), value;
       bool inline_value = false;
       if (auto eq = name.find('='); eq != std::string::npos) {
         value = name.substr(eq + 1);

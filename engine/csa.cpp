@@ -21,6 +21,7 @@ constexpr std::pair<GameEnd, const char*> END_CODES[] = {
     {GameEnd::BLACK_ILLEGAL_ACTION, "%+ILLEGAL_ACTION"},
     {GameEnd::WHITE_ILLEGAL_ACTION, "%-ILLEGAL_ACTION"},
     {GameEnd::ABORT, "%CHUDAN"},
+    {GameEnd::MAX_MOVES, "%MAX_MOVES"},
 };
 
 PieceType piece_from_code(std::string_view code) {

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "common/atomic_file.h"
+#include "engine/movegen.h"
 
 namespace jiriki {
 
@@ -71,6 +72,54 @@ std::optional<std::string> parse_hcpe3(const std::vector<uint8_t>& bytes, std::v
     games.push_back(std::move(g));
   }
   return std::nullopt;
+}
+
+Hcpe3Game hcpe3_from_record(const GameRecord& rec) {
+  auto result = game_result(rec);
+  if (!result) throw std::invalid_argument("the record has no result");
+  Hcpe3Game g;
+  g.start = encode_hcp(rec.start);
+  g.result = *result;
+  if (rec.end == GameEnd::SENNICHITE) g.result |= hcpe3::SENNICHITE;
+  if (rec.end == GameEnd::DECLARATION) g.result |= hcpe3::DECLARATION;
+  if (rec.end == GameEnd::MAX_MOVES) g.result |= hcpe3::MAX_MOVES;
+  for (Move m : rec.moves) g.moves.push_back({m, 0, {{uint16_t(m), 1}}});
+  return g;
+}
+
+GameRecord record_from_hcpe3(const Hcpe3Game& game) {
+  GameRecord rec;
+  if (auto err = decode_hcp(game.start, rec.start)) throw std::invalid_argument(*err);
+  for (const Hcpe3Move& m : game.moves) rec.add_move(m.move);
+  if (game.result & hcpe3::MAX_MOVES) rec.end = GameEnd::MAX_MOVES;
+  else if (game.result & hcpe3::SENNICHITE) rec.end = GameEnd::SENNICHITE;
+  else if (game.result & hcpe3::DECLARATION) rec.end = GameEnd::DECLARATION;
+  else if (game.winner() == DRAW) rec.end = GameEnd::IMPASSE;
+  else {
+    Position last = rec.final_position();
+    bool mover_won = game.winner() == (last.side_to_move() == BLACK ? BLACK_WIN : WHITE_WIN);
+    if (mover_won)  // the side that made the last move lost: only an illegal action says that
+      rec.end = last.side_to_move() == BLACK ? GameEnd::WHITE_ILLEGAL_ACTION : GameEnd::BLACK_ILLEGAL_ACTION;
+    else
+      rec.end = legal_moves(last).size() == 0 ? GameEnd::MATE : GameEnd::RESIGN;
+  }
+  return rec;
+}
+
+void append_training_positions(const Hcpe3Game& game, std::vector<HcpeRecord>& out) {
+  Position pos;
+  if (auto err = decode_hcp(game.start, pos)) throw std::invalid_argument(*err);
+  for (const Hcpe3Move& m : game.moves) {
+    if (!m.candidates.empty()) {
+      HcpeRecord r;
+      r.hcp = encode_hcp(pos);
+      r.eval = m.eval;
+      r.move16 = m.move;
+      r.result = game.winner();
+      out.push_back(r);
+    }
+    pos.do_move(m.move);
+  }
 }
 
 std::optional<std::string> read_hcpe3_file(const std::string& path, std::vector<Hcpe3Game>& games) {

@@ -60,6 +60,17 @@ void append_hcpe3(const Hcpe3Game& game, std::vector<uint8_t>& out);
 // byte offset; the games before it are kept in `games`.
 std::optional<std::string> parse_hcpe3(const std::vector<uint8_t>& bytes, std::vector<Hcpe3Game>& games);
 
+// Conversions. A game record's end becomes the result flags and back; a win or loss without a
+// flag is read back as a resignation, or a mate when the final position is checkmate. A record
+// made from a game with no candidates uses the played move as the only candidate, with 1 visit.
+// Throws std::invalid_argument when the start position cannot be coded (fewer than 40 pieces) or
+// the record has no result.
+Hcpe3Game hcpe3_from_record(const GameRecord& rec);
+GameRecord record_from_hcpe3(const Hcpe3Game& game);  // the game must have parsed cleanly
+// One hcpe record per position meant for training (candidate count > 0): hcp, eval, the played
+// move and the game's result.
+void append_training_positions(const Hcpe3Game& game, std::vector<HcpeRecord>& out);
+
 std::optional<std::string> read_hcpe3_file(const std::string& path, std::vector<Hcpe3Game>& games);
 std::optional<std::string> write_hcpe3_file(const std::string& path, const std::vector<Hcpe3Game>& games);
 

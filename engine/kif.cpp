@@ -54,6 +54,7 @@ constexpr std::pair<GameEnd, const char32_t*> END_WORDS[] = {
     {GameEnd::RESIGN, U"投了"},        {GameEnd::MATE, U"詰み"},     {GameEnd::SENNICHITE, U"千日手"},
     {GameEnd::DECLARATION, U"入玉勝ち"}, {GameEnd::IMPASSE, U"持将棋"}, {GameEnd::TIME_UP, U"切れ負け"},
     {GameEnd::ILLEGAL_MOVE, U"反則負け"}, {GameEnd::ABORT, U"中断"},
+    {GameEnd::MAX_MOVES, U"最大手数"},
 };
 constexpr const char32_t* ILLEGAL_WIN_WORD = U"反則勝ち";  // the side to move wins: the last move was illegal
 
@@ -484,7 +485,9 @@ std::string write_kif(const GameRecord& rec, TextEncoding enc) {
   if (auto result = game_result(rec)) {
     std::u32string n = to_u32(std::to_string(rec.moves.size()));
     if (*result == DRAW) {
-      s += U"まで" + n + U"手で" + (rec.end == GameEnd::SENNICHITE ? U"千日手" : U"持将棋") + U"\n";
+      s += U"まで" + n + U"手で" + (rec.end == GameEnd::SENNICHITE  ? U"千日手"
+                                      : rec.end == GameEnd::MAX_MOVES ? U"最大手数"
+                                                                      : U"持将棋") + U"\n";
     } else {
       bool black = *result == BLACK_WIN;
       const char32_t* side = even || !handicap ? (black ? U"先手" : U"後手") : (black ? U"下手" : U"上手");

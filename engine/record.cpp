@@ -24,7 +24,8 @@ std::optional<GameResult> game_result(const GameRecord& rec) {
     case GameEnd::TIME_UP:
     case GameEnd::ILLEGAL_MOVE: return stm_loses;
     case GameEnd::DECLARATION: return stm_wins;
-    case GameEnd::IMPASSE: return DRAW;
+    case GameEnd::IMPASSE:
+    case GameEnd::MAX_MOVES: return DRAW;
     case GameEnd::BLACK_ILLEGAL_ACTION: return WHITE_WIN;
     case GameEnd::WHITE_ILLEGAL_ACTION: return BLACK_WIN;
     case GameEnd::SENNICHITE:

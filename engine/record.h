@@ -26,6 +26,7 @@ enum class GameEnd {
   BLACK_ILLEGAL_ACTION,  // %+ILLEGAL_ACTION: Black lost by an illegal action
   WHITE_ILLEGAL_ACTION,  // %-ILLEGAL_ACTION: White lost by an illegal action
   ABORT,                 // %CHUDAN, 中断: the game was stopped without a result
+  MAX_MOVES,             // %MAX_MOVES, 最大手数: drawn at the maximum game length
 };
 
 // Game result with dlshogi's hcpe values (the low two bits of hcpe's result byte).

@@ -1,0 +1,224 @@
+// `jiriki records`: converts game records between hcpe3, hcpe, CSA and KIF, and summarises a set
+// of record files (games, positions, results, how games ended).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <map>
+
+#include "command/commands.h"
+#include "common/args.h"
+#include "common/atomic_file.h"
+#include "engine/csa.h"
+#include "engine/hcpe3.h"
+#include "engine/kif.h"
+
+namespace fs = std::filesystem;
+
+namespace jiriki {
+
+namespace {
+
+enum class Format { HCPE, HCPE3, CSA, KIF, UNKNOWN };
+
+Format format_of(const fs::path& p) {
+  std::string e = p.extension().string();
+  std::transform(e.begin(), e.end(), e.begin(), ::tolower);
+  if (e == ".hcpe") return Format::HCPE;
+  if (e == ".hcpe3") return Format::HCPE3;
+  if (e == ".csa") return Format::CSA;
+  if (e == ".kif" || e == ".kifu") return Format::KIF;
+  return Format::UNKNOWN;
+}
+
+// The files named, with directories expanded to the record files directly inside them.
+std::vector<fs::path> expand_inputs(const std::vector<std::string>& inputs) {
+  std::vector<fs::path> files;
+  for (const auto& in : inputs) {
+    fs::path p(in);
+    if (fs::is_directory(p)) {
+      std::vector<fs::path> inside;
+      for (const auto& e : fs::directory_iterator(p))
+        if (e.is_regular_file() && format_of(e.path()) != Format::UNKNOWN) inside.push_back(e.path());
+      std::sort(inside.begin(), inside.end());
+      files.insert(files.end(), inside.begin(), inside.end());
+    } else if (fs::exists(p)) {
+      if (format_of(p) == Format::UNKNOWN) throw std::runtime_error(in + ": unknown record format (expected .hcpe, .hcpe3, .csa or .kif)");
+      files.push_back(p);
+    } else {
+      throw std::runtime_error(in + ": no such file or directory");
+    }
+  }
+  return files;
+}
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + p.string());
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Everything read from the inputs: whole games, and loose positions from hcpe files.
+struct Loaded {
+  std::vector<GameRecord> games;
+  std::vector<Hcpe3Game> hcpe3_games;  // kept as read, so hcpe3 -> hcpe keeps visit-count targets
+  std::vector<HcpeRecord> positions;
+  int bad_files = 0;
+};
+
+Loaded load(const std::vector<fs::path>& files) {
+  Loaded L;
+  for (const auto& f : files) {
+    std::optional<std::string> err;
+    switch (format_of(f)) {
+      case Format::HCPE: err = read_hcpe_file(f.string(), L.positions); break;
+      case Format::HCPE3: {
+        std::vector<Hcpe3Game> games;
+        err = read_hcpe3_file(f.string(), games);  // keeps the games before a bad one
+        for (auto& g : games) {
+          L.games.push_back(record_from_hcpe3(g));
+          L.hcpe3_games.push_back(std::move(g));
+        }
+        break;
+      }
+      case Format::CSA:
+      case Format::KIF: {
+        GameRecord rec;
+        std::string bytes = read_bytes(f);
+        err = format_of(f) == Format::CSA ? read_csa(bytes, rec) : read_kif(bytes, rec);
+        if (!err) L.games.push_back(std::move(rec));
+        else err = f.string() + ": " + *err;
+        break;
+      }
+      case Format::UNKNOWN: break;
+    }
+    if (err) {
+      std::cerr << "warning: skipped (part of) " << *err << "\n";
+      ++L.bad_files;
+    }
+  }
+  return L;
+}
+
+int convert(int argc, char** argv) {
+  Args args("jiriki records convert --to hcpe|hcpe3|csa|kif -o OUT INPUT...",
+            "Converts records. INPUT: files or directories of .hcpe3, .hcpe, .csa, .kif files.\n"
+            "hcpe and hcpe3 output go to one file; csa and kif output to a directory, one file per game.\n"
+            "hcpe output holds the positions meant for training (all positions of CSA/KIF games).");
+  args.option("to", "", "output format: hcpe, hcpe3, csa or kif").option("o", "", "output file or directory").positionals();
+  if (int rc = args.parse(argc, argv, 2); rc >= 0) return rc;
+  std::string to = args.str("to"), out = args.str("o");
+  if (to.empty() || out.empty() || args.rest().empty()) {
+    std::cerr << "error: --to, -o and at least one INPUT are required (see --help)\n";
+    return 2;
+  }
+  Format target = format_of(fs::path("x." + to));
+  if (target == Format::UNKNOWN) {
+    std::cerr << "error: unknown output format '" << to << "'\n";
+    return 2;
+  }
+  Loaded L = load(expand_inputs(args.rest()));
+  size_t written = 0;
+  if (target == Format::HCPE) {
+    std::vector<HcpeRecord> recs = L.positions;
+    size_t from_hcpe3 = 0;
+    for (const auto& g : L.hcpe3_games) append_training_positions(g, recs), ++from_hcpe3;
+    // CSA/KIF games (those not read from hcpe3) contribute every position.
+    for (size_t i = L.hcpe3_games.size(); i < L.games.size(); ++i) {
+      try {
+        append_training_positions(hcpe3_from_record(L.games[i]), recs);
+      } catch (const std::exception& e) {
+        std::cerr << "warning: game " << i + 1 << " skipped: " << e.what() << "\n";
+      }
+    }
+    if (auto err = write_hcpe_file(out, recs)) throw std::runtime_error(*err);
+    written = recs.size();
+    std::cout << "wrote " << written << " positions to " << out << "\n";
+  } else if (target == Format::HCPE3) {
+    if (!L.positions.empty()) std::cerr << "warning: hcpe inputs hold positions, not games: left out of hcpe3\n";
+    std::vector<Hcpe3Game> games = L.hcpe3_games;
+    for (size_t i = L.hcpe3_games.size(); i < L.games.size(); ++i) {
+      try {
+        games.push_back(hcpe3_from_record(L.games[i]));
+      } catch (const std::exception& e) {
+        std::cerr << "warning: game " << i + 1 << " skipped: " << e.what() << "\n";
+      }
+    }
+    if (auto err = write_hcpe3_file(out, games)) throw std::runtime_error(*err);
+    written = games.size();
+    std::cout << "wrote " << written << " games to " << out << "\n";
+  } else {
+    if (!L.positions.empty()) std::cerr << "warning: hcpe inputs hold positions, not games: left out\n";
+    fs::create_directories(out);
+    const char* ext = target == Format::CSA ? ".csa" : ".kif";
+    for (size_t i = 0; i < L.games.size(); ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "game%06zu%s", i + 1, ext);
+      std::string text = target == Format::CSA ? write_csa(L.games[i]) : write_kif(L.games[i]);
+      write_file_atomically((fs::path(out) / name).string(), text);
+    }
+    written = L.games.size();
+    std::cout << "wrote " << written << " games to " << out << "/\n";
+  }
+  return L.bad_files ? 1 : 0;
+}
+
+int summary(int argc, char** argv) {
+  Args args("jiriki records summary INPUT...", "Counts games, positions, results and game ends in record files.");
+  args.positionals();
+  if (int rc = args.parse(argc, argv, 2); rc >= 0) return rc;
+  if (args.rest().empty()) {
+    std::cerr << "error: at least one INPUT is required\n";
+    return 2;
+  }
+  auto files = expand_inputs(args.rest());
+  Loaded L = load(files);
+  size_t plies = 0, training = 0, min_len = SIZE_MAX, max_len = 0;
+  std::map<std::string, size_t> results, ends;
+  const char* END_NAMES[] = {"none", "resign", "mate", "sennichite", "declaration", "impasse", "time up",
+                             "illegal move", "Black illegal action", "White illegal action", "abort", "max moves"};
+  for (const auto& g : L.games) {
+    plies += g.moves.size();
+    min_len = std::min(min_len, g.moves.size());
+    max_len = std::max(max_len, g.moves.size());
+    auto r = game_result(g);
+    results[!r ? "unknown" : *r == DRAW ? "draw" : *r == BLACK_WIN ? "Black won" : "White won"]++;
+    ends[END_NAMES[int(g.end)]]++;
+  }
+  for (const auto& g : L.hcpe3_games)
+    for (const auto& m : g.moves) training += !m.candidates.empty();
+  std::cout << "files: " << files.size() << (L.bad_files ? " (" + std::to_string(L.bad_files) + " with errors)" : "") << "\n";
+  std::cout << "games: " << L.games.size() << "\n";
+  if (!L.games.empty()) {
+    std::cout << "moves: " << plies << " (average " << double(plies) / L.games.size() << ", shortest " << min_len
+              << ", longest " << max_len << ")\n";
+    std::cout << "results:";
+    for (const auto& [k, v] : results) std::cout << "  " << k << " " << v;
+    std::cout << "\nends:";
+    for (const auto& [k, v] : ends) std::cout << "  " << k << " " << v;
+    std::cout << "\n";
+  }
+  if (!L.hcpe3_games.empty()) std::cout << "hcpe3 positions with search targets: " << training << "\n";
+  if (!L.positions.empty()) std::cout << "hcpe positions: " << L.positions.size() << "\n";
+  return L.bad_files ? 1 : 0;
+}
+
+}  // namespace
+
+int cmd_records(int argc, char** argv) {
+  std::string what = argc >= 2 ? argv[1] : "";
+  if (what == "convert") return convert(argc, argv);
+  if (what == "summary") return summary(argc, argv);
+  if (!what.empty() && what != "--help" && what != "-h") {
+    std::cerr << "error: unknown records command '" << what << "' (expected convert or summary)\n";
+    return 2;
+  }
+  std::cout << "usage: jiriki records convert|summary ...\n"
+               "  convert --to hcpe|hcpe3|csa|kif -o OUT INPUT...   convert record files\n"
+               "  summary INPUT...                                   count games, results and game ends\n"
+               "Run 'jiriki records convert --help' for details.\n";
+  return what.empty() ? 2 : 0;
+}
+
+}  // namespace jiriki

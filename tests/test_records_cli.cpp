@@ -1,0 +1,75 @@
+// `jiriki records`: hcpe3 -> CSA -> hcpe3 and hcpe3 -> hcpe through the real binary.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "engine/hcpe3.h"
+#include "engine/movegen.h"
+
+using namespace jiriki;
+namespace fs = std::filesystem;
+
+namespace {
+// A random game that ends by the rules (mate) or is cut and given the result `cut_result`.
+Hcpe3Game random_game(std::mt19937& rng, uint8_t cut_result) {
+  Position pos;
+  Hcpe3Game g;
+  g.start = encode_hcp(pos);
+  for (int ply = 0; ply < 120; ++ply) {
+    MoveList legal = legal_moves(pos);
+    if (legal.size() == 0) {
+      g.result = pos.side_to_move() == BLACK ? WHITE_WIN : BLACK_WIN;
+      return g;
+    }
+    Move m = legal.moves[rng() % legal.size()];
+    g.moves.push_back({m, int16_t(ply), ply % 3 ? std::vector<Hcpe3Candidate>{{uint16_t(m), 3}} : std::vector<Hcpe3Candidate>{}});
+    pos.do_move(m);
+  }
+  g.result = cut_result;
+  return g;
+}
+int run(const std::string& args) { return std::system((std::string(JIRIKI_BINARY) + " " + args + " > /dev/null 2>&1").c_str()); }
+}  // namespace
+
+TEST_CASE("records CLI: hcpe3 to CSA and back keeps moves and results", "[records][cli]") {
+  fs::path dir = fs::temp_directory_path() / ("jiriki_records_" + std::to_string(std::random_device{}()));
+  fs::create_directories(dir);
+  std::mt19937 rng(5);
+  std::vector<Hcpe3Game> games;
+  // Cut games end with Black to move: Black resigns, the game is drawn at the length limit or by
+  // repetition, Black declares, or White made an illegal move.
+  const uint8_t cut_results[] = {WHITE_WIN, uint8_t(DRAW | hcpe3::MAX_MOVES), uint8_t(DRAW | hcpe3::SENNICHITE),
+                                 uint8_t(BLACK_WIN | hcpe3::DECLARATION), BLACK_WIN};
+  for (int i = 0; i < 15; ++i) games.push_back(random_game(rng, cut_results[i % 5]));
+  REQUIRE_FALSE(write_hcpe3_file((dir / "in.hcpe3").string(), games));
+
+  REQUIRE(run("records convert --to csa -o " + (dir / "csa").string() + " " + (dir / "in.hcpe3").string()) == 0);
+  REQUIRE(run("records convert --to hcpe3 -o " + (dir / "back.hcpe3").string() + " " + (dir / "csa").string()) == 0);
+  std::vector<Hcpe3Game> back;
+  REQUIRE_FALSE(read_hcpe3_file((dir / "back.hcpe3").string(), back));
+  REQUIRE(back.size() == games.size());
+  for (size_t i = 0; i < games.size(); ++i) {
+    INFO("game " << i);
+    CHECK(back[i].start == games[i].start);
+    CHECK(back[i].result == games[i].result);
+    REQUIRE(back[i].moves.size() == games[i].moves.size());
+    for (size_t j = 0; j < games[i].moves.size(); ++j) CHECK(back[i].moves[j].move == games[i].moves[j].move);
+  }
+
+  // hcpe keeps only the positions with search targets (2 of every 3 plies here).
+  REQUIRE(run("records convert --to hcpe -o " + (dir / "pos.hcpe").string() + " " + (dir / "in.hcpe3").string()) == 0);
+  std::vector<HcpeRecord> positions;
+  REQUIRE_FALSE(read_hcpe_file((dir / "pos.hcpe").string(), positions));
+  size_t expected = 0;
+  for (const auto& g : games)
+    for (const auto& m : g.moves) expected += !m.candidates.empty();
+  CHECK(positions.size() == expected);
+  CHECK(positions[0].result == games[0].winner());
+
+  // Bad input: an unknown format and a missing file are errors, not crashes.
+  CHECK(run("records convert --to xyz -o " + (dir / "x").string() + " " + (dir / "in.hcpe3").string()) != 0);
+  CHECK(run("records summary " + (dir / "missing.hcpe3").string()) != 0);
+  CHECK(run("records summary " + (dir / "in.hcpe3").string()) == 0);
+  fs::remove_all(dir);
+}
