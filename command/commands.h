@@ -20,5 +20,6 @@ int cmd_records(int argc, char** argv);
 int bench_perft(int argc, char** argv);
 int bench_nn(int argc, char** argv);
 int bench_search(int argc, char** argv);
+int bench_train(int argc, char** argv);
 
 }  // namespace jiriki

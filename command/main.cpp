@@ -10,7 +10,7 @@ namespace jiriki {
 
 static const Subcommand SUBCOMMANDS[] = {
     {"perft", "count leaf positions of the legal move tree", cmd_perft},
-    {"bench", "benchmarks: perft, nn, search", cmd_bench},
+    {"bench", "benchmarks: perft, nn, search, train", cmd_bench},
     {"nn", "create, inspect and evaluate networks", cmd_nn},
     {"usi", "the USI engine for shogi GUIs (also what runs with no arguments)", cmd_usi},
     {"train", "train a network on hcpe / hcpe3 records", cmd_train},

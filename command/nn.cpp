@@ -1,0 +1,251 @@
+// `jiriki nn init|info|eval` and `jiriki bench nn`: create, inspect, evaluate and time networks.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include "command/commands.h"
+#include "common/args.h"
+#include "engine/movegen.h"
+#include "nn/backend.h"
+#include "nn/features.h"
+#include "nn/model_file.h"
+#if JIRIKI_HAVE_CUDA
+#include "nn/cuda/cuda_backend.h"
+#endif
+
+namespace jiriki {
+
+using namespace nn;
+
+// The default backend: oneDNN where built in, else the (slow) reference loops.
+#if JIRIKI_HAVE_DNNL
+constexpr const char* DEFAULT_BACKEND = "cpu";
+#else
+constexpr const char* DEFAULT_BACKEND = "reference";
+#endif
+
+static std::string describe(const Architecture& a) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%d blocks, %d channels, %s, feature set %u, %.3f GFLOP/position", a.blocks,
+                a.channels, activation_name(a.activation), unsigned(a.feature_set), 2e-9 * double(macs_per_position(a)));
+  return buf;
+}
+
+static BackendOptions backend_options(const Args& args, int max_batch) {
+  BackendOptions o;
+  o.kind = parse_backend_kind(args.str("backend"));
+  o.threads = int(args.integer("threads"));
+  o.gpu = int(args.integer("gpu"));
+  o.precision = parse_precision(args.str("precision"));
+  o.max_batch = max_batch;
+  return o;
+}
+
+static void add_backend_options(Args& args) {
+  args.option("backend", DEFAULT_BACKEND, "cpu, cuda or reference")
+      .option("threads", "0", "CPU threads (0 = all)")
+      .option("gpu", "0", "CUDA device index")
+      .option("precision", "auto", "auto, fp32, fp16 or bf16");
+}
+
+static int nn_init(int argc, char** argv) {
+  Args args("jiriki nn init --blocks N --channels C [--activation relu|swish] [--seed S] -o FILE",
+            "Writes a freshly initialised network (He-normal weights from the seed).");
+  args.option("blocks", "10", "residual blocks")
+      .option("channels", "192", "channels of the residual tower")
+      .option("activation", "relu", "relu or swish")
+      .option("seed", "1", "seed of the initial weights")
+      .option("output", "", "model file to write (-o is short for --output)");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (!args.has("output")) throw std::invalid_argument("-o FILE (--output) is required");
+  Architecture a;
+  a.blocks = int(args.integer("blocks"));
+  a.channels = int(args.integer("channels"));
+  if (a.blocks < 0 || a.blocks > 1024) throw std::invalid_argument("--blocks must be between 0 and 1024");
+  if (a.channels < 1 || a.channels > 4096) throw std::invalid_argument("--channels must be between 1 and 4096");
+  a.activation = parse_activation(args.str("activation"));
+  Model model(a);
+  init_model(model, uint64_t(args.integer("seed")));
+  save_model(model, args.str("output"));
+  std::cout << "wrote " << args.str("output") << ": " << describe(a) << "\n";
+  return 0;
+}
+
+static int nn_info(int argc, char** argv) {
+  Args args("jiriki nn info FILE [--tensors]", "Checks a model file and prints its architecture.");
+  args.flag("tensors", "list every tensor with its shape").positionals();
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (args.rest().size() != 1) throw std::invalid_argument("expected one model file");
+  Model model = load_model(args.rest()[0]);
+  size_t params = 0, tensors = 0;
+  for (const auto& [name, t, trainable] : model.tensors()) params += t->size(), ++tensors;
+  std::cout << args.rest()[0] << ": model format version " << MODEL_FORMAT_VERSION << ", checksum ok\n"
+            << "architecture: " << describe(model.arch) << "\n"
+            << "tensors: " << tensors << ", " << params << " floats (BN statistics included)\n";
+  if (args.has("tensors"))
+    for (const auto& [name, t, trainable] : model.tensors()) std::cout << "  " << name << " " << shape_string(t->shape) << "\n";
+  return 0;
+}
+
+static int nn_eval(int argc, char** argv) {
+  Args args("jiriki nn eval FILE [--sfen S] [--backend cpu|cuda|reference] [--top K]",
+            "Prints the value (win probability of the side to move) and the most likely moves.");
+  args.option("sfen", "startpos", "position to evaluate").option("top", "10", "moves to list");
+  add_backend_options(args);
+  args.positionals();
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (args.rest().size() != 1) throw std::invalid_argument("expected one model file");
+  Position pos;
+  if (auto err = pos.set_sfen(args.str("sfen"))) throw std::invalid_argument("bad --sfen: " + *err);
+  Model model = load_model(args.rest()[0]);
+  auto eval = make_evaluator(model, backend_options(args, 1));
+
+  std::vector<float> features(INPUT_SIZE), logits(POLICY_SIZE);
+  float value = 0;
+  encode_features(pos, features.data());
+  eval->evaluate(features.data(), 1, logits.data(), &value);
+
+  std::cout << "backend: " << eval->name() << "\n"
+            << "value: " << value << " (probability that " << (pos.side_to_move() == BLACK ? "black" : "white")
+            << ", to move, wins)\n";
+  MoveList moves = legal_moves(pos);
+  if (moves.size() == 0) {
+    std::cout << "no legal moves\n";
+    return 0;
+  }
+  // Softmax over the legal moves only, as the search sees the policy.
+  std::vector<std::pair<float, Move>> scored;
+  float max_logit = -INFINITY;
+  for (Move m : moves) {
+    scored.emplace_back(logits[move_to_label(m, pos.side_to_move())], m);
+    max_logit = std::max(max_logit, scored.back().first);
+  }
+  double sum = 0;
+  for (auto& [l, m] : scored) sum += std::exp(double(l - max_logit));
+  std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  int top = std::min<int>(int(args.integer("top")), int(scored.size()));
+  std::cout << "policy (" << moves.size() << " legal moves, top " << top << "):\n";
+  for (int i = 0; i < top; ++i) {
+    double p = std::exp(double(scored[i].first - max_logit)) / sum;
+    std::printf("  %-6s %6.2f%%  logit %+.4f\n", move_to_usi(scored[i].second).c_str(), 100 * p, scored[i].first);
+  }
+  return 0;
+}
+
+int cmd_nn(int argc, char** argv) {
+  // "-o FILE" is the conventional short form of "--output FILE".
+  std::vector<std::string> words(argv, argv + argc);
+  for (auto& w : words)
+    if (w == "-o") w = "--output";
+  std::vector<char*> av;
+  for (auto& w : words) av.push_back(w.data());
+  const std::string sub = argc >= 2 ? words[1] : "";
+  if (sub == "init") return nn_init(argc - 1, av.data() + 1);
+  if (sub == "info") return nn_info(argc - 1, av.data() + 1);
+  if (sub == "eval") return nn_eval(argc - 1, av.data() + 1);
+  std::cout << "usage: jiriki nn init|info|eval [OPTIONS]\n\n"
+               "  init   write a freshly initialised network\n"
+               "  info   check a model file and print its architecture\n"
+               "  eval   evaluate one position\n";
+  return sub == "--help" || sub == "-h" ? 0 : 2;
+}
+
+// Positions from random games, so that the benchmark runs on real inputs.
+static std::vector<float> random_position_features(int count, uint64_t seed) {
+  std::vector<float> out(size_t(count) * INPUT_SIZE);
+  std::mt19937_64 rng(seed);
+  Position pos;
+  for (int i = 0; i < count; ++i) {
+    MoveList moves = legal_moves(pos);
+    if (moves.size() == 0 || pos.game_ply() > 200) {
+      pos.set_startpos();
+      moves = legal_moves(pos);
+    }
+    pos.do_move(moves.moves[rng() % moves.size()]);
+    encode_features(pos, out.data() + size_t(i) * INPUT_SIZE);
+  }
+  return out;
+}
+
+// For scripts/torch_reference.py: int32 n, then the n x 119 x 81 features, the backend's n x 2187
+// policy logits and its n win probabilities, all float32, little-endian.
+static void dump_outputs(const std::string& path, Evaluator& eval, const std::vector<float>& features, int n) {
+  std::vector<float> logits(size_t(n) * POLICY_SIZE), values(n);
+  eval.evaluate(features.data(), n, logits.data(), values.data());
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  const int32_t count = n;
+  f.write(reinterpret_cast<const char*>(&count), sizeof count);
+  f.write(reinterpret_cast<const char*>(features.data()), std::streamsize(size_t(n) * INPUT_SIZE * sizeof(float)));
+  f.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
+  f.write(reinterpret_cast<const char*>(values.data()), std::streamsize(values.size() * sizeof(float)));
+  if (!f.flush()) throw std::runtime_error(path + ": write failed");
+  std::cout << "wrote " << n << " positions and their outputs to " << path << "\n";
+}
+
+#if JIRIKI_HAVE_CUDA
+// The CUDA backend's forward pass alone, inputs and outputs left on the GPU: the figure that
+// frameworks' GPU timings report (evaluate() adds host conversion and PCIe copies).
+static void bench_gpu_only(Evaluator& eval, const std::vector<int64_t>& batches, double seconds, double flop) {
+  std::cout << "GPU only (inputs and outputs already on the GPU, CUDA graph replays timed with CUDA events):\n";
+  std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "replays");
+  for (int64_t b : batches) {
+    const int n = int(b);
+    const double once = cuda_device_seconds_per_batch(eval, n, 3);
+    const int reps = int(std::clamp(seconds / once, 10.0, 100000.0));
+    const double s = cuda_device_seconds_per_batch(eval, n, reps);
+    std::printf("%7d %14.1f %12.3f %10.1f %8d\n", n, n / s, 1e3 * s, n / s * flop * 1e-9, reps);
+  }
+}
+#endif
+
+int bench_nn(int argc, char** argv) {
+  Args args("jiriki bench nn --model FILE [--backend cpu|cuda] [--batch 1,16,64,256,1024] [--seconds S]",
+            "Positions per second and latency of a backend at each batch size.");
+  args.option("model", "", "model file (required)")
+      .option("batch", "1,16,64,256,1024", "batch sizes")
+      .option("seconds", "3", "time spent at each batch size")
+      .option("dump", "", "then write the largest batch's features and outputs to this file (scripts/torch_reference.py)");
+  add_backend_options(args);
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (!args.has("model")) throw std::invalid_argument("--model FILE is required");
+  std::vector<int64_t> batches = args.int_list("batch");
+  for (int64_t b : batches)
+    if (b < 1 || b > 65536) throw std::invalid_argument("batch sizes must be between 1 and 65536");
+  const int max_batch = int(*std::max_element(batches.begin(), batches.end()));
+  const double seconds = args.real("seconds");
+
+  Model model = load_model(args.str("model"));
+  auto eval = make_evaluator(model, backend_options(args, max_batch));
+  std::vector<float> features = random_position_features(max_batch, 1);
+  std::vector<float> logits(size_t(max_batch) * POLICY_SIZE), values(max_batch);
+  const double flop = 2.0 * double(macs_per_position(model.arch));
+
+  std::cout << "model: " << args.str("model") << " (" << describe(model.arch) << ")\n"
+            << "backend: " << eval->name() << "\n";
+  std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "calls");
+  for (int64_t b : batches) {
+    const int n = int(b);
+    eval->evaluate(features.data(), n, logits.data(), values.data());  // warm-up: builds the plan
+    int calls = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    double elapsed = 0;
+    while (elapsed < seconds || calls < 3) {
+      eval->evaluate(features.data(), n, logits.data(), values.data());
+      ++calls;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    double pps = double(calls) * n / elapsed;
+    std::printf("%7d %14.1f %12.3f %10.1f %8d\n", n, pps, 1e3 * elapsed / calls, pps * flop * 1e-9, calls);
+  }
+#if JIRIKI_HAVE_CUDA
+  if (parse_backend_kind(args.str("backend")) == BackendKind::CUDA) bench_gpu_only(*eval, batches, seconds, flop);
+#endif
+  if (args.has("dump")) dump_outputs(args.str("dump"), *eval, features, max_batch);
+  return 0;
+}
+
+}  // namespace jiriki

@@ -1,0 +1,188 @@
+// `jiriki train`: trains a network on hcpe / hcpe3 records (training/trainer.h does the work).
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "command/commands.h"
+#include "common/args.h"
+#include "training/data.h"
+#include "training/trainer.h"
+
+namespace jiriki {
+
+namespace {
+std::atomic<bool> g_stop{false};
+// The first Ctrl-C asks for a stop after the current step (lock-free atomic store: safe in a
+// handler); a second one ends the process at once.
+void on_sigint(int) {
+  g_stop = true;
+  std::signal(SIGINT, SIG_DFL);
+}
+}  // namespace
+
+int cmd_train(int argc, char** argv) {
+  Args args("jiriki train --data PATH... --model-out FILE [--init FILE | --blocks N --channels C] [OPTIONS]",
+            "Trains a network on hcpe / hcpe3 records (files, directories, globs). Ctrl-C stops after the current\n"
+            "step and writes the checkpoint; --resume continues exactly where it stopped.");
+  args.option("data", "", "training data: .hcpe / .hcpe3 files, directories, glob patterns", true)
+      .option("model-out", "", "the trained model file to write (required)")
+      .option("init", "", "start from this model file instead of a fresh network")
+      .option("blocks", "10", "residual blocks of a fresh network")
+      .option("channels", "192", "channels of a fresh network")
+      .option("activation", "relu", "relu or swish (fresh network)")
+      .option("seed", "1", "seed of the fresh network's weights and of the data shuffle")
+      .option("batch", "256", "positions per step")
+      .option("steps", "0", "steps to train (0: use --epochs)")
+      .option("epochs", "1", "passes over the training data, when --steps is 0")
+      .option("optimizer", "sgd", "sgd (Nesterov momentum) or adamw")
+      .option("lr", "auto", "peak learning rate (auto: 0.1 for sgd, 0.001 for adamw)")
+      .option("momentum", "0.9", "SGD momentum")
+      .flag("no-nesterov", "plain momentum instead of Nesterov's (SGD)")
+      .option("weight-decay", "0.0001", "weight decay of conv and fc weights (decoupled for adamw)")
+      .option("beta1", "0.9", "AdamW beta1")
+      .option("beta2", "0.999", "AdamW beta2")
+      .option("schedule", "cosine", "learning-rate schedule after warm-up: cosine, step or constant")
+      .option("warmup-steps", "0", "steps of linear warm-up")
+      .option("lr-final-ratio", "0", "cosine: final learning rate as a fraction of --lr")
+      .option("lr-step-every", "0", "step: steps between decays")
+      .option("lr-step-gamma", "0.1", "step: factor of each decay")
+      .option("clip-grad-norm", "0", "clip the global gradient norm to this (0: off)")
+      .option("val-lambda", "0.333", "weight of the eval target in the value loss (dlshogi)")
+      .option("bn-momentum", "0.1", "batch-norm running statistics momentum")
+      .option("window", "0", "train on the newest N positions only (0: all)")
+      .option("test", "", "held-out data for metrics", true)
+      .option("test-positions", "0", "held-out positions to evaluate (0: all)")
+      .option("eval-every", "0", "held-out metrics every K steps (0: at the end)")
+      .option("checkpoint", "", "checkpoint file (default: MODEL-OUT.ckpt)")
+      .option("checkpoint-every", "0", "steps between checkpoints (0: only on Ctrl-C and at the end)")
+      .flag("resume", "continue from the checkpoint")
+      .option("stop-after", "0", "stop after N steps of this invocation, as on Ctrl-C (time-sliced jobs)")
+      .option("threads", "0", "compute threads (0: all)")
+      .option("loader-threads", "1", "data loader threads")
+      .option("log", "", "JSON-lines log (default: MODEL-OUT.log.jsonl)")
+      .option("log-every", "100", "steps between progress lines")
+      .flag("loader-only", "run only the data pipeline for the same steps and report its samples/s")
+      .option("backend", "cpu", "cpu (cuda: not implemented yet)");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+
+  if (args.str("backend") == "cuda")
+    throw std::runtime_error("--backend cuda: the CUDA trainer is not implemented yet; use --backend cpu");
+  if (args.str("backend") != "cpu")
+    throw std::invalid_argument("unknown --backend '" + args.str("backend") + "' (expected cpu)");
+  if (!args.has("data")) throw std::invalid_argument("--data PATH... is required");
+  if (args.has("init") && (args.has("blocks") || args.has("channels") || args.has("activation")))
+    throw std::invalid_argument(
+        "--init takes the architecture from the model file: drop --blocks, --channels, --activation");
+
+  training::TrainConfig c;
+  c.data = args.all("data");
+  c.test = args.has("test") ? args.all("test") : std::vector<std::string>{};
+  c.model_out = args.str("model-out");
+  c.init = args.str("init");
+  c.arch.blocks = int(args.integer("blocks"));
+  c.arch.channels = int(args.integer("channels"));
+  if (c.arch.blocks < 0 || c.arch.blocks > 1024) throw std::invalid_argument("--blocks must be between 0 and 1024");
+  if (c.arch.channels < 1 || c.arch.channels > 4096)
+    throw std::invalid_argument("--channels must be between 1 and 4096");
+  c.arch.activation = nn::parse_activation(args.str("activation"));
+  c.seed = uint64_t(args.integer("seed"));
+  c.batch = int(args.integer("batch"));
+  c.steps = args.integer("steps");
+  c.epochs = args.real("epochs");
+  c.optimizer.kind = training::parse_optimizer(args.str("optimizer"));
+  c.optimizer.momentum = args.real("momentum");
+  c.optimizer.nesterov = !args.has("no-nesterov");
+  c.optimizer.weight_decay = args.real("weight-decay");
+  c.optimizer.beta1 = args.real("beta1");
+  c.optimizer.beta2 = args.real("beta2");
+  c.schedule.kind = training::parse_schedule(args.str("schedule"));
+  c.schedule.lr =
+      args.str("lr") == "auto" ? (c.optimizer.kind == training::OptimizerKind::SGD ? 0.1 : 0.001) : args.real("lr");
+  c.schedule.warmup_steps = args.integer("warmup-steps");
+  c.schedule.final_ratio = args.real("lr-final-ratio");
+  c.schedule.step_every = args.integer("lr-step-every");
+  c.schedule.gamma = args.real("lr-step-gamma");
+  c.clip_grad_norm = args.real("clip-grad-norm");
+  c.val_lambda = float(args.real("val-lambda"));
+  c.bn_momentum = float(args.real("bn-momentum"));
+  c.window = args.integer("window");
+  c.test_positions = args.integer("test-positions");
+  c.eval_every = args.integer("eval-every");
+  c.checkpoint = args.has("checkpoint") ? args.str("checkpoint") : c.model_out.empty() ? "" : c.model_out + ".ckpt";
+  c.checkpoint_every = args.integer("checkpoint-every");
+  c.resume = args.has("resume");
+  c.stop_after = args.integer("stop-after");
+  c.threads = int(args.integer("threads"));
+  c.loader_threads = int(args.integer("loader-threads"));
+  if (c.loader_threads < 1) throw std::invalid_argument("--loader-threads must be at least 1");
+  c.log = args.has("log") ? args.str("log") : c.model_out.empty() ? "" : c.model_out + ".log.jsonl";
+  c.log_every = args.integer("log-every");
+  c.loader_only = args.has("loader-only");
+
+  c.stop = &g_stop;
+  std::signal(SIGINT, on_sigint);
+  training::TrainResult r = training::train(c);
+  std::signal(SIGINT, SIG_DFL);
+  return r.interrupted && g_stop ? 130 : 0;  // 128 + SIGINT, as a shell reports an interrupted command
+}
+
+// `jiriki bench train`: samples per second of the CPU trainer and, separately, of the data loader,
+// on positions of random legal games written to a temporary hcpe file.
+int bench_train(int argc, char** argv) {
+  Args args("jiriki bench train [--blocks N --channels C] [--batch B1,B2,...] [--steps S]",
+            "Trains a fresh network for a few steps at each batch size on random-game positions and prints the\n"
+            "trainer's samples/s, then the samples/s of the data loader running alone.");
+  args.option("blocks", "1", "residual blocks")
+      .option("channels", "16", "channels")
+      .option("activation", "relu", "relu or swish")
+      .option("batch", "32,128", "batch sizes, comma-separated")
+      .option("steps", "20", "training steps per batch size")
+      .option("loader-steps", "500", "batches the loader alone builds per batch size")
+      .option("positions", "4096", "random-game positions to train on")
+      .option("threads", "0", "compute threads (0: all)")
+      .option("loader-threads", "1", "data loader threads");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  const auto dir = std::filesystem::temp_directory_path() / ("jiriki_bench_train_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string data = (dir / "random.hcpe").string();
+  const int64_t positions = args.integer("positions");
+  const auto records = training::random_game_records(int((positions + 63) / 64), 64, 1);
+  if (auto err = write_hcpe_file(
+          data, std::vector<HcpeRecord>(records.begin(),
+                                        records.begin() + std::min<size_t>(records.size(), size_t(positions)))))
+    throw std::runtime_error(*err);
+
+  training::TrainConfig c;
+  c.data = {data};
+  c.model_out = (dir / "model.bin").string();
+  c.arch.blocks = int(args.integer("blocks"));
+  c.arch.channels = int(args.integer("channels"));
+  c.arch.activation = nn::parse_activation(args.str("activation"));
+  c.steps = args.integer("steps");
+  c.log_every = c.steps;
+  c.threads = int(args.integer("threads"));
+  c.loader_threads = int(args.integer("loader-threads"));
+  c.quiet = true;
+  std::printf("network %dx%d %s, %lld random-game positions, %lld steps per batch size\n", c.arch.blocks,
+              c.arch.channels, nn::activation_name(c.arch.activation), (long long)positions, (long long)c.steps);
+  std::printf("%8s %18s %18s\n", "batch", "trainer samples/s", "loader samples/s");
+  const int64_t train_steps = c.steps, loader_steps = args.integer("loader-steps");
+  for (int64_t batch : args.int_list("batch")) {
+    c.batch = int(batch);
+    c.loader_only = false;
+    c.steps = train_steps;
+    const double trainer = training::train(c).samples_per_second;
+    c.loader_only = true;
+    c.steps = loader_steps;
+    const double loader = training::train(c).loader_samples_per_second;
+    std::printf("%8lld %18.0f %18.0f\n", (long long)batch, trainer, loader);
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+}  // namespace jiriki

@@ -1,0 +1,115 @@
+// `jiriki usi` (and `jiriki` with no arguments): the USI engine on stdin/stdout; and
+// `jiriki bench search`: playouts per second and batch fill of the tree search.
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "command/commands.h"
+#include "common/args.h"
+#include "engine/search/search.h"
+#include "nn/model_file.h"
+#include "usi/engine.h"
+#include "usi/network.h"
+
+namespace jiriki {
+
+int cmd_usi(int argc, char** argv) {
+  if (argc > 1) {
+    Args args("jiriki [usi]", "The USI engine: reads USI commands on stdin and answers on stdout.");
+    if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  }
+  std::ios::sync_with_stdio(false);
+  usi::Engine engine(std::cout);
+  return engine.loop(std::cin);
+}
+
+int bench_search(int argc, char** argv) {
+  Args args("jiriki bench search [--model FILE | --blocks N --channels C] [--backend B] [--threads T] [--batch B] [--seconds S]",
+            "Searches one position for a fixed time and reports playouts per second and how full the network's "
+            "batches were. Without --model the network has random weights of the given size: speed does not "
+            "depend on the weights.");
+  args.option("model", "", "model file (default: a random network of --blocks x --channels)")
+      .option("blocks", std::to_string(usi::DEFAULT_MODEL_BLOCKS), "residual blocks of the random network")
+      .option("channels", std::to_string(usi::DEFAULT_MODEL_CHANNELS), "channels of the random network")
+      .option("backend", "auto", "auto, cpu, cuda or reference")
+      .option("gpu", "0", "CUDA device")
+      .option("threads", "2", "search threads")
+      .option("batch", "16", "leaves per network call per thread")
+      .option("seconds", "10", "search time")
+      .option("hash", "8192", "node pool in MiB")
+      .option("leaf-mate", "1", "mate search plies at new leaves: 0, 1, 3 or 5")
+      .option("sfen", "startpos", "position to search");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  const int threads = int(args.integer("threads")), batch = int(args.integer("batch"));
+  const double seconds = args.real("seconds");
+  const int leaf_mate = int(args.integer("leaf-mate"));
+  if (threads < 1 || batch < 1 || seconds <= 0 || args.integer("hash") < 1 ||
+      (leaf_mate != 0 && leaf_mate != 1 && leaf_mate != 3 && leaf_mate != 5)) {
+    std::cerr << "error: --threads, --batch, --seconds and --hash must be positive; --leaf-mate 0, 1, 3 or 5\n";
+    return 2;
+  }
+
+  nn::Model model;
+  std::string network;
+  if (args.has("model")) {
+    model = nn::load_model(args.str("model"));
+    network = args.str("model");
+  } else {
+    nn::Architecture arch;
+    arch.blocks = int(args.integer("blocks"));
+    arch.channels = int(args.integer("channels"));
+    if (arch.blocks < 1 || arch.channels < 1) {
+      std::cerr << "error: --blocks and --channels must be positive\n";
+      return 2;
+    }
+    model = nn::Model(arch);
+    nn::init_model(model, usi::DEFAULT_MODEL_SEED);
+    network = "random weights (seed " + std::to_string(usi::DEFAULT_MODEL_SEED) + ")";
+  }
+  std::string backend;
+  auto queue = usi::make_backend_queue(model, args.str("backend"), int(args.integer("gpu")), batch, threads, &backend);
+
+  search::Searcher searcher(size_t(args.integer("hash")) << 20);
+  search::SearchParams params;
+  params.threads = threads;
+  params.batch_size = batch;
+  params.leaf_mate_plies = leaf_mate;
+  searcher.set_params(params);
+  searcher.set_eval_queue(queue.get());
+  if (auto err = searcher.set_position(args.str("sfen"), {})) {
+    std::cerr << "error: " << *err << "\n";
+    return 2;
+  }
+  std::cout << "network: " << model.arch.blocks << " blocks x " << model.arch.channels << " channels, " << network << "\n"
+            << backend << "\n"
+            << "threads " << threads << ", batch " << batch << ", leaf mate search " << leaf_mate << " plies, "
+            << seconds << " s on " << args.str("sfen") << "\n";
+
+  // Warm-up: the first calls of a backend pay for its setup (kernels chosen, memory allocated).
+  search::SearchLimits warm;
+  warm.nodes = int64_t(batch) * threads * 4;
+  searcher.run(warm);
+  searcher.clear_tree();
+  queue->reset_stats();
+
+  search::SearchLimits limits;
+  limits.infinite = true;
+  search::SearchResult result;
+  searcher.start(limits, nullptr, [&result](const search::SearchResult& r) { result = r; });
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  searcher.stop();
+  searcher.wait();
+
+  const search::SearchInfo& info = result.info;
+  const auto stats = queue->stats();
+  const double avg = stats.calls ? double(stats.positions) / double(stats.calls) : 0.0;
+  std::cout << "playouts " << info.nodes << " in " << info.time_ms << " ms: " << info.nps << " nodes/s\n"
+            << "network calls " << stats.calls << ", positions " << stats.positions << ", average batch " << avg
+            << " of " << queue->max_batch() << " (fill " << 100.0 * avg / queue->max_batch() << "%)\n"
+            << "tree memory " << searcher.pool().used() / std::max<int64_t>(info.nodes, 1) << " bytes per playout, hashfull "
+            << info.hashfull << " per mille, best move " << move_to_usi(result.best) << "\n";
+  if (searcher.pool().full()) std::cout << "warning: the node pool filled up; raise --hash\n";
+  return 0;
+}
+
+}  // namespace jiriki

@@ -1,0 +1,120 @@
+// The evaluation queue: workers that merge waiting batches into network calls.
+#include "engine/search/eval_queue.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace jiriki::search {
+
+EvalBatch::EvalBatch(int capacity)
+    : capacity_(capacity),
+      features_(size_t(capacity) * nn::INPUT_SIZE),
+      policy_(size_t(capacity) * nn::POLICY_SIZE),
+      value_(size_t(capacity)) {}
+
+EvalQueue::EvalQueue(std::vector<std::unique_ptr<nn::Evaluator>> evaluators) : evaluators_(std::move(evaluators)) {
+  if (evaluators_.empty()) throw std::invalid_argument("evaluation queue without an evaluator");
+  max_batch_ = evaluators_[0]->max_batch();
+  for (auto& e : evaluators_)
+    if (e->max_batch() != max_batch_) throw std::invalid_argument("evaluators of one queue must share a batch size");
+  for (int i = 0; i < int(evaluators_.size()); ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+EvalQueue::~EvalQueue() {
+  {
+    std::lock_guard lock(mutex_);
+    quit_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+std::string EvalQueue::name() const {
+  return evaluators_[0]->name() + (evaluators_.size() > 1 ? " x" + std::to_string(evaluators_.size()) : "");
+}
+
+EvalQueue::Stats EvalQueue::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void EvalQueue::reset_stats() {
+  std::lock_guard lock(mutex_);
+  stats_ = Stats{};
+}
+
+void EvalQueue::evaluate(EvalBatch& batch) {
+  nn::check_batch_size(batch.size(), max_batch_);
+  Request req;
+  req.batch = &batch;
+  std::unique_lock lock(mutex_);
+  queue_.push_back(&req);
+  work_cv_.notify_one();
+  done_cv_.wait(lock, [&] { return req.done; });
+  if (req.error) std::rethrow_exception(req.error);
+}
+
+void EvalQueue::worker_loop(int index) {
+  nn::Evaluator& eval = *evaluators_[index];
+  EvalBatch staging(max_batch_);  // merged input and output of several small requests
+  std::vector<Request*> taken;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return quit_ || !queue_.empty(); });
+    if (quit_) return;
+    // Take requests in arrival order while they fit in one call.
+    taken.clear();
+    int total = 0;
+    while (!queue_.empty() && total + queue_.front()->batch->size() <= max_batch_) {
+      total += queue_.front()->batch->size();
+      taken.push_back(queue_.front());
+      queue_.pop_front();
+    }
+    stats_.calls += 1;
+    stats_.positions += total;
+    lock.unlock();
+
+    std::exception_ptr error;
+    try {
+      if (taken.size() == 1) {  // no copy: evaluate the client's buffers in place
+        EvalBatch& b = *taken[0]->batch;
+        eval.evaluate(b.features_.data(), b.size(), b.policy_.data(), b.value_.data());
+      } else {
+        int off = 0;
+        for (Request* r : taken) {
+          const EvalBatch& b = *r->batch;
+          std::memcpy(staging.features_.data() + size_t(off) * nn::INPUT_SIZE, b.features_.data(),
+                      sizeof(float) * size_t(b.size()) * nn::INPUT_SIZE);
+          off += b.size();
+        }
+        eval.evaluate(staging.features_.data(), total, staging.policy_.data(), staging.value_.data());
+        off = 0;
+        for (Request* r : taken) {
+          EvalBatch& b = *r->batch;
+          std::memcpy(b.policy_.data(), staging.policy_.data() + size_t(off) * nn::POLICY_SIZE,
+                      sizeof(float) * size_t(b.size()) * nn::POLICY_SIZE);
+          std::copy_n(staging.value_.data() + off, b.size(), b.value_.data());
+          off += b.size();
+        }
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+
+    lock.lock();
+    for (Request* r : taken) {
+      r->error = error;
+      r->done = true;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+std::unique_ptr<EvalQueue> make_eval_queue(const nn::Model& model, const nn::BackendOptions& options, int evaluators) {
+  std::vector<std::unique_ptr<nn::Evaluator>> list;
+  for (int i = 0; i < std::max(evaluators, 1); ++i) list.push_back(nn::make_evaluator(model, options));
+  return std::make_unique<EvalQueue>(std::move(list));
+}
+
+}  // namespace jiriki::search

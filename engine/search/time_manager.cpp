@@ -1,0 +1,40 @@
+// Time allocation per move (see time_manager.h).
+#include "engine/search/time_manager.h"
+
+#include <algorithm>
+
+namespace jiriki::search {
+
+TimeBudget allocate_time(const GoClock& clock, Color us, int game_ply, const TimeOptions& o) {
+  TimeBudget b;
+  b.network_delay = o.network_delay;
+  if (clock.movetime > 0) {
+    b.minimum = b.optimum = b.maximum = std::max<int64_t>(clock.movetime - o.network_delay, 1);
+    return b;
+  }
+  b.round_to_seconds = true;
+  const int64_t time = std::max<int64_t>(clock.time[us], 0);
+  const int64_t inc = std::max<int64_t>(clock.inc[us], 0);
+  const int64_t byoyomi = std::max<int64_t>(clock.byoyomi[us], 0);
+  const int64_t remain = time + byoyomi;
+  // Never past this: NetworkDelay2 stays in hand; on a clock shorter than that, 30% of what is left.
+  const int64_t hard = std::max(remain - o.network_delay2, remain * 3 / 10);
+  // Our moves still to come, guessed from the move number: 40 at the start, never fewer than 20.
+  const int64_t moves_left = std::clamp<int64_t>((160 - game_ply) / 2, 20, 40);
+  // This move's fair share of the clock and of the increments still to come.
+  const int64_t share = (time + inc * (moves_left - 1)) / moves_left;
+  b.minimum = std::min(std::max<int64_t>(o.minimum_thinking_time, 0), hard);
+  b.optimum = std::clamp(share * o.slow_mover / 100 + byoyomi, b.minimum, hard);
+  // Room to think longer when the best move is unsettled, but never a quarter of the clock.
+  b.maximum = std::clamp(std::min(share * 5, time / 4) + byoyomi, b.optimum, hard);
+  return b;
+}
+
+int64_t stop_time(const TimeBudget& b, int64_t elapsed) {
+  if (elapsed >= b.maximum) return b.maximum;
+  if (!b.round_to_seconds) return elapsed;
+  int64_t end_of_second = (elapsed + b.network_delay + 999) / 1000 * 1000 - b.network_delay;
+  return std::clamp(end_of_second, elapsed, b.maximum);
+}
+
+}  // namespace jiriki::search

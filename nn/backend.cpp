@@ -1,0 +1,70 @@
+// Backend selection: names of the kinds and precisions, and the factory.
+#include "nn/backend.h"
+
+#include <stdexcept>
+
+namespace jiriki::nn {
+
+BackendKind parse_backend_kind(const std::string& name) {
+  if (name == "reference") return BackendKind::REFERENCE;
+  if (name == "cpu") return BackendKind::CPU;
+  if (name == "cuda") return BackendKind::CUDA;
+  throw std::invalid_argument("unknown backend '" + name + "' (expected cpu, cuda or reference)");
+}
+
+const char* backend_kind_name(BackendKind k) {
+  switch (k) {
+    case BackendKind::REFERENCE: return "reference";
+    case BackendKind::CPU: return "cpu";
+    case BackendKind::CUDA: return "cuda";
+  }
+  return "?";
+}
+
+Precision parse_precision(const std::string& name) {
+  if (name == "auto") return Precision::AUTO;
+  if (name == "fp32") return Precision::FP32;
+  if (name == "fp16") return Precision::FP16;
+  if (name == "bf16") return Precision::BF16;
+  throw std::invalid_argument("unknown precision '" + name + "' (expected auto, fp32, fp16 or bf16)");
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::AUTO: return "auto";
+    case Precision::FP32: return "fp32";
+    case Precision::FP16: return "fp16";
+    case Precision::BF16: return "bf16";
+  }
+  return "?";
+}
+
+void check_batch_size(int n, int max_batch) {
+  if (n < 1 || n > max_batch)
+    throw std::invalid_argument("batch of " + std::to_string(n) + " positions; this evaluator takes 1 to " +
+                                std::to_string(max_batch));
+}
+
+std::unique_ptr<Evaluator> make_evaluator(const Model& model, const BackendOptions& options) {
+  if (options.max_batch < 1) throw std::invalid_argument("max batch must be at least 1");
+  switch (options.kind) {
+    case BackendKind::REFERENCE:
+      return make_reference_evaluator(model, options);
+    case BackendKind::CPU:
+#if JIRIKI_HAVE_DNNL
+      return make_cpu_evaluator(fold_batch_norm(model), options);
+#else
+      throw std::runtime_error("jiriki was built without oneDNN: the cpu backend is unavailable "
+                               "(install libdnnl-dev and rebuild, or use --backend reference)");
+#endif
+    case BackendKind::CUDA:
+#if JIRIKI_HAVE_CUDA
+      return make_cuda_evaluator(fold_batch_norm(model), options);
+#else
+      throw std::runtime_error("jiriki was built without CUDA: the cuda backend is unavailable");
+#endif
+  }
+  throw std::invalid_argument("unknown backend kind");
+}
+
+}  // namespace jiriki::nn

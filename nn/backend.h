@@ -1,0 +1,68 @@
+// The one narrow interface between the engine, self-play and the trainer on one side and the
+// inference backends on the other (in the spirit of KataGo's nninterface.h): a batch of encoded
+// positions in, policy logits and win probabilities out.
+//
+// Backends:
+//   reference  plain direct loops on the training form (nn/reference.cpp); the test oracle
+//   cpu        oneDNN (nn/cpu_backend.cpp), only when built with JIRIKI_HAVE_DNNL
+//   cuda       cuDNN + cuBLAS (nn/cuda/), only when built with JIRIKI_HAVE_CUDA
+#pragma once
+#include <memory>
+#include <string>
+
+#include "nn/model.h"
+
+namespace jiriki::nn {
+
+enum class BackendKind { REFERENCE, CPU, CUDA };
+BackendKind parse_backend_kind(const std::string& name);  // "reference" | "cpu" | "cuda"; throws
+const char* backend_kind_name(BackendKind k);
+
+// Arithmetic the backend computes in. AUTO: fp32 on the CPU, bf16 on the GPU.
+enum class Precision { AUTO, FP32, FP16, BF16 };
+Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16"; throws
+const char* precision_name(Precision p);
+
+struct BackendOptions {
+  BackendKind kind = BackendKind::CPU;
+  int threads = 0;        // CPU threads; 0 = all hardware threads
+  int gpu = 0;            // CUDA device index
+  int max_batch = 256;    // largest n evaluate() accepts
+  Precision precision = Precision::AUTO;
+};
+
+// Evaluates batches of positions. One evaluator is used by one thread at a time; make one per
+// search thread or GPU stream. Construction does the expensive setup (weights uploaded, layouts
+// chosen); evaluate() is the hot path.
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  // features:      n x 119 x 81 floats, NCHW, as written by nn::encode_features.
+  // policy_logits: n x 2187 raw logits, index 81 * label + square (side-to-move view); the caller
+  //                masks illegal moves and applies the softmax.
+  // value:         n win probabilities of the side to move, sigmoid of the value logit, in [0,1].
+  // 1 <= n <= max_batch(); throws std::invalid_argument otherwise.
+  virtual void evaluate(const float* features, int n, float* policy_logits, float* value) = 0;
+  virtual int max_batch() const = 0;
+  virtual std::string name() const = 0;  // e.g. "cpu (oneDNN 2.6, 2 threads, fp32)"
+};
+
+// Builds the evaluator the options ask for. Throws std::runtime_error naming the problem, e.g.
+// "jiriki was built without CUDA" when the backend was not compiled in.
+std::unique_ptr<Evaluator> make_evaluator(const Model& model, const BackendOptions& options);
+
+// Backend constructors, one per kind; make_evaluator dispatches to them.
+std::unique_ptr<Evaluator> make_reference_evaluator(const Model& model, const BackendOptions& options);
+#if JIRIKI_HAVE_DNNL
+std::unique_ptr<Evaluator> make_cpu_evaluator(const FoldedModel& model, const BackendOptions& options);
+#endif
+#if JIRIKI_HAVE_CUDA
+// Implemented in nn/cuda/. The weights are BN-folded, OIHW, fp32; the backend converts them to its
+// own layout and precision.
+std::unique_ptr<Evaluator> make_cuda_evaluator(const FoldedModel& model, const BackendOptions& options);
+#endif
+
+// Shared by the backends: throws std::invalid_argument unless 1 <= n <= max_batch.
+void check_batch_size(int n, int max_batch);
+
+}  // namespace jiriki::nn

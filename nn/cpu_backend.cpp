@@ -1,0 +1,261 @@
+// The CPU backend: oneDNN primitives on the BN-folded network.
+//
+// Each convolution carries its bias and activation as post-ops, and the second convolution of a
+// residual block adds the skip with a sum post-op: it writes into the buffer that holds the block's
+// input, so a block is two primitive calls and no extra pass over memory. oneDNN chooses the
+// activation layout for the stem's output (channels-last on AVX-512, blocked nChw8c on AVX2) and
+// every later layer keeps it; only the input and the two heads' outputs are reordered to or from
+// NCHW. The per-logit policy bias and the value head's last layer (256 -> 1) run on the host.
+//
+// Primitives depend on the batch size, so they are built once per size and cached ("plans").
+// Buffers are shared by all plans and sized for max_batch at construction; reordered weights are
+// shared too, one copy per layout asked for. Scratchpads are ours (scratchpad_mode::user), not the
+// library's per-thread one, so that an evaluator may move between threads.
+#if JIRIKI_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "nn/backend.h"
+#include "nn/layers.h"
+
+namespace jiriki::nn {
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr auto F32 = memory::data_type::f32;
+
+memory::desc md(const memory::dims& dims, Tag tag) { return memory::desc(dims, F32, tag); }
+
+// Weights and bias of one layer in their file layout, plus copies in the layouts primitives chose.
+struct LayerWeights {
+  memory user, bias;
+  std::vector<std::pair<memory::desc, memory>> by_layout;
+};
+
+// The primitives of one batch size, with their arguments bound.
+struct Plan {
+  memory input, policy_out;     // user buffers; data handles set on each call
+  std::vector<memory> scratch;  // scratchpads, all on the evaluator's one scratch buffer
+  size_t scratch_bytes = 0;
+  std::vector<std::pair<dnnl::primitive, std::unordered_map<int, memory>>> steps;
+};
+
+class CpuEvaluator : public Evaluator {
+ public:
+  CpuEvaluator(const FoldedModel& m, const BackendOptions& o)
+      : m_(m), eng_(dnnl::engine::kind::cpu, 0), stream_(eng_), max_batch_(o.max_batch) {
+    if (o.precision != Precision::AUTO && o.precision != Precision::FP32)
+      throw std::invalid_argument(std::string("the cpu backend computes in fp32, not ") + precision_name(o.precision));
+    threads_ = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const int c = m_.arch.channels;
+    stem_ = conv_weights(m_.stem);
+    for (int b = 0; b < m_.arch.blocks; ++b) {
+      conv1_.push_back(conv_weights(m_.block_conv1[b]));
+      conv2_.push_back(conv_weights(m_.block_conv2[b]));
+    }
+    policy_ = conv_weights(m_.policy_conv);
+    value_ = conv_weights(m_.value_conv);
+    fc1_.user = memory(md({VALUE_HIDDEN, POLICY_SIZE}, Tag::oi), eng_, m_.value_fc1_weight.data());
+    fc1_.bias = memory(md({VALUE_HIDDEN}, Tag::x), eng_, m_.value_fc1_bias.data());
+    // Room for any blocked layout: channels padded to a multiple of 16.
+    auto room = [&](int channels) { return size_t(max_batch_) * ((channels + 15) / 16 * 16) * SQUARES; };
+    input_.resize(room(INPUT_PLANES));
+    h_.resize(room(c));
+    t_.resize(room(c));
+    policy_buf_.resize(room(POLICY_LABELS));
+    value_buf_.resize(room(VALUE_CHANNELS));
+    value_flat_.resize(size_t(max_batch_) * POLICY_SIZE);
+    hidden_.resize(size_t(max_batch_) * VALUE_HIDDEN);
+  }
+
+  void evaluate(const float* features, int n, float* policy_logits, float* value) override {
+    check_batch_size(n, max_batch_);
+#ifdef _OPENMP
+    omp_set_num_threads(threads_);  // per calling thread; also read when primitives are created
+#endif
+    auto it = plans_.find(n);
+    if (it == plans_.end()) it = plans_.emplace(n, make_plan(n)).first;
+    Plan& p = it->second;
+    if (p.scratch_bytes > scratch_.size()) scratch_.resize(p.scratch_bytes);
+    for (memory& m : p.scratch) m.set_data_handle(scratch_.data());
+    p.input.set_data_handle(const_cast<float*>(features));
+    p.policy_out.set_data_handle(policy_logits);
+    for (auto& [prim, args] : p.steps) prim.execute(stream_, args);
+    stream_.wait();
+
+    for (int b = 0; b < n; ++b) {
+      float* logits = policy_logits + int64_t(b) * POLICY_SIZE;
+      for (int i = 0; i < POLICY_SIZE; ++i) logits[i] += m_.policy_bias[i];
+      double acc = m_.value_fc2_bias[0];
+      const float* h = hidden_.data() + int64_t(b) * VALUE_HIDDEN;
+      for (int i = 0; i < VALUE_HIDDEN; ++i) acc += double(m_.value_fc2_weight[i]) * h[i];
+      value[b] = sigmoid(float(acc));
+    }
+  }
+
+  int max_batch() const override { return max_batch_; }
+  std::string name() const override {
+    const dnnl_version_t* v = dnnl_version();
+    return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + ", " +
+           std::to_string(threads_) + " threads, fp32)";
+  }
+
+ private:
+  LayerWeights conv_weights(FoldedConv& conv) {
+    LayerWeights w;
+    w.user = memory(md({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::oihw), eng_, conv.weight.data());
+    w.bias = memory(md({conv.out_channels}, Tag::x), eng_, conv.bias.data());
+    return w;
+  }
+
+  // The weights in the layout `want`, reordered once and kept.
+  memory weights_as(LayerWeights& w, const memory::desc& want) {
+    if (want == w.user.get_desc()) return w.user;
+    for (auto& [d, mem] : w.by_layout)
+      if (d == want) return mem;
+    memory mem(want, eng_);
+    dnnl::reorder(w.user, mem).execute(stream_, w.user, mem);
+    stream_.wait();
+    w.by_layout.emplace_back(want, mem);
+    return mem;
+  }
+
+  // A memory in `desc` on one of the shared buffers, checking that it fits.
+  memory on_buffer(const memory::desc& desc, std::vector<float>& buf) {
+    if (desc.get_size() > buf.size() * sizeof(float))
+      throw std::runtime_error("cpu backend: oneDNN chose a layout larger than the buffers allow");
+    return memory(desc, eng_, buf.data());
+  }
+
+  dnnl::post_ops activation_ops(bool add_skip) const {
+    dnnl::post_ops ops;
+    if (add_skip) ops.append_sum(1.0f);
+    auto alg = m_.arch.activation == Activation::SWISH ? dnnl::algorithm::eltwise_swish : dnnl::algorithm::eltwise_relu;
+    ops.append_eltwise(1.0f, alg, m_.arch.activation == Activation::SWISH ? 1.0f : 0.0f, 0.0f);
+    return ops;
+  }
+
+  // The primitive descriptor of a convolution between the given layouts (Tag::any: oneDNN chooses).
+  dnnl::convolution_forward::primitive_desc conv_pd(const FoldedConv& conv, const memory::desc& src,
+                                                    const memory::desc& dst, const dnnl::post_ops* ops) {
+    const memory::dim pad = conv.kernel / 2;
+    dnnl::convolution_forward::desc d(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+        md({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::any), md({conv.out_channels}, Tag::x),
+        dst, {1, 1}, {pad, pad}, {pad, pad});
+    return dnnl::convolution_forward::primitive_desc(d, attrs(ops), eng_);
+  }
+
+  static dnnl::primitive_attr attrs(const dnnl::post_ops* ops) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (ops) attr.set_post_ops(*ops);
+    return attr;
+  }
+
+  // Appends a primitive with its arguments, giving it the shared scratchpad when it needs one.
+  void add_step(Plan& p, const dnnl::primitive_desc_base& pd, std::unordered_map<int, memory> args) {
+    const memory::desc scratch = pd.scratchpad_desc();
+    if (scratch.get_size() > 0) {
+      p.scratch.emplace_back(scratch, eng_, nullptr);
+      p.scratch_bytes = std::max(p.scratch_bytes, scratch.get_size());
+      args[DNNL_ARG_SCRATCHPAD] = p.scratch.back();
+    }
+    p.steps.emplace_back(dnnl::primitive(pd.get()), std::move(args));
+  }
+
+  void add_conv(Plan& p, const dnnl::convolution_forward::primitive_desc& pd, LayerWeights& w, const memory& src,
+                const memory& dst) {
+    add_step(p, pd, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_as(w, pd.weights_desc())},
+                     {DNNL_ARG_BIAS, w.bias}, {DNNL_ARG_DST, dst}});
+  }
+
+  void add_reorder(Plan& p, const memory& from, const memory& to) {
+    add_step(p, dnnl::reorder::primitive_desc(from, to, attrs(nullptr)), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  }
+
+  Plan make_plan(int n) {
+    Plan p;
+    const memory::dim c = m_.arch.channels;
+    const memory::dims in_dims{n, INPUT_PLANES, 9, 9}, h_dims{n, c, 9, 9};
+    const memory::dims policy_dims{n, POLICY_LABELS, 9, 9}, value_dims{n, VALUE_CHANNELS, 9, 9};
+    const auto act = activation_ops(false), act_skip = activation_ops(true);
+
+    p.input = memory(md(in_dims, Tag::nchw), eng_, nullptr);
+    auto stem_pd = conv_pd(m_.stem, md(in_dims, Tag::any), md(h_dims, Tag::any), &act);
+    memory stem_src = p.input;
+    if (stem_pd.src_desc() != p.input.get_desc()) {
+      stem_src = on_buffer(stem_pd.src_desc(), input_);
+      add_reorder(p, p.input, stem_src);
+    }
+    const memory::desc hd = stem_pd.dst_desc();  // the layout of the residual stream
+    memory h = on_buffer(hd, h_), t = on_buffer(hd, t_);
+    add_conv(p, stem_pd, stem_, stem_src, h);
+    for (int b = 0; b < m_.arch.blocks; ++b) {
+      add_conv(p, conv_pd(m_.block_conv1[b], hd, hd, &act), conv1_[b], h, t);
+      add_conv(p, conv_pd(m_.block_conv2[b], hd, hd, &act_skip), conv2_[b], t, h);  // h += conv(t)
+    }
+
+    p.policy_out = memory(md(policy_dims, Tag::nchw), eng_, nullptr);
+    auto policy_pd = conv_pd(m_.policy_conv, hd, md(policy_dims, Tag::any), nullptr);
+    if (policy_pd.dst_desc() == p.policy_out.get_desc()) {
+      add_conv(p, policy_pd, policy_, h, p.policy_out);
+    } else {
+      memory blocked = on_buffer(policy_pd.dst_desc(), policy_buf_);
+      add_conv(p, policy_pd, policy_, h, blocked);
+      add_reorder(p, blocked, p.policy_out);
+    }
+
+    memory value_flat = on_buffer(md(value_dims, Tag::nchw), value_flat_);
+    auto value_pd = conv_pd(m_.value_conv, hd, md(value_dims, Tag::any), &act);
+    if (value_pd.dst_desc() == value_flat.get_desc()) {
+      add_conv(p, value_pd, value_, h, value_flat);
+    } else {
+      memory blocked = on_buffer(value_pd.dst_desc(), value_buf_);
+      add_conv(p, value_pd, value_, h, blocked);
+      add_reorder(p, blocked, value_flat);
+    }
+
+    // fc1 reads the NCHW value planes as [n][2187]; fc2 (256 -> 1) runs on the host.
+    memory fc_in = on_buffer(md({n, POLICY_SIZE}, Tag::nc), value_flat_);
+    memory hidden = on_buffer(md({n, VALUE_HIDDEN}, Tag::nc), hidden_);
+    dnnl::inner_product_forward::desc fc1(dnnl::prop_kind::forward_inference, fc_in.get_desc(),
+                                          md({VALUE_HIDDEN, POLICY_SIZE}, Tag::any), md({VALUE_HIDDEN}, Tag::x),
+                                          hidden.get_desc());
+    dnnl::inner_product_forward::primitive_desc fc1_pd(fc1, attrs(&act), eng_);
+    add_step(p, fc1_pd, {{DNNL_ARG_SRC, fc_in}, {DNNL_ARG_WEIGHTS, weights_as(fc1_, fc1_pd.weights_desc())},
+                         {DNNL_ARG_BIAS, fc1_.bias}, {DNNL_ARG_DST, hidden}});
+    return p;
+  }
+
+  FoldedModel m_;
+  dnnl::engine eng_;
+  dnnl::stream stream_;
+  int max_batch_, threads_ = 1;
+  LayerWeights stem_, policy_, value_, fc1_;
+  std::vector<LayerWeights> conv1_, conv2_;
+  std::vector<float> input_, h_, t_, policy_buf_, value_buf_, value_flat_, hidden_;
+  std::vector<uint8_t> scratch_;
+  std::map<int, Plan> plans_;
+};
+
+}  // namespace
+
+std::unique_ptr<Evaluator> make_cpu_evaluator(const FoldedModel& model, const BackendOptions& options) {
+  return std::make_unique<CpuEvaluator>(model, options);
+}
+
+}  // namespace jiriki::nn
+#endif  // JIRIKI_HAVE_DNNL

@@ -1,0 +1,13 @@
+// What the CUDA backend offers beyond the Evaluator interface (nn/backend.h declares its factory).
+#pragma once
+#include "nn/backend.h"
+
+namespace jiriki::nn {
+
+// Seconds per forward pass of a CUDA evaluator at batch n with its inputs and outputs already on
+// the GPU: the captured graph replayed `reps` times, timed with CUDA events. This is the figure to
+// hold against frameworks' GPU-only timings; evaluate() adds the host conversion and the copies.
+// Throws std::invalid_argument if `e` is not a CUDA evaluator or n is out of range.
+double cuda_device_seconds_per_batch(Evaluator& e, int n, int reps);
+
+}  // namespace jiriki::nn

@@ -1,0 +1,346 @@
+// The fused convolution through cuDNN's backend descriptor API (see nn/cuda/fused_conv.h).
+//
+// The operation graph, in cuDNN's terms (tensor dimensions always listed N, C, H, W; NHWC is a
+// matter of strides):
+//
+//   x [N,Cin,9,9] --conv(w [Cout,Cin,k,k])--> c (virtual fp32) --add bias [1,Cout,1,1] fp32--> b
+//   b --add residual [N,Cout,9,9]--> s (virtual fp32, only with a residual) --relu|swish--> y
+//
+// cuDNN's runtime-fusion engines generate one kernel for such a graph (the epilogue applied to the
+// accumulators before they leave the chip), so the pre-activation values never touch memory.
+#include "nn/cuda/fused_conv.h"
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <utility>
+
+#include "nn/cuda/kernels.h"
+
+namespace jiriki::nn::cuda {
+
+namespace {
+
+// Owns one backend descriptor. set() and finalize() throw with the attribute's number, since a
+// rejected attribute is a bug in this file, not something a user can fix.
+class Desc {
+ public:
+  explicit Desc(cudnnBackendDescriptorType_t type) {
+    JIRIKI_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d_));
+  }
+  ~Desc() { if (d_) cudnnBackendDestroyDescriptor(d_); }
+  Desc(Desc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
+  Desc& operator=(Desc&& o) noexcept {
+    std::swap(d_, o.d_);
+    return *this;
+  }
+  Desc(const Desc&) = delete;
+  Desc& operator=(const Desc&) = delete;
+
+  cudnnBackendDescriptor_t get() const { return d_; }
+  template <class T>
+  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values, int64_t count = 1) {
+    cudnnStatus_t s = cudnnBackendSetAttribute(d_, name, type, count, values);
+    if (s != CUDNN_STATUS_SUCCESS)
+      throw std::runtime_error("CUDA backend: cuDNN rejected attribute " + std::to_string(int(name)) + ": " +
+                               cudnn_status_text(s));
+    return *this;
+  }
+  Desc& finalize(const char* what) {
+    cudnnStatus_t s = cudnnBackendFinalize(d_);
+    if (s != CUDNN_STATUS_SUCCESS)
+      throw std::runtime_error(std::string("CUDA backend: cuDNN rejected the ") + what + ": " + cudnn_status_text(s));
+    return *this;
+  }
+
+ private:
+  cudnnBackendDescriptor_t d_ = nullptr;
+};
+
+enum Uid : int64_t { X = 1, W, BIAS, RESIDUAL, Y, CONV_OUT, BIASED, SUMMED };
+
+Desc make_tensor(Uid uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w, bool is_virtual) {
+  const std::array<int64_t, 4> dims = {n, c, h, w};
+  const std::array<int64_t, 4> nhwc_strides = {h * w * c, 1, w * c, c};
+  const int64_t id = uid, alignment = 16;
+  Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type)
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4)
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nhwc_strides.data(), 4)
+      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &id)
+      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment)
+      .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, &is_virtual)
+      .finalize("tensor");
+  return t;
+}
+
+}  // namespace
+
+// Every descriptor of the operation graph, kept alive as long as plans made from it.
+struct FusedConv::Graph {
+  std::deque<Desc> parts;  // a deque: references to its elements stay valid as it grows
+  Desc* graph = nullptr;
+
+  cudnnBackendDescriptor_t add_op(Desc&& d) {
+    parts.push_back(std::move(d));
+    return parts.back().get();
+  }
+};
+
+struct FusedConv::Plan {
+  Desc cfg{CUDNN_BACKEND_ENGINECFG_DESCRIPTOR};
+  Desc plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
+  int64_t workspace = 0;
+  int64_t engine = -1;       // cuDNN's global engine index
+  bool runtime_compiled = false;
+  float ms = -1.0f;          // measured by tune()
+};
+
+// The pointwise operation y = mode(x [, b]) with fp32 arithmetic.
+static cudnnBackendDescriptor_t add_pointwise(FusedConv::Graph& g, cudnnPointwiseMode_t mode, const Desc& x,
+                                              const Desc* b, const Desc& y) {
+  const cudnnDataType_t prec = CUDNN_DATA_FLOAT;
+  Desc pw(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, &mode)
+      .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, &prec);
+  if (mode == CUDNN_POINTWISE_SWISH_FWD) {
+    const float beta = 1.0f;  // swish(x) = x * sigmoid(beta * x); 1 is the default, said explicitly
+    pw.set(CUDNN_ATTR_POINTWISE_SWISH_BETA, CUDNN_TYPE_FLOAT, &beta);
+  }
+  pw.finalize("pointwise descriptor");
+  auto pw_d = pw.get(), x_d = x.get(), y_d = y.get();
+  Desc op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  op.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, &pw_d)
+      .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &x_d);
+  if (b) {
+    auto b_d = b->get();
+    op.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &b_d);
+  }
+  op.set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &y_d).finalize("pointwise operation");
+  g.parts.push_back(std::move(pw));
+  return g.add_op(std::move(op));
+}
+
+// Builds the graph: fused (conv, bias, residual, activation) or the convolution alone.
+static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const ConvShape& s, bool fused) {
+  auto g = std::make_unique<FusedConv::Graph>();
+  const int64_t n = s.batch, k = s.kernel;
+  auto tensor = [&](Uid uid, cudnnDataType_t type, int64_t c, int64_t h, int64_t w, bool is_virtual, int64_t batch) -> Desc& {
+    g->parts.push_back(make_tensor(uid, type, batch, c, h, w, is_virtual));
+    return g->parts.back();
+  };
+  Desc& x = tensor(X, CUDNN_DATA_BFLOAT16, s.in_channels, 9, 9, false, n);
+  Desc& w = tensor(W, CUDNN_DATA_BFLOAT16, s.in_channels, k, k, false, s.out_channels);
+  Desc& y = tensor(Y, CUDNN_DATA_BFLOAT16, s.out_channels, 9, 9, false, n);
+  Desc& conv_out = fused ? tensor(CONV_OUT, CUDNN_DATA_FLOAT, s.out_channels, 9, 9, true, n) : y;
+
+  const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+  const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  const int64_t spatial = 2, pad[2] = {k / 2, k / 2}, one[2] = {1, 1};
+  Desc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+  conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp)
+      .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode)
+      .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &spatial)
+      .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, one, 2)
+      .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, one, 2)
+      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pad, 2)
+      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, pad, 2)
+      .finalize("convolution descriptor");
+  const float alpha = 1.0f, beta = 0.0f;
+  auto x_d = x.get(), w_d = w.get(), c_d = conv_out.get(), conv_d = conv.get();
+  Desc conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+  conv_op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, &x_d)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, &w_d)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, &c_d)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &conv_d)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha)
+      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta)
+      .finalize("convolution operation");
+  g->parts.push_back(std::move(conv));
+  std::vector<cudnnBackendDescriptor_t> ops = {g->add_op(std::move(conv_op))};
+
+  if (fused) {
+    Desc& bias = tensor(BIAS, CUDNN_DATA_FLOAT, s.out_channels, 1, 1, false, 1);
+    Desc& biased = tensor(BIASED, CUDNN_DATA_FLOAT, s.out_channels, 9, 9, true, n);
+    ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_ADD, conv_out, &bias, biased));
+    Desc* pre_act = &biased;
+    if (s.residual) {
+      Desc& residual = tensor(RESIDUAL, CUDNN_DATA_BFLOAT16, s.out_channels, 9, 9, false, n);
+      Desc& summed = tensor(SUMMED, CUDNN_DATA_FLOAT, s.out_channels, 9, 9, true, n);
+      ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_ADD, biased, &residual, summed));
+      pre_act = &summed;
+    }
+    ops.push_back(add_pointwise(*g, s.act == Activation::RELU ? CUDNN_POINTWISE_RELU_FWD : CUDNN_POINTWISE_SWISH_FWD,
+                                *pre_act, nullptr, y));
+  }
+
+  Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), int64_t(ops.size()))
+      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle)
+      .finalize("operation graph");
+  g->parts.push_back(std::move(graph));
+  g->graph = &g->parts.back();
+  return g;
+}
+
+// Engine configurations cuDNN's heuristics propose for the graph, best first; empty if none.
+static std::vector<Desc> heuristic_configs(const Desc& graph, cudnnBackendHeurMode_t mode) {
+  auto graph_d = graph.get();
+  Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, &graph_d)
+      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
+  if (cudnnBackendFinalize(heur.get()) != CUDNN_STATUS_SUCCESS) return {};
+  int64_t count = 0;
+  if (cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                               nullptr) != CUDNN_STATUS_SUCCESS)
+    return {};
+  std::vector<Desc> cfgs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    cfgs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    raw.push_back(cfgs.back().get());
+  }
+  int64_t got = 0;
+  if (count == 0 || cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                             count, &got, raw.data()) != CUDNN_STATUS_SUCCESS)
+    return {};
+  cfgs.erase(cfgs.begin() + got, cfgs.end());
+  return cfgs;
+}
+
+FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candidates) : shape_(shape) {
+  const auto start = std::chrono::steady_clock::now();
+  // The fused graph needs cuDNN's runtime-fusion engines, which compile kernels with NVRTC when a
+  // plan is made; where they are missing (no libnvrtc, an older GPU), the unfused graph still runs.
+  // JIRIKI_CUDA_UNFUSED=1 takes the unfused path at once, so that tests can check it.
+  const bool force_unfused = std::getenv("JIRIKI_CUDA_UNFUSED") != nullptr;
+  for (bool fused : {true, false}) {
+    if (fused && force_unfused) continue;
+    fused_ = fused;
+    try {
+      graph_ = build_graph(handle, shape, fused);
+    } catch (const std::runtime_error& e) {
+      if (!fused) throw;
+      if (verbose()) std::fprintf(stderr, "[cuda] fused graph rejected (%s); trying the unfused one\n", e.what());
+      continue;
+    }
+    for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      std::vector<Desc> cfgs = heuristic_configs(*graph_->graph, mode);
+      if (verbose()) std::fprintf(stderr, "[cuda] heuristics mode %d: %zu configurations\n", int(mode), cfgs.size());
+      for (Desc& cfg : cfgs) {
+        if (int(candidates_.size()) >= max_candidates) break;
+        auto p = std::make_unique<Plan>();
+        p->cfg = std::move(cfg);
+        auto cfg_d = p->cfg.get();
+        p->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle)
+            .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg_d);
+        if (cudnnBackendFinalize(p->plan.get()) != CUDNN_STATUS_SUCCESS) continue;  // not for this device or shape
+        int64_t got = 0;
+        JIRIKI_CUDNN_CHECK(cudnnBackendGetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                    CUDNN_TYPE_INT64, 1, &got, &p->workspace));
+        Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+        auto engine_d = engine.get();
+        if (cudnnBackendGetAttribute(p->cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
+                                     &engine_d) == CUDNN_STATUS_SUCCESS) {
+          cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &p->engine);
+          cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+          int64_t note_count = 0;
+          if (cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                       CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &note_count, notes) == CUDNN_STATUS_SUCCESS)
+            for (int64_t i = 0; i < note_count; ++i)
+              if (notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) p->runtime_compiled = true;
+        }
+        candidates_.push_back(std::move(p));
+      }
+      if (!candidates_.empty()) break;
+    }
+    if (!candidates_.empty()) break;
+    if (verbose()) std::fprintf(stderr, "[cuda] no engine for the %s graph\n", fused ? "fused" : "unfused");
+  }
+  if (candidates_.empty())
+    throw std::runtime_error("CUDA backend: cuDNN has no engine for a " + std::to_string(shape.kernel) + "x" +
+                             std::to_string(shape.kernel) + " convolution " + std::to_string(shape.in_channels) +
+                             " -> " + std::to_string(shape.out_channels) + " channels at batch " +
+                             std::to_string(shape.batch));
+  if (verbose()) {
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: %zu %s candidates in %.2f s\n", shape.kernel,
+                 shape.kernel, shape.in_channels, shape.out_channels, shape.residual ? " +residual" : "", shape.batch,
+                 candidates_.size(), fused_ ? "fused" : "unfused", s);
+  }
+}
+
+FusedConv::~FusedConv() = default;
+
+void FusedConv::run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& a, void* workspace) const {
+  const Plan& p = *candidates_[chosen_];
+  std::vector<int64_t> uids = {X, W, Y};
+  std::vector<void*> ptrs = {const_cast<uint16_t*>(a.x), const_cast<uint16_t*>(a.w), a.y};
+  if (fused_) {
+    uids.push_back(BIAS);
+    ptrs.push_back(const_cast<float*>(a.bias));
+    if (shape_.residual) {
+      uids.push_back(RESIDUAL);
+      ptrs.push_back(const_cast<uint16_t*>(a.residual));
+    }
+  }
+  Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+  pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), int64_t(uids.size()))
+      .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, ptrs.data(), int64_t(ptrs.size()))
+      .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace)
+      .finalize("variant pack");
+  JIRIKI_CUDNN_CHECK(cudnnSetStream(handle, stream));
+  JIRIKI_CUDNN_CHECK(cudnnBackendExecute(handle, p.plan.get(), pack.get()));
+  if (!fused_)
+    launch_bias_residual_act(a.y, a.bias, shape_.residual ? a.residual : nullptr, int64_t(shape_.batch) * SQUARES,
+                             shape_.out_channels, shape_.act, stream);
+}
+
+void FusedConv::tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& args) {
+  constexpr int REPS = 20;
+  cudaEvent_t begin, end;
+  JIRIKI_CUDA_CHECK(cudaEventCreate(&begin));
+  JIRIKI_CUDA_CHECK(cudaEventCreate(&end));
+  float best = -1.0f;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    DeviceBuffer workspace(size_t(candidates_[i]->workspace));
+    chosen_ = i;
+    try {
+      run(handle, stream, args, workspace.get());  // warm-up: loads the kernel
+      JIRIKI_CUDA_CHECK(cudaEventRecord(begin, stream));
+      for (int r = 0; r < REPS; ++r) run(handle, stream, args, workspace.get());
+      JIRIKI_CUDA_CHECK(cudaEventRecord(end, stream));
+      JIRIKI_CUDA_CHECK(cudaEventSynchronize(end));
+    } catch (const std::runtime_error& e) {
+      if (verbose()) std::fprintf(stderr, "[cuda]   engine %lld failed to run: %s\n", (long long)candidates_[i]->engine, e.what());
+      continue;  // ms stays negative: never chosen
+    }
+    float ms = 0.0f;
+    JIRIKI_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+    candidates_[i]->ms = ms / REPS;
+    if (verbose())
+      std::fprintf(stderr, "[cuda]   engine %lld%s: %.4f ms, workspace %lld bytes\n", (long long)candidates_[i]->engine,
+                   candidates_[i]->runtime_compiled ? " (runtime-compiled)" : "", candidates_[i]->ms,
+                   (long long)candidates_[i]->workspace);
+    if (best < 0.0f || candidates_[i]->ms < best) best = candidates_[i]->ms;
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  if (best < 0.0f) throw std::runtime_error("CUDA backend: no cuDNN engine could run the convolution");
+  for (size_t i = 0; i < candidates_.size(); ++i)
+    if (candidates_[i]->ms == best) chosen_ = i;
+}
+
+size_t FusedConv::workspace_size() const { return size_t(candidates_[chosen_]->workspace); }
+
+std::string FusedConv::description() const {
+  const Plan& p = *candidates_[chosen_];
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s engine %lld%s, %.4f ms", fused_ ? "fused" : "unfused (conv + our epilogue)",
+                (long long)p.engine, p.runtime_compiled ? " (runtime-compiled)" : "", p.ms);
+  return buf;
+}
+
+}  // namespace jiriki::nn::cuda

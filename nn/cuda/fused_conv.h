@@ -1,0 +1,71 @@
+// One fused convolution of the network through the cuDNN graph (backend descriptor) API:
+//
+//     y = act(conv(x, w) + bias [+ residual])
+//
+// on 9x9 boards, NHWC tensors in bf16, fp32 accumulation, one kernel where cuDNN has an
+// engine for the whole pattern. A FusedConv is built for one shape and one batch size: cuDNN's
+// heuristics list engine configurations, tune() times those that finalize on the real buffers
+// and keeps the fastest. If no engine takes the fused graph, the convolution alone runs through
+// cuDNN and a small kernel of ours applies bias, residual and activation (slower, never wrong;
+// JIRIKI_CUDA_UNFUSED=1 in the environment forces this path).
+#pragma once
+#include <cudnn.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/cuda/cuda_util.h"
+#include "nn/model.h"
+
+namespace jiriki::nn::cuda {
+
+struct ConvShape {
+  int batch = 1;
+  int in_channels = 0, out_channels = 0;
+  int kernel = 3;          // 3 (pad 1) or 1
+  bool residual = false;   // adds a tensor shaped like y before the activation
+  Activation act = Activation::RELU;
+};
+
+// Device pointers of one call. x, residual, y: [batch][81][channels] bf16; w: [out][kh][kw][in]
+// (KRSC) bf16; bias: [out] fp32.
+struct ConvArgs {
+  const uint16_t* x = nullptr;
+  const uint16_t* w = nullptr;
+  const float* bias = nullptr;
+  const uint16_t* residual = nullptr;
+  uint16_t* y = nullptr;
+};
+
+class FusedConv {
+ public:
+  // Builds the operation graph and finalizes up to `max_candidates` engine configurations.
+  // Throws if cuDNN has no engine at all for the convolution.
+  FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candidates);
+  ~FusedConv();
+  FusedConv(const FusedConv&) = delete;
+  FusedConv& operator=(const FusedConv&) = delete;
+
+  // Times every candidate on `args` (its output is overwritten) and keeps the fastest.
+  void tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& args);
+  // Enqueues the convolution on the handle's stream. `workspace` holds workspace_size() bytes.
+  void run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& args, void* workspace) const;
+  size_t workspace_size() const;
+  // What runs, for logs: "fused engine 3 (runtime-compiled), 0.12 ms" or "unfused ...".
+  std::string description() const;
+  const ConvShape& shape() const { return shape_; }
+
+  struct Graph;  // the cuDNN descriptors of the operation graph (fused_conv.cpp)
+  struct Plan;   // one finalized engine configuration (fused_conv.cpp)
+
+ private:
+  ConvShape shape_;
+  std::unique_ptr<Graph> graph_;
+  bool fused_ = true;  // false: the graph is the convolution alone, our kernel does the rest
+  std::vector<std::unique_ptr<Plan>> candidates_;
+  size_t chosen_ = 0;
+};
+
+}  // namespace jiriki::nn::cuda

@@ -1,0 +1,53 @@
+// The CUDA backend's own kernels: everything between cuDNN's convolutions and cuBLAS's matrix
+// products (layout changes, the heads' epilogues). Host-side launchers, so that the .cpp files need
+// no CUDA compiler. Activations and weights are stored in bf16 (uint16_t on the host side, the bit
+// pattern of a bfloat16); arithmetic is fp32 throughout.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <bit>
+#include <cstdint>
+
+#include "nn/model.h"
+
+namespace jiriki::nn::cuda {
+
+// Channels of the stem's input: the 119 planes padded with zero planes to 128, a multiple of 8
+// so that every NHWC pixel starts on a 16-byte boundary as the tensor cores need, and of 64, which
+// cuDNN's kernels tile the reduction by.
+constexpr int INPUT_CHANNELS_PADDED = 128;
+// The two heads' 1x1 convolutions run as one matrix product of 27 + 27 outputs padded to 56.
+constexpr int HEAD_CHANNELS = 56;
+constexpr int VALUE_HEAD_OFFSET = POLICY_LABELS;  // value channels follow the policy channels
+// The value head's flattened input (2187) padded to a multiple of 8 for the same reason.
+constexpr int VALUE_FC1_IN_PADDED = 2192;
+
+// fp32 -> bf16 with round-to-nearest-even (NaN stays NaN), as __float2bfloat16_rn on the device.
+// Branch-free, so that loops over it vectorize.
+inline uint16_t to_bf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+// features: [n][119][81] bf16 (NCHW, as copied from the host)  ->  x: [n][81][128] bf16 (NHWC,
+// channels 119.. zero).
+void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream);
+
+// y = act(y + bias [+ residual]) over [rows][channels] (the unfused convolution's epilogue).
+void launch_bias_residual_act(uint16_t* y, const float* bias, const uint16_t* residual, int64_t rows, int channels,
+                              Activation act, cudaStream_t stream);
+
+// heads: [n][81][56] fp32, the 1x1 convolutions of both heads.
+//   policy[n][81*label + sq] = heads[n][sq][label] + policy_bias[81*label + sq]   (fp32)
+//   value_in[n][27*sq + c]  = act(heads[n][sq][27 + c] + value_bias[c])           (bf16, NHWC
+//                             flattening; fc1's columns are permuted to match; pad columns zero)
+void launch_heads_epilogue(const float* heads, const float* policy_bias, const float* value_bias, Activation act,
+                           float* policy, uint16_t* value_in, int n, cudaStream_t stream);
+
+// value[n] = sigmoid(fc2_bias + sum_j fc2_weight[j] * act(hidden[n][j] + fc1_bias[j])), j < 256.
+void launch_value_epilogue(const float* hidden, const float* fc1_bias, const float* fc2_weight, const float* fc2_bias,
+                           Activation act, float* value, int n, cudaStream_t stream);
+
+}  // namespace jiriki::nn::cuda

@@ -1,0 +1,42 @@
+// The model file: one versioned binary format of our own. All integers and floats little-endian.
+//
+//   offset 0   8 bytes   magic "JIRIKINN"
+//          8   u32       format version (MODEL_FORMAT_VERSION)
+//         12   u64       payload size P in bytes
+//         20   P bytes   payload:
+//                          u32 feature set, u32 blocks, u32 channels, u32 activation, f32 bn eps,
+//                          u32 tensor count, then per tensor (in Model::tensors() order):
+//                          u32 name length, name bytes, u32 rank, u32 dims[rank], f32 data[prod dims]
+//     20 + P   u64       FNV-1a 64-bit hash of the payload
+//
+// Loading checks, in this order, and names the first problem found: size of the header, magic,
+// version, truncation (or trailing bytes), checksum, architecture, then each tensor's name and shape
+// against what the architecture requires.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "nn/model.h"
+
+namespace jiriki::nn {
+
+constexpr uint32_t MODEL_FORMAT_VERSION = 1;
+constexpr char MODEL_MAGIC[8] = {'J', 'I', 'R', 'I', 'K', 'I', 'N', 'N'};
+
+// Every problem with a model file; what() names the file and the problem.
+struct ModelFileError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::vector<uint8_t> serialize_model(const Model& model);
+// `source` names the data in error messages (a path). Throws ModelFileError.
+Model deserialize_model(const uint8_t* data, size_t size, const std::string& source = "model");
+
+void save_model(const Model& model, const std::string& path);  // throws ModelFileError on I/O errors
+Model load_model(const std::string& path);                     // throws ModelFileError
+
+uint64_t fnv1a64(const uint8_t* data, size_t size);
+
+}  // namespace jiriki::nn

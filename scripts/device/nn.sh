@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# On the GPU machine (see docs of the device tool): builds jiriki with CUDA, runs the CUDA backend's
+# tests, then scripts/torch_reference.py, which runs `jiriki bench nn --backend cuda`, compares its
+# outputs with PyTorch's and times PyTorch on the same network. Everything goes to $OUT.
+#
+#   run with carry [".carry"]:  bash scripts/device/nn.sh [BATCHES] [ACTIVATION]
+#
+# STEPS (default "tests compare") picks what runs after the build: tests (the CUDA tests, with 4
+# cuDNN candidates per convolution to save time), parts (GPU-only speed at batch 512 and 1024 run
+# as one batch and as two halves, with the per-stage log), compare (scripts/torch_reference.py).
+#
+# That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
+# use the single header carried in .carry/catch2.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/jiriki-out}
+BATCHES=${1:-1,16,64,256,1024}
+ACTIVATION=${2:-relu}
+STEPS=${STEPS:-tests compare}
+mkdir -p "$OUT"
+LOG="$OUT/nn_device.log"
+exec > >(tee "$LOG") 2>&1
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+nproc
+
+step "cuDNN"
+# The system's, else the one inside PyTorch's wheels (lib has only libcudnn.so.9, no plain .so).
+CUDNN_INC=$(ls -d /usr/include/cudnn.h /usr/local/cuda/include/cudnn.h 2>/dev/null | head -1 | xargs -r dirname)
+CUDNN_LIB=$(ls /usr/lib/x86_64-linux-gnu/libcudnn.so.9 /usr/local/cuda/lib64/libcudnn.so.9 2>/dev/null | head -1)
+if [[ -z "$CUDNN_INC" || -z "$CUDNN_LIB" ]]; then
+  WHEEL=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
+  CUDNN_INC=$WHEEL/include
+  CUDNN_LIB=$(ls "$WHEEL"/lib/libcudnn.so.9 2>/dev/null | head -1)
+fi
+[[ -f "$CUDNN_INC/cudnn.h" && -f "$CUDNN_LIB" ]] || { echo "no cuDNN found (include '$CUDNN_INC', lib '$CUDNN_LIB')"; exit 1; }
+grep -E "define CUDNN_(MAJOR|MINOR|PATCHLEVEL) " "$CUDNN_INC"/cudnn_version.h
+export LD_LIBRARY_PATH=$(dirname "$CUDNN_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "cuDNN: $CUDNN_INC, $CUDNN_LIB"
+
+step "build"
+cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" -DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2" \
+  | grep -E "jiriki|Error|error" || exit 1
+cmake --build build-device -j "$(nproc)" --target jiriki || exit 1
+# Other helpers' test files may be mid-edit: if the whole suite fails to build, build ours alone.
+TESTS=build-device/jiriki_tests
+if ! cmake --build build-device -j "$(nproc)" --target jiriki_tests 2>&1 | tail -20; then
+  echo "jiriki_tests failed to build; building the CUDA tests alone"
+  TESTS=build-device/jiriki_cuda_tests
+  g++ -std=c++20 -O2 -I. -I.carry/catch2 -I/usr/local/cuda/include -I"$CUDNN_INC" -DJIRIKI_HAVE_CUDA=1 \
+    -DJIRIKI_SOURCE_DIR="\"$PWD\"" -DJIRIKI_BINARY="\"$PWD/build-device/jiriki\"" \
+    tests/main.cpp tests/test_nn_cuda.cpp -o "$TESTS" build-device/libjiriki_nn.a build-device/libjiriki_rules.a \
+    build-device/libjiriki_common.a -L/usr/local/cuda/lib64 -lcudart -lcublas "$CUDNN_LIB" -lpthread -fopenmp || exit 1
+fi
+
+if [[ " $STEPS " == *" tests "* ]]; then
+  step "tests"
+  time JIRIKI_CUDNN_CANDIDATES=4 "$TESTS" "[cuda]" --durations yes 2>&1 | tail -40
+  "$TESTS" "[nn]" 2>&1 | tail -3
+fi
+
+step "network"
+MODEL=/tmp/net10x192_$ACTIVATION.jnn
+build-device/jiriki nn init --blocks 10 --channels 192 --activation "$ACTIVATION" -o "$MODEL"
+JIRIKI_CUDA_VERBOSE=1 build-device/jiriki nn eval "$MODEL" --backend cuda --top 3
+
+if [[ " $STEPS " == *" parts "* ]]; then
+  for k in 1 2; do
+    step "large batches as $k part(s)"
+    JIRIKI_CUDA_PARTS=$k JIRIKI_CUDA_VERBOSE=1 build-device/jiriki bench nn --model "$MODEL" --backend cuda \
+      --batch 512,1024 --seconds 0.5 2>&1 | grep -v "^\[cuda\]   engine\|^\[cuda\] heuristics\|^\[cuda\] conv "
+  done
+fi
+
+if [[ " $STEPS " == *" compare "* ]]; then
+  step "PyTorch comparison and benchmark"
+  time JIRIKI_CUDA_VERBOSE=1 python3 scripts/torch_reference.py --model "$MODEL" --jiriki build-device/jiriki \
+    --batch "$BATCHES" 2>&1 | tee "$OUT/nn_cuda_bench.txt"
+fi

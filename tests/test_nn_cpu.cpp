@@ -1,0 +1,167 @@
+// The backends against each other and against hand-worked figures: the reference evaluator on a
+// network whose outputs can be worked out by hand, then the oneDNN backend against the reference on
+// random networks (random batch-norm statistics, so the folding is checked too) and real positions.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+
+#include "engine/movegen.h"
+#include "nn/backend.h"
+#include "nn/features.h"
+
+using namespace jiriki;
+using namespace jiriki::nn;
+
+namespace {
+
+// Every tensor random: weights He-scaled, BN statistics away from the identity, biases nonzero.
+Model random_model(int blocks, int channels, Activation act, uint64_t seed) {
+  Architecture a;
+  a.blocks = blocks;
+  a.channels = channels;
+  a.activation = act;
+  Model m(a);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
+  for (auto& [name, t, trainable] : m.tensors()) {
+    int64_t fan_in = 1;
+    for (size_t i = 1; i < t->shape.size(); ++i) fan_in *= t->shape[i];
+    for (float& x : t->data) {
+      if (name.ends_with(".gamma") || name.ends_with(".var")) x = uniform(rng);
+      else if (t->shape.size() >= 2) x = normal(rng) * std::sqrt(2.0f / float(fan_in));
+      else x = 0.1f * normal(rng);
+    }
+  }
+  return m;
+}
+
+// Encoded positions from a random game.
+std::vector<float> random_features(int n, uint64_t seed) {
+  std::vector<float> out(size_t(n) * INPUT_SIZE);
+  std::mt19937_64 rng(seed);
+  Position pos;
+  for (int i = 0; i < n; ++i) {
+    for (int k = 0; k < 7; ++k) {
+      MoveList moves = legal_moves(pos);
+      if (moves.size() == 0) pos.set_startpos(), moves = legal_moves(pos);
+      pos.do_move(moves.moves[rng() % moves.size()]);
+    }
+    encode_features(pos, out.data() + size_t(i) * INPUT_SIZE);
+  }
+  return out;
+}
+
+struct Output {
+  std::vector<float> policy, value;
+};
+
+Output run(Evaluator& e, const std::vector<float>& features, int n) {
+  Output o{std::vector<float>(size_t(n) * POLICY_SIZE), std::vector<float>(n)};
+  e.evaluate(features.data(), n, o.policy.data(), o.value.data());
+  return o;
+}
+
+// |got - want| <= 1e-4 * max(|want|, 1): relative for large values, absolute near zero.
+void require_close(const Output& got, const Output& want) {
+  REQUIRE(got.policy.size() == want.policy.size());
+  for (size_t i = 0; i < want.policy.size(); ++i) {
+    INFO("policy logit " << i);
+    REQUIRE(std::abs(got.policy[i] - want.policy[i]) <= 1e-4f * std::max(std::abs(want.policy[i]), 1.0f));
+  }
+  for (size_t i = 0; i < want.value.size(); ++i) {
+    INFO("value " << i);
+    REQUIRE(std::abs(got.value[i] - want.value[i]) <= 1e-4f * std::max(want.value[i], 1e-2f));
+  }
+}
+
+BackendOptions options(BackendKind kind, int max_batch, int threads = 0) {
+  BackendOptions o;
+  o.kind = kind;
+  o.max_batch = max_batch;
+  o.threads = threads;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("reference evaluator: a network worked out by hand", "[nn][reference]") {
+  // 0 blocks, 1 channel. Stem weights 0 and BN beta 1: h = relu(1) = 1 on every square.
+  // Policy conv weight for label l is 0.1*l and the bias of logit i is i/10000:
+  //   logit[81*l + sq] = 0.1*l + (81*l + sq)/10000.
+  // Value conv weight 1, BN identity: v = 1/sqrt(1 + eps) on every square; fc1 row 0 = 1/2187,
+  // other rows 0: hidden = (1/sqrt(1 + 1e-5), 0, ...); fc2 weight 2, bias -0.5:
+  //   logit = 2/sqrt(1.00001) - 0.5 = 1.49999, value = sigmoid(1.49999) = 0.8175730.
+  Architecture a;
+  a.blocks = 0;
+  a.channels = 1;
+  Model m(a);
+  m.stem.bn.beta.data[0] = 1.0f;
+  for (int l = 0; l < POLICY_LABELS; ++l) m.policy_conv.data[l] = 0.1f * l;
+  for (int i = 0; i < POLICY_SIZE; ++i) m.policy_bias.data[i] = float(i) / 10000.0f;
+  for (int c = 0; c < VALUE_CHANNELS; ++c) m.value_conv.weight.data[c] = 1.0f;
+  for (int i = 0; i < POLICY_SIZE; ++i) m.value_fc1_weight.data[i] = 1.0f / POLICY_SIZE;
+  m.value_fc2_weight.data[0] = 2.0f;
+  m.value_fc2_bias.data[0] = -0.5f;
+
+  std::vector<BackendKind> kinds{BackendKind::REFERENCE};
+#if JIRIKI_HAVE_DNNL
+  kinds.push_back(BackendKind::CPU);
+#endif
+  auto features = random_features(2, 3);
+  for (BackendKind k : kinds) {
+    auto e = make_evaluator(m, options(k, 2));
+    INFO(e->name());
+    Output o = run(*e, features, 2);
+    for (int b = 0; b < 2; ++b) {
+      CHECK(o.value[b] == Approx(0.8175730).epsilon(1e-5));
+      for (int l : {0, 5, 26})
+        for (int sq : {0, 40, 80})
+          CHECK(o.policy[b * POLICY_SIZE + 81 * l + sq] == Approx(0.1 * l + (81 * l + sq) / 10000.0).margin(1e-5));
+    }
+  }
+}
+
+#if JIRIKI_HAVE_DNNL
+TEST_CASE("cpu backend equals the reference on random networks and positions", "[nn][cpu]") {
+  struct Case { int blocks, channels; Activation act; int threads; };
+  const Case cases[] = {
+      {2, 16, Activation::RELU, 0},
+      {2, 16, Activation::SWISH, 1},
+      {1, 12, Activation::SWISH, 2},  // channels not a multiple of the SIMD block
+      {0, 8, Activation::RELU, 0},
+  };
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    Model m = random_model(c.blocks, c.channels, c.act, ++seed);
+    auto reference = make_evaluator(m, options(BackendKind::REFERENCE, 8));
+    auto cpu = make_evaluator(m, options(BackendKind::CPU, 8, c.threads));
+    auto features = random_features(8, seed);
+    INFO(c.blocks << " blocks, " << c.channels << " channels, " << activation_name(c.act) << ", " << cpu->name());
+    // Sizes in an order that reuses cached plans and shared buffers between different sizes.
+    for (int n : {1, 8, 3, 1, 8}) {
+      INFO("batch " << n);
+      require_close(run(*cpu, features, n), run(*reference, features, n));
+    }
+    // The outputs actually depend on the input: two different positions differ.
+    Output o = run(*cpu, features, 2);
+    CHECK(o.value[0] != o.value[1]);
+  }
+}
+
+TEST_CASE("cpu backend: batch sizes outside 1..max_batch are refused", "[nn][cpu]") {
+  Model m = random_model(1, 8, Activation::RELU, 1);
+  auto cpu = make_evaluator(m, options(BackendKind::CPU, 4));
+  auto features = random_features(5, 1);
+  CHECK_THROWS_AS(run(*cpu, features, 5), std::invalid_argument);
+  CHECK_THROWS_AS(run(*cpu, features, 0), std::invalid_argument);
+  CHECK(cpu->max_batch() == 4);
+}
+#endif
+
+#if !JIRIKI_HAVE_CUDA
+TEST_CASE("the cuda backend says it was not built", "[nn]") {
+  Model m = random_model(0, 4, Activation::RELU, 1);
+  CHECK_THROWS_WITH(make_evaluator(m, options(BackendKind::CUDA, 1)), Catch::Matchers::Contains("built without CUDA"));
+}
+#endif

@@ -1,0 +1,573 @@
+// The trainer end to end (training/): data files to batches, corrupt data, the optimizers and the
+// schedule by hand, checkpoints, overfitting a few hundred positions, exact resume, and the
+// `jiriki train` command. Data comes from random legal games played with the rules core.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include "engine/hcpe.h"
+#include "engine/hcpe3.h"
+#include "engine/movegen.h"
+#include "nn/features.h"
+#include "nn/model_file.h"
+#include "training/checkpoint.h"
+#include "training/data.h"
+#include "training/loader.h"
+#include "training/network.h"
+#include "training/trainer.h"
+
+using namespace jiriki;
+using namespace jiriki::training;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system's temporary directory, removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) {
+    path = fs::temp_directory_path() / ("jiriki_test_train_" + name + "_" + std::to_string(std::random_device{}()));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// A random hcpe3 game: two moves in three carry candidates (the played move and up to three
+// other legal moves, with visit counts), the third none (not for training).
+Hcpe3Game random_hcpe3_game(std::mt19937_64& rng, int plies, uint8_t result) {
+  Hcpe3Game g;
+  Position pos;
+  g.start = encode_hcp(pos);
+  g.result = result;
+  for (int p = 0; p < plies; ++p) {
+    MoveList moves = legal_moves(pos);
+    if (moves.size() == 0) break;
+    Hcpe3Move hm;
+    hm.move = moves.moves[rng() % moves.size()];
+    hm.eval = int16_t(int(rng() % 1001) - 500);
+    if (p % 3 != 2) {
+      std::set<Move> used = {hm.move};
+      hm.candidates.push_back({hm.move, uint16_t(10 + rng() % 20)});
+      for (int k = 0; k < 3; ++k) {
+        Move o = moves.moves[rng() % moves.size()];
+        if (used.insert(o).second) hm.candidates.push_back({o, uint16_t(1 + rng() % 9)});
+      }
+    }
+    g.moves.push_back(hm);
+    pos.do_move(hm.move);
+  }
+  return g;
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+std::vector<uint8_t> hcpe_bytes(const std::vector<HcpeRecord>& records) {
+  const auto* p = reinterpret_cast<const uint8_t*>(records.data());
+  return std::vector<uint8_t>(p, p + records.size() * sizeof(HcpeRecord));
+}
+
+// A hash of one built sample (features, targets): identifies positions in a batch.
+uint64_t sample_hash(const Batch& b, int row) {
+  uint64_t h = nn::fnv1a64(reinterpret_cast<const uint8_t*>(b.features + int64_t(row) * nn::INPUT_SIZE),
+                           nn::INPUT_SIZE * sizeof(float));
+  h ^= nn::fnv1a64(reinterpret_cast<const uint8_t*>(b.policy_target + int64_t(row) * nn::POLICY_SIZE),
+                   nn::POLICY_SIZE * sizeof(float)) *
+       31;
+  return h ^ uint64_t(b.value_eval[row] * 1e6f) * 1000003;
+}
+
+std::vector<uint64_t> stream_hashes(const Dataset& d, LoaderOptions o, int batches) {
+  Loader loader(d, o);
+  std::vector<uint64_t> out;
+  for (int i = 0; i < batches; ++i) {
+    const Batch* b = loader.acquire();
+    for (int r = 0; r < b->size; ++r) out.push_back(sample_hash(*b, r));
+    loader.release(b);
+  }
+  return out;
+}
+
+bool same_weights(const nn::Model& a, const nn::Model& b) {
+  auto ta = a.tensors(), tb = b.tensors();
+  for (size_t i = 0; i < ta.size(); ++i)
+    if (ta[i].tensor->data != tb[i].tensor->data) return false;
+  return true;
+}
+
+// A small, quick configuration shared by the run tests.
+TrainConfig tiny_config(const std::string& data, const std::string& out) {
+  TrainConfig c;
+  c.data = {data};
+  c.model_out = out;
+  c.arch.blocks = 1;
+  c.arch.channels = 8;
+  c.batch = 32;
+  c.threads = 2;
+  c.quiet = true;
+  c.optimizer.kind = OptimizerKind::ADAMW;
+  c.optimizer.weight_decay = 0;
+  c.schedule.kind = Schedule::CONSTANT;
+  c.schedule.lr = 3e-3;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("data: records become the inputs and targets they describe", "[train][data]") {
+  TempDir dir("targets");
+  std::mt19937_64 rng(1);
+  // Game 1: Black won; game 2: a draw by the maximum length (read as a draw whatever bits 0-1 say).
+  std::vector<Hcpe3Game> games = {random_hcpe3_game(rng, 12, BLACK_WIN),
+                                  random_hcpe3_game(rng, 9, uint8_t(WHITE_WIN | hcpe3::MAX_MOVES))};
+  REQUIRE(!write_hcpe3_file(dir.file("a.hcpe3"), games));
+  auto records = random_game_records(2, 10, 2);
+  REQUIRE(!write_hcpe_file(dir.file("b.hcpe"), records));
+
+  Dataset d = load_dataset({dir.path.string()}, {});
+  CHECK(d.issues.empty());
+  CHECK(d.files.size() == 2);
+  CHECK(d.positions.size() == 8 + 6 + records.size());  // hcpe3: moves with candidates only
+
+  Batch b;
+  b.allocate(1);
+  Position scratch;
+  size_t k = 0;
+  auto check_common = [&](const Position& pos, int16_t eval) {
+    std::vector<float> planes(nn::INPUT_SIZE);
+    nn::encode_features(pos, planes.data());
+    CHECK(std::equal(planes.begin(), planes.end(), b.features));
+    double sum = 0;
+    for (int i = 0; i < nn::POLICY_SIZE; ++i) sum += b.policy_target[i];
+    CHECK(sum == Approx(1.0).epsilon(1e-6));
+    CHECK(b.value_eval[0] == Approx(1.0 / (1.0 + std::exp(-eval / 756.0864962951762))).epsilon(1e-6));
+  };
+  // The hcpe3 file is read first or second depending on modification times; find it by count.
+  for (const std::string& f : d.files) {
+    if (f.ends_with(".hcpe3")) {
+      for (size_t g = 0; g < games.size(); ++g) {
+        Position pos;
+        for (size_t p = 0; p < games[g].moves.size(); ++p) {
+          const Hcpe3Move& m = games[g].moves[p];
+          if (!m.candidates.empty()) {
+            build_sample(d, uint32_t(k++), b, 0, scratch);
+            check_common(pos, m.eval);
+            double total = 0;
+            for (auto& c : m.candidates) total += c.visits;
+            for (auto& c : m.candidates)
+              CHECK(b.policy_target[nn::move_to_label(Move(c.move16), pos.side_to_move())] == Approx(c.visits / total));
+            // Game 1 was won by Black, who moves at even plies; game 2 is a draw.
+            CHECK(b.value_result[0] == (g == 1 ? 0.5f : p % 2 == 0 ? 1.0f : 0.0f));
+          }
+          pos.do_move(m.move);
+        }
+      }
+    } else {
+      for (const HcpeRecord& r : records) {
+        Position pos;
+        REQUIRE(!decode_hcp(r.hcp, pos));
+        build_sample(d, uint32_t(k++), b, 0, scratch);
+        check_common(pos, r.eval);
+        CHECK(b.policy_target[nn::move_to_label(Move(r.move16), pos.side_to_move())] == 1.0f);
+        const float expected = r.result == DRAW                                           ? 0.5f
+                               : (r.result == BLACK_WIN) == (pos.side_to_move() == BLACK) ? 1.0f
+                                                                                          : 0.0f;
+        CHECK(b.value_result[0] == expected);
+      }
+    }
+  }
+  CHECK(k == d.positions.size());
+}
+
+TEST_CASE("loader: every epoch is a permutation, the same for any thread count and start", "[train][data]") {
+  TempDir dir("loader");
+  REQUIRE(!write_hcpe_file(dir.file("a.hcpe"), random_game_records(5, 10, 3)));
+  Dataset d = load_dataset({dir.file("a.hcpe")}, {});
+  const size_t n = d.positions.size();
+  REQUIRE(n == 50);
+
+  // Each dataset position's hash, to recognise it in batches.
+  std::multiset<uint64_t> all;
+  Batch one;
+  one.allocate(1);
+  Position scratch;
+  for (uint32_t i = 0; i < n; ++i) {
+    build_sample(d, i, one, 0, scratch);
+    all.insert(sample_hash(one, 0));
+  }
+
+  LoaderOptions o{.batch_size = 8, .seed = 3, .threads = 1};
+  const auto s1 = stream_hashes(d, o, 20);  // 160 positions: three epochs and a bit
+  for (int e = 0; e < 3; ++e) CHECK(std::multiset<uint64_t>(s1.begin() + e * n, s1.begin() + (e + 1) * n) == all);
+  CHECK(!std::equal(s1.begin(), s1.begin() + n, s1.begin() + n));  // each epoch its own order
+
+  o.threads = 3;
+  CHECK(stream_hashes(d, o, 20) == s1);
+  o.start = 13;  // a resumed stream continues exactly, batch-aligned or not
+  const auto later = stream_hashes(d, o, 10);
+  CHECK(std::equal(later.begin(), later.end(), s1.begin() + 13));
+
+  // Unshuffled with an end: file order, a short last batch, then the end of the stream.
+  Loader ordered(d, {.batch_size = 16, .shuffle = false, .end = n, .threads = 2});
+  int batches = 0, positions = 0;
+  while (const Batch* b = ordered.acquire()) {
+    ++batches, positions += b->size;
+    ordered.release(b);
+  }
+  CHECK(batches == 4);
+  CHECK(positions == 50);
+}
+
+TEST_CASE("data: a window keeps the newest positions", "[train][data]") {
+  TempDir dir("window");
+  auto old_records = random_game_records(2, 10, 4), new_records = random_game_records(3, 10, 5);
+  REQUIRE(!write_hcpe_file(dir.file("z_old.hcpe"), old_records));
+  REQUIRE(!write_hcpe_file(dir.file("a_new.hcpe"), new_records));
+  // Newest by modification time, not by name.
+  fs::last_write_time(dir.file("z_old.hcpe"), fs::last_write_time(dir.file("a_new.hcpe")) - std::chrono::hours(1));
+
+  Dataset d = load_dataset({dir.path.string()}, {.window = int64_t(new_records.size()) + 5});
+  REQUIRE(d.positions.size() == new_records.size() + 5);
+  for (int i = 0; i < 5; ++i) CHECK(d.positions[i].record == old_records[old_records.size() - 5 + i]);
+  for (size_t i = 0; i < new_records.size(); ++i) CHECK(d.positions[5 + i].record == new_records[i]);
+  CHECK(load_dataset({dir.path.string()}, {}).positions.size() == old_records.size() + new_records.size());
+}
+
+TEST_CASE("data: corrupt and truncated files are reported with file and offset and skipped", "[train][data]") {
+  TempDir dir("corrupt");
+  // hcpe: record 3 is not a position, record 5's move is illegal, record 7's result byte is 3,
+  // and 17 stray bytes end the file.
+  auto records = random_game_records(1, 10, 6);
+  records[3].hcp.data.fill(0xff);
+  records[5].move16 = records[4].move16;  // the other side's move: its origin is empty now
+  records[7].result = 3;
+  auto bytes = hcpe_bytes(records);
+  bytes.insert(bytes.end(), 17, 0);
+  const std::string hcpe = dir.file("bad.hcpe");
+  write_bytes(hcpe, bytes);
+
+  // hcpe3: three games; in one file the second has an illegal move, another file ends inside the
+  // second game, a third has a training move whose candidates have no visits.
+  std::mt19937_64 rng(7);
+  std::vector<Hcpe3Game> games = {random_hcpe3_game(rng, 8, BLACK_WIN), random_hcpe3_game(rng, 8, WHITE_WIN),
+                                  random_hcpe3_game(rng, 8, DRAW)};
+  std::vector<uint8_t> first;
+  append_hcpe3(games[0], first);
+  Hcpe3Game illegal = games[1];
+  illegal.moves[4].move = illegal.moves[3].move;  // a move of the other side
+  std::vector<uint8_t> with_illegal = first, truncated = first, all3;
+  append_hcpe3(illegal, with_illegal);
+  append_hcpe3(games[2], with_illegal);
+  for (auto& g : games) append_hcpe3(g, all3);
+  truncated.insert(truncated.end(), all3.begin() + first.size(), all3.begin() + first.size() + 50);
+  write_bytes(dir.file("illegal.hcpe3"), with_illegal);
+  write_bytes(dir.file("truncated.hcpe3"), truncated);
+  Hcpe3Game no_visits = games[0];
+  for (auto& c : no_visits.moves[1].candidates) c.visits = 0;
+  std::vector<uint8_t> zero;
+  append_hcpe3(no_visits, zero);
+  write_bytes(dir.file("zero.hcpe3"), zero);
+
+  auto issues_of = [](const Dataset& d) {
+    std::map<uint64_t, std::string> m;
+    for (auto& i : d.issues) m[i.offset] = i.to_string();
+    return m;
+  };
+
+  Dataset h = load_dataset({hcpe}, {});
+  CHECK(h.positions.size() == 7);
+  auto hi = issues_of(h);
+  REQUIRE(hi.size() == 4);
+  CHECK_THAT(hi[3 * 38],
+             Catch::Contains(hcpe) && Catch::Contains("byte offset 114") && Catch::Contains("bad position"));
+  CHECK_THAT(hi[5 * 38], Catch::Contains("not legal"));
+  CHECK_THAT(hi[7 * 38], Catch::Contains("result"));
+  CHECK_THAT(hi[10 * 38], Catch::Contains("truncated"));
+
+  const size_t trained_per_game = 6;  // 8 moves, those at plies 2 and 5 carry no candidates
+  Dataset i = load_dataset({dir.file("illegal.hcpe3")}, {});
+  CHECK(i.positions.size() == trained_per_game);  // the first game only
+  REQUIRE(i.issues.size() == 1);
+  CHECK(i.issues[0].offset == first.size());
+  CHECK_THAT(i.issues[0].to_string(), Catch::Contains("illegal.hcpe3") && Catch::Contains("illegal move"));
+
+  Dataset t = load_dataset({dir.file("truncated.hcpe3")}, {});
+  CHECK(t.positions.size() == trained_per_game);
+  REQUIRE(t.issues.size() == 1);
+  CHECK(t.issues[0].offset == first.size());
+  CHECK_THAT(t.issues[0].message, Catch::Contains("truncated"));
+
+  Dataset z = load_dataset({dir.file("zero.hcpe3")}, {});
+  CHECK(z.positions.size() == trained_per_game - 1);
+  REQUIRE(z.issues.size() == 1);
+  CHECK(z.issues[0].offset == 36 + 6 + 4 * games[0].moves[0].candidates.size());  // the second move
+
+  // A file with nothing usable in it is an error, not an empty run.
+  write_bytes(dir.file("empty.hcpe"), std::vector<uint8_t>(20, 0));
+  CHECK_THROWS_WITH(load_dataset({dir.file("empty.hcpe")}, {}), Catch::Contains("no training positions"));
+}
+
+TEST_CASE("data: paths, directories and glob patterns", "[train][data]") {
+  TempDir dir("paths");
+  fs::create_directories(dir.path / "sub");
+  REQUIRE(!write_hcpe_file(dir.file("a.hcpe"), random_game_records(1, 3, 8)));
+  std::mt19937_64 rng(9);
+  REQUIRE(!write_hcpe3_file(dir.file("sub/b.hcpe3"), {random_hcpe3_game(rng, 4, DRAW)}));
+  std::ofstream(dir.file("notes.txt")) << "not data";
+
+  CHECK(expand_data_paths({dir.path.string()}).size() == 2);  // recursive, other files ignored
+  CHECK(expand_data_paths({dir.file("*.hcpe")}) == std::vector<std::string>{dir.file("a.hcpe")});
+  CHECK(expand_data_paths({dir.file("a.hcpe"), dir.file("*.hcpe")}).size() == 1);  // named twice, read once
+  CHECK_THROWS_WITH(expand_data_paths({dir.file("missing.hcpe")}), Catch::Contains("no such file"));
+  CHECK_THROWS_WITH(expand_data_paths({dir.file("notes.txt")}), Catch::Contains("unknown training data format"));
+  CHECK_THROWS_WITH(expand_data_paths({dir.file("*.nothing")}), Catch::Contains("no file matches"));
+}
+
+TEST_CASE("optimizer: SGD with Nesterov momentum, AdamW, schedule and clipping by hand", "[train][optimizer]") {
+  nn::Architecture arch;
+  arch.blocks = 0;
+  arch.channels = 1;
+  nn::Model model(arch), grads(arch);
+  model.value_fc2_weight.data[0] = 1.0f;  // rank 2: decayed
+  model.value_fc2_bias.data[0] = 1.0f;    // rank 1: not decayed
+  grads.value_fc2_weight.data[0] = 0.5f;
+  grads.value_fc2_bias.data[0] = 0.5f;
+
+  // SGD, lr 0.1, momentum 0.9, weight decay 0.01, two steps with the same gradient:
+  //   weight: g = 0.51, buf = 0.51, w = 1 - 0.1 (0.51 + 0.9 * 0.51) = 0.9031;
+  //           g = 0.509031, buf = 0.968031, w = 0.9031 - 0.1 (0.509031 + 0.9 * 0.968031) = 0.76507411
+  //   bias:   buf = 0.5, b = 1 - 0.1 (0.5 + 0.45) = 0.905
+  {
+    nn::Model m = model;
+    Optimizer opt({.kind = OptimizerKind::SGD, .weight_decay = 0.01, .momentum = 0.9, .nesterov = true}, m);
+    opt.step(m, grads, 0.1);
+    CHECK(m.value_fc2_weight.data[0] == Approx(0.9031).epsilon(1e-6));
+    CHECK(m.value_fc2_bias.data[0] == Approx(0.905).epsilon(1e-6));
+    opt.step(m, grads, 0.1);
+    CHECK(m.value_fc2_weight.data[0] == Approx(0.76507411).epsilon(1e-6));
+    CHECK(m.stem.weight.data == model.stem.weight.data);  // zero gradient, zero weight: unchanged
+  }
+  // AdamW, lr 0.1, decay 0.01, gradients +0.5 then -0.5: the first step moves by lr (m / sqrt(v)
+  // = 1 after bias correction) after the decoupled decay: 1 * 0.999 - 0.1 = 0.899; the second
+  // (worked in double) gives 0.90336416.
+  {
+    nn::Model m = model;
+    Optimizer opt({.kind = OptimizerKind::ADAMW, .weight_decay = 0.01}, m);
+    opt.step(m, grads, 0.1);
+    CHECK(m.value_fc2_weight.data[0] == Approx(0.899).epsilon(1e-6));
+    grads.value_fc2_weight.data[0] = -0.5f;
+    opt.step(m, grads, 0.1);
+    CHECK(m.value_fc2_weight.data[0] == Approx(0.90336416).epsilon(1e-6));
+    auto tensors = m.tensors();
+    CHECK(opt.state().size() ==
+          2 * size_t(std::count_if(tensors.begin(), tensors.end(), [](auto& t) { return t.trainable; })));
+  }
+
+  Schedule s{.kind = Schedule::COSINE, .lr = 1.0, .warmup_steps = 10, .total_steps = 110, .final_ratio = 0.1};
+  CHECK(s.at(0) == Approx(0.1));
+  CHECK(s.at(9) == Approx(1.0));
+  CHECK(s.at(10) == Approx(1.0));
+  CHECK(s.at(60) == Approx(0.55));  // half way down the cosine: 0.1 + 0.9 / 2
+  CHECK(s.at(110) == Approx(0.1));
+  s.kind = Schedule::STEP;
+  s.step_every = 20;
+  s.gamma = 0.5;
+  CHECK(s.at(29) == Approx(1.0));
+  CHECK(s.at(30) == Approx(0.5));
+  CHECK(s.at(50) == Approx(0.25));
+
+  nn::Model g(arch);
+  zero_tensors(g);
+  g.value_fc2_weight.data[0] = 3.0f;
+  g.value_fc2_bias.data[0] = 4.0f;
+  CHECK(gradient_norm(g) == Approx(5.0));
+  scale_gradients(g, 0.5f);
+  CHECK(g.value_fc2_bias.data[0] == 2.0f);
+}
+
+TEST_CASE("checkpoint: round trip, and damaged or foreign checkpoints are refused", "[train][checkpoint]") {
+  TempDir dir("checkpoint");
+  nn::Architecture arch;
+  arch.blocks = 1;
+  arch.channels = 4;
+  nn::Model m(arch);
+  nn::init_model(m, 5);
+  Optimizer opt({.kind = OptimizerKind::ADAMW}, m);
+  std::mt19937_64 rng(10);
+  for (auto& s : opt.state())
+    for (float& x : s.tensor->data) x = float(rng() % 1000) / 7.0f;
+  const std::string path = dir.file("run.ckpt");
+  save_checkpoint(path, {{"step", 12}, {"samples", 384}}, m, opt);
+
+  Checkpoint c = load_checkpoint(path);
+  CHECK(c.meta["step"] == 12);
+  CHECK(same_weights(c.model, m));
+  Optimizer back({.kind = OptimizerKind::ADAMW}, c.model);
+  restore_optimizer_state(c, back);
+  for (size_t i = 0; i < opt.state().size(); ++i) CHECK(back.state()[i].tensor->data == opt.state()[i].tensor->data);
+  Optimizer sgd({.kind = OptimizerKind::SGD}, c.model);
+  CHECK_THROWS_WITH(restore_optimizer_state(c, sgd), Catch::Contains("no optimizer state"));
+
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto damaged = bytes;
+  damaged[damaged.size() / 2] ^= 0x10;
+  write_bytes(dir.file("damaged.ckpt"), damaged);
+  CHECK_THROWS_WITH(load_checkpoint(dir.file("damaged.ckpt")),
+                    Catch::Contains("damaged.ckpt") && Catch::Contains("corrupt"));
+  write_bytes(dir.file("short.ckpt"), std::vector<uint8_t>(bytes.begin(), bytes.begin() + bytes.size() / 3));
+  CHECK_THROWS_WITH(load_checkpoint(dir.file("short.ckpt")), Catch::Contains("corrupt"));
+  CHECK_THROWS_WITH(load_checkpoint(dir.file("missing.ckpt")), Catch::Contains("cannot open"));
+}
+
+TEST_CASE("training: a tiny network overfits a few hundred positions", "[train][run]") {
+  TempDir dir("overfit");
+  const auto records = random_game_records(6, 32, 11);  // 192 positions
+  REQUIRE(!write_hcpe_file(dir.file("train.hcpe"), records));
+  const float lambda = 0.333f;
+
+  // The threshold of each loss is set between two figures computed from the data:
+  //  - "blind": the best a predictor that ignores the position can do. For the policy that is the
+  //    entropy H_move of the empirical distribution of the recorded moves' labels (what the policy
+  //    bias alone can learn); for the value, the loss of predicting the mean target everywhere.
+  //  - "floor": the best possible. For the one-hot policy targets, 0; for the value, the loss of
+  //    predicting each position's own blended target t = (1 - lambda) result + lambda eval (the
+  //    cross-entropy against the result cannot reach 0 while the eval pulls t inside (0, 1), and
+  //    draws keep it at ln 2).
+  // The run must close at least half of the gap: only a network that reads the board and
+  // memorises the positions (working forward, backward and optimizer) gets there.
+  std::map<int, int> label_count;
+  double value_floor = 0, mean_t = 0;
+  auto bce = [](double p, double y) { return -y * std::log(p) - (1 - y) * std::log(1 - p); };
+  std::vector<std::pair<double, double>> targets;  // (result, eval probability)
+  for (const auto& r : records) {
+    Position pos;
+    REQUIRE(!decode_hcp(r.hcp, pos));
+    ++label_count[nn::move_to_label(Move(r.move16), pos.side_to_move())];
+    const double z = r.result == DRAW ? 0.5 : (r.result == BLACK_WIN) == (pos.side_to_move() == BLACK) ? 1.0 : 0.0;
+    const double q = 1.0 / (1.0 + std::exp(-r.eval / 756.0864962951762));
+    const double t = (1 - lambda) * z + lambda * q;
+    value_floor += ((1 - lambda) * bce(t, z) + lambda * bce(t, q)) / records.size();
+    mean_t += t / records.size();
+    targets.emplace_back(z, q);
+  }
+  double h_move = 0, value_blind = 0;
+  for (auto& [label, count] : label_count)
+    h_move -= double(count) / records.size() * std::log(double(count) / records.size());
+  for (auto& [z, q] : targets)
+    value_blind += ((1 - lambda) * bce(mean_t, z) + lambda * bce(mean_t, q)) / records.size();
+
+  TrainConfig c = tiny_config(dir.file("train.hcpe"), dir.file("model.bin"));
+  c.arch.channels = 16;  // 8 channels memorise the moves too slowly for a quick test
+  c.val_lambda = lambda;
+  c.steps = 80;      // 13 epochs
+  c.log_every = 10;  // last_train: the mean over the last 10 steps
+  c.test = {dir.file("train.hcpe")};
+  TrainResult r = train(c);
+
+  const Metrics& m = r.last_train;
+  const double value = (1 - lambda) * m.value_loss + lambda * m.value_eval_loss;
+  INFO("policy: blind " << h_move << ", reached " << m.policy_loss << "; value: blind " << value_blind << ", floor "
+                        << value_floor << ", reached " << value);
+  CHECK(m.policy_loss < 0.5 * h_move);
+  CHECK(value < value_floor + 0.5 * (value_blind - value_floor));
+  CHECK(r.test.samples == int64_t(records.size()));
+  CHECK(std::isfinite(r.test.loss));
+  // The exported model loads and has the architecture trained.
+  CHECK(nn::load_model(c.model_out).arch == c.arch);
+}
+
+TEST_CASE("training: a resumed run ends with exactly the weights of an uninterrupted one", "[train][run]") {
+  TempDir dir("resume");
+  REQUIRE(!write_hcpe_file(dir.file("train.hcpe"), random_game_records(5, 20, 12)));  // 100 positions
+  for (OptimizerKind kind : {OptimizerKind::ADAMW, OptimizerKind::SGD}) {
+    TrainConfig c = tiny_config(dir.file("train.hcpe"), dir.file("whole.bin"));
+    c.optimizer.kind = kind;
+    c.optimizer.weight_decay = 1e-4;
+    c.schedule = {.kind = Schedule::COSINE, .lr = kind == OptimizerKind::SGD ? 0.05 : 3e-3, .warmup_steps = 3};
+    c.clip_grad_norm = 1.0;
+    c.steps = 10;  // 320 positions: the run crosses three epoch boundaries
+    c.log_every = 5;
+    train(c);
+
+    c.model_out = dir.file("parts.bin");
+    c.checkpoint = dir.file("parts.ckpt");
+    c.stop_after = 4;  // as if Ctrl-C came after step 4
+    TrainResult first = train(c);
+    CHECK(first.interrupted);
+    CHECK(first.step == 4);
+    CHECK(!fs::exists(c.model_out));
+    c.stop_after = 0;
+    c.resume = true;
+    c.checkpoint_every = 3;  // checkpoints written along the way change nothing
+    c.threads = 1;           // nor does the number of threads
+    TrainResult rest = train(c);
+    CHECK(!rest.interrupted);
+    CHECK(rest.step == 10);
+    CAPTURE(optimizer_name(kind));
+    CHECK(same_weights(nn::load_model(dir.file("whole.bin")), nn::load_model(dir.file("parts.bin"))));
+
+    // Another batch size is another run: refused, naming the difference.
+    c.batch = 16;
+    CHECK_THROWS_WITH(train(c), Catch::Contains("other settings") && Catch::Contains("batch"));
+    fs::remove(c.checkpoint);
+    fs::remove(c.model_out);
+  }
+}
+
+TEST_CASE("train command: options, errors and a short run", "[train][command]") {
+  TempDir dir("command");
+  REQUIRE(!write_hcpe_file(dir.file("a.hcpe"), random_game_records(2, 10, 13)));
+  auto run = [&](const std::string& args) {
+    const std::string cmd = std::string(JIRIKI_BINARY) + " train " + args + " > " + dir.file("out.txt") + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    std::ifstream f(dir.file("out.txt"));
+    std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return std::pair{WEXITSTATUS(rc), text};
+  };
+  CHECK(run("--help").first == 0);
+  auto [rc, text] = run("--data " + dir.file("a.hcpe") + " --model-out " + dir.file("m.bin") + " --backend cuda");
+  CHECK(rc != 0);
+  CHECK_THAT(text, Catch::Contains("not implemented yet"));
+  std::tie(rc, text) = run("--model-out " + dir.file("m.bin") + " --data " + dir.file("missing.hcpe"));
+  CHECK(rc != 0);
+  CHECK_THAT(text, Catch::Contains("missing.hcpe") && Catch::Contains("no such file"));
+
+  std::tie(rc, text) = run("--data " + dir.file("a.hcpe") + " --model-out " + dir.file("m.bin") +
+                           " --blocks 1 --channels 4 --batch 8 --steps 3 --optimizer adamw --log-every 1");
+  CHECK(rc == 0);
+  CHECK_THAT(text, Catch::Contains("samples/s") && Catch::Contains("ETA"));
+  CHECK(nn::load_model(dir.file("m.bin")).arch.blocks == 1);
+  std::ifstream log(dir.file("m.bin") + ".log.jsonl");
+  int train_lines = 0;
+  for (std::string line; std::getline(log, line);) {
+    auto j = nlohmann::json::parse(line);
+    train_lines += j["type"] == "train";
+  }
+  CHECK(train_lines == 3);
+  CHECK(fs::exists(dir.file("m.bin") + ".ckpt"));
+
+  // Ctrl-C (SIGINT from coreutils' timeout after a second) stops after the current step with a
+  // checkpoint, and the exit status says so (130 = 128 + SIGINT).
+  const std::string cmd = "timeout --preserve-status -s INT 1 " + std::string(JIRIKI_BINARY) + " train --data " +
+                          dir.file("a.hcpe") + " --model-out " + dir.file("i.bin") +
+                          " --blocks 1 --channels 4 --batch 8 --steps 1000000 > " + dir.file("out.txt") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  CHECK(WEXITSTATUS(status) == 130);
+  REQUIRE(fs::exists(dir.file("i.bin.ckpt")));
+  Checkpoint c = load_checkpoint(dir.file("i.bin.ckpt"));
+  CHECK(c.meta["step"].get<int64_t>() >= 1);
+  CHECK(c.meta["samples"].get<int64_t>() == 8 * c.meta["step"].get<int64_t>());
+  CHECK(!fs::exists(dir.file("i.bin")));  // no model exported from an interrupted run
+}

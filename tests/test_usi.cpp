@@ -1,0 +1,478 @@
+// The USI engine as a GUI sees it: the jiriki binary runs as a child process on pipes, and each test
+// plays a scripted session the way ShogiHome does. Every read has a timeout, so a hung engine fails
+// the test instead of hanging CI. Moves the engine plays are checked with the rules core.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "engine/movegen.h"
+#include "nn/model_file.h"
+
+using namespace jiriki;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+int64_t ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// The engine in a child process.
+class EngineProcess {
+ public:
+  EngineProcess() {
+    signal(SIGPIPE, SIG_IGN);  // a dead engine must fail the test, not kill it
+    int in[2], out[2];
+    REQUIRE(pipe(in) == 0);
+    REQUIRE(pipe(out) == 0);
+    pid_ = fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+      execl(JIRIKI_BINARY, JIRIKI_BINARY, (char*)nullptr);  // no arguments: what a GUI runs
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+  }
+  ~EngineProcess() {
+    if (to_ >= 0) close(to_);
+    if (pid_ > 0 && wait_exit(0) == -2) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    close(from_);
+  }
+
+  void send(const std::string& line) {
+    std::string s = line + "\n";
+    transcript_ += "> " + line + "\n";
+    CHECK(write(to_, s.data(), s.size()) == ssize_t(s.size()));
+  }
+
+  // The next line, or nullopt when none comes within timeout_ms (or the engine closed stdout).
+  std::optional<std::string> line(int64_t timeout_ms) {
+    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      size_t nl = buf_.find('\n');
+      if (nl != std::string::npos) {
+        std::string l = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        transcript_ += "< " + l + "\n";
+        return l;
+      }
+      int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left < 0) return std::nullopt;
+      pollfd p{from_, POLLIN, 0};
+      if (poll(&p, 1, int(left)) <= 0) continue;
+      char chunk[4096];
+      ssize_t n = read(from_, chunk, sizeof chunk);
+      if (n <= 0) return std::nullopt;
+      buf_.append(chunk, size_t(n));
+    }
+  }
+
+  // Reads until a line starting with `prefix`; lines before it go to `seen`. Fails the test with
+  // the transcript when it does not come in time.
+  std::string expect(const std::string& prefix, int64_t timeout_ms, std::vector<std::string>* seen = nullptr) {
+    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      auto l = line(std::max<int64_t>(left, 0));
+      if (!l) FAIL("no '" << prefix << "' within " << timeout_ms << " ms; transcript:\n" << transcript_);
+      if (l->rfind(prefix, 0) == 0) return *l;
+      if (seen) seen->push_back(*l);
+    }
+  }
+
+  // Sends isready and expects readyok; returns the lines before it.
+  std::vector<std::string> sync(int64_t timeout_ms = 30000) {
+    send("isready");
+    std::vector<std::string> seen;
+    expect("readyok", timeout_ms, &seen);
+    return seen;
+  }
+
+  // Sends a bad command and expects an error line (before readyok), then proves the engine usable.
+  void expect_error(const std::string& command, const std::string& words) {
+    send(command);
+    std::vector<std::string> seen = sync();
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].rfind("info string error:", 0) == 0);
+    CHECK_THAT(seen[0], Catch::Contains(words));
+  }
+
+  // Exit status, -1 when killed by a signal, -2 when still running after timeout_ms.
+  int wait_exit(int64_t timeout_ms) {
+    auto t0 = Clock::now();
+    for (;;) {
+      int status = 0;
+      pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      if (ms_since(t0) >= timeout_ms) return -2;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+  const std::string& transcript() const { return transcript_; }
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buf_, transcript_;
+};
+
+// A tiny network in a model file, shared by the tests of this file and removed at exit.
+struct TinyModelFile {
+  std::string path = (std::filesystem::temp_directory_path() / ("jiriki_test_usi_" + std::to_string(getpid()) + ".jnn")).string();
+  TinyModelFile() {
+    nn::Architecture a;
+    a.blocks = 1;
+    a.channels = 16;
+    nn::Model m(a);
+    nn::init_model(m, 11);
+    nn::save_model(m, path);
+  }
+  ~TinyModelFile() { std::filesystem::remove(path); }
+};
+const std::string& tiny_model_path() {
+  static const TinyModelFile file;
+  return file.path;
+}
+
+// usi + the tiny network + isready.
+void start(EngineProcess& e, const std::vector<std::string>& options = {}) {
+  e.send("usi");
+  e.expect("usiok", 10000);
+  e.send("setoption name ModelFile value " + tiny_model_path());
+  e.send("setoption name PV_Interval value 200");
+  for (const auto& o : options) e.send("setoption name " + o);
+  e.sync();
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::istringstream is(s);
+  std::vector<std::string> w;
+  for (std::string t; is >> t;) w.push_back(t);
+  return w;
+}
+
+// The move of a `bestmove` line (and its ponder move), checked legal in `pos`.
+Move best_of(const std::string& line, const Position& pos, Move* ponder = nullptr) {
+  std::vector<std::string> w = split(line);
+  REQUIRE(w.size() >= 2);
+  REQUIRE(w[0] == "bestmove");
+  Move m = move_from_usi(pos, w[1]);
+  INFO(line << " in " << pos.sfen());
+  REQUIRE(m != MOVE_NONE);
+  REQUIRE(pos.is_legal(m));
+  if (ponder) {
+    *ponder = MOVE_NONE;
+    if (w.size() == 4 && w[2] == "ponder") {
+      Position next = pos;
+      next.do_move(m);
+      *ponder = move_from_usi(next, w[3]);
+      REQUIRE(next.is_legal(*ponder));
+    }
+  }
+  return m;
+}
+
+std::string moves_text(const std::vector<Move>& moves) {
+  std::string s;
+  for (Move m : moves) s += " " + move_to_usi(m);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("usi: handshake announces every option and isready loads the network", "[usi]") {
+  EngineProcess e;
+  e.send("usi");
+  std::vector<std::string> seen;
+  e.expect("usiok", 10000, &seen);
+  REQUIRE(seen.size() > 2);
+  CHECK(seen[0] == "id name jiriki");
+  CHECK(seen[1].rfind("id author ", 0) == 0);
+  for (const char* name :
+       {"USI_Hash", "USI_Ponder", "Threads", "ModelFile", "Backend", "GPU", "BatchSize", "MultiPV", "NetworkDelay",
+        "NetworkDelay2", "MinimumThinkingTime", "SlowMover", "ResignValue", "DrawValueBlack", "DrawValueWhite",
+        "MaxMovesToDraw", "EnteringKingRule", "C_init", "C_base", "C_fpu_reduction", "Softmax_Temperature"}) {
+    bool found = false;
+    for (const auto& l : seen) found |= l.rfind(std::string("option name ") + name + " type ", 0) == 0;
+    INFO("option " << name);
+    CHECK(found);
+  }
+  // The default network is the untrained stand-in, and the engine says so.
+  std::vector<std::string> info = e.sync();
+  bool said = false;
+  for (const auto& l : info) said |= l.find("UNTRAINED") != std::string::npos;
+  CHECK(said);
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
+TEST_CASE("usi: bad input gets an info string error and the engine stays usable", "[usi]") {
+  EngineProcess e;
+  start(e);
+  e.expect_error("foo bar", "unknown command 'foo'");
+  e.expect_error("setoption name USI_Hash value 0", "out of range");
+  e.expect_error("setoption name Threads value 100000", "out of range");
+  e.expect_error("setoption name MultiPV value two", "integer");
+  e.expect_error("setoption name USI_Ponder value maybe", "true or false");
+  e.expect_error("setoption name Backend value tpu", "one of");
+  e.expect_error("setoption name NoSuchOption value 1", "unknown option");
+  e.expect_error("setoption", "expected");
+  e.expect_error("position", "expected");
+  e.expect_error("position sfen lnsgkgsnl/9 b - 1", "");
+  e.expect_error("position sfen", "");
+  e.expect_error("position startpos moves 7g7f 7g7f", "illegal move '7g7f'");
+  e.expect_error("position startpos moves 7g7x", "malformed move");
+  e.expect_error("position startpos moves 7g7f xyz", "malformed move");
+  e.expect_error("go mate", "go mate");
+  e.expect_error("go mate soon", "go mate");
+  e.send("");  // blank lines are ignored
+  e.send("   ");
+  e.sync();
+
+  // The last valid position stays in force: after 7g7f it is White's move.
+  e.send("position startpos moves 7g7f");
+  e.expect_error("position startpos moves 7g7f 3c3d 2g2f 2g2f", "illegal move");
+  e.send("go nodes 100");
+  Position pos;
+  pos.do_move(move_from_usi(pos, "7g7f"));
+  best_of(e.expect("bestmove", 20000), pos);
+
+  // A malformed go parameter is reported; the search still runs and answers.
+  e.send("go nodes abc btime 1000 wtime 1000 byoyomi 500");
+  std::vector<std::string> seen;
+  best_of(e.expect("bestmove", 5000, &seen), pos);
+  CHECK(seen.at(0).rfind("info string error: go: nodes needs a non-negative integer", 0) == 0);
+
+  // stop, ponderhit and gameover with nothing running do nothing.
+  e.send("stop");
+  e.send("ponderhit");
+  e.send("gameover draw");
+  CHECK(e.sync().empty());
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
+TEST_CASE("usi: a game with ponder and ponderhit then a ponder miss then gameover and quit", "[usi]") {
+  EngineProcess e;
+  start(e, {"USI_Ponder value true", "NetworkDelay2 value 200", "MinimumThinkingTime value 100"});
+  e.send("usinewgame");
+  Position pos;
+  std::vector<Move> game;
+  const std::string clock = " btime 0 wtime 0 byoyomi 1000";
+
+  auto think = [&](const std::string& go) {
+    e.send("position startpos" + std::string(game.empty() ? "" : " moves") + moves_text(game));
+    e.send(go);
+  };
+  // The engine moves and predicts the reply.
+  think("go" + clock);
+  Move ponder;
+  Move m = best_of(e.expect("bestmove", 5000), pos, &ponder);
+  REQUIRE(ponder != MOVE_NONE);
+  pos.do_move(m);
+  game.push_back(m);
+
+  // It ponders on the predicted reply; the opponent plays it: ponderhit.
+  game.push_back(ponder);
+  think("go ponder" + clock);
+  for (auto t = Clock::now(); ms_since(t) < 700;)  // no answer while pondering
+    if (auto l = e.line(50)) CHECK(!l->starts_with("bestmove"));
+  auto t0 = Clock::now();
+  e.send("ponderhit");
+  pos.do_move(ponder);
+  m = best_of(e.expect("bestmove", 2000), pos, &ponder);
+  CHECK(ms_since(t0) < 1000);  // within the byoyomi
+  pos.do_move(m);
+  game.push_back(m);
+  REQUIRE(ponder != MOVE_NONE);
+
+  // A ponder miss: the opponent plays something else; the GUI stops the ponder search, ignores
+  // its bestmove, and asks again.
+  Move other = MOVE_NONE;
+  for (Move x : legal_moves(pos))
+    if (x != ponder) other = x;
+  game.push_back(ponder);
+  think("go ponder" + clock);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  t0 = Clock::now();
+  e.send("stop");
+  e.expect("bestmove", 1000);
+  CHECK(ms_since(t0) < 300);
+  game.back() = other;
+  pos.do_move(other);
+  think("go" + clock);
+  m = best_of(e.expect("bestmove", 3000), pos);
+
+  // The game ends while the engine ponders: no bestmove is owed after gameover.
+  pos.do_move(m);
+  game.push_back(m);
+  game.push_back(legal_moves(pos).moves[0]);
+  think("go ponder" + clock);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  e.send("gameover lose");
+  for (const auto& l : e.sync()) CHECK(!l.starts_with("bestmove"));
+  e.send("usinewgame");
+  e.send("position startpos");
+  e.send("go nodes 50");
+  best_of(e.expect("bestmove", 5000), Position());
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
+TEST_CASE("usi: go infinite reports info lines and stops promptly", "[usi]") {
+  EngineProcess e;
+  start(e, {"MultiPV value 3"});
+  e.send("position startpos moves 7g7f");
+  e.send("go infinite");
+  auto t0 = Clock::now();
+  std::vector<std::string> seen;
+  while (ms_since(t0) < 700) {
+    auto l = e.line(100);
+    if (l) seen.push_back(*l);
+  }
+  for (const auto& l : seen) CHECK(!l.starts_with("bestmove"));
+  // Info lines carry every field, with multipv 1..3 and a legal pv.
+  int multipv_seen = 0;
+  Position pos;
+  pos.do_move(move_from_usi(pos, "7g7f"));
+  for (const auto& l : seen) {
+    if (!l.starts_with("info depth")) continue;
+    std::vector<std::string> w = split(l);
+    for (const char* k : {"seldepth", "time", "nodes", "nps", "hashfull", "multipv", "score", "pv"})
+      CHECK(std::find(w.begin(), w.end(), k) != w.end());
+    auto pv = std::find(w.begin(), w.end(), "pv");
+    Position p = pos;
+    for (auto it = pv + 1; it != w.end(); ++it) {
+      Move m = move_from_usi(p, *it);
+      REQUIRE(p.is_legal(m));
+      p.do_move(m);
+    }
+    auto mp = std::find(w.begin(), w.end(), "multipv");
+    if (mp != w.end()) multipv_seen = std::max(multipv_seen, std::stoi(*(mp + 1)));
+    auto sc = std::find(w.begin(), w.end(), "score");
+    CHECK((*(sc + 1) == "cp" || *(sc + 1) == "mate"));
+  }
+  CHECK(multipv_seen == 3);
+  t0 = Clock::now();
+  e.send("stop");
+  best_of(e.expect("bestmove", 1000), pos);
+  CHECK(ms_since(t0) < 300);
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
+TEST_CASE("usi: declaration and resignation and go mate", "[usi]") {
+  EngineProcess e;
+  start(e);
+  // A valid 27-point declaration: bestmove win at once.
+  e.send("position sfen +P+P+PS1S+P+P+P/1R2K2B1/9/9/9/9/9/9/4k4 b 10P 1");
+  e.send("go btime 10000 wtime 10000 byoyomi 1000");
+  auto t0 = Clock::now();
+  CHECK(e.expect("bestmove", 2000) == "bestmove win");
+  CHECK(ms_since(t0) < 500);
+  // Checkmated: nothing to play.
+  e.send("position sfen 4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1");
+  e.send("go btime 10000 wtime 10000 byoyomi 1000");
+  CHECK(e.expect("bestmove", 2000) == "bestmove resign");
+  // go mate: a mate in 1 and a position without a mate.
+  e.send("position sfen 4k4/9/4P4/9/9/9/9/9/4K4 b G 1");
+  e.send("go mate 5000");
+  CHECK(e.expect("checkmate", 6000) == "checkmate G*5b");
+  e.send("position sfen 4k4/9/9/9/9/9/9/9/4K4 b P 1");
+  e.send("go mate infinite");
+  CHECK(e.expect("checkmate", 6000) == "checkmate nomate");
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
+namespace {
+
+// Two engines play each other from the start position under a clock, as a GUI would run them,
+// for at most max_plies. The GUI's clock: the time from sending go to reading bestmove is charged
+// to the mover. Returns each move's elapsed time and the time it was allowed.
+struct TimedMove {
+  int64_t elapsed, allowed;
+};
+std::vector<TimedMove> play_clocked_game(int64_t time_ms, int64_t inc_ms, int64_t byoyomi_ms, int max_plies,
+                                         const std::vector<std::string>& options) {
+  EngineProcess engines[2];
+  for (auto& e : engines) {
+    start(e, options);
+    e.send("usinewgame");
+  }
+  int64_t left[2] = {time_ms, time_ms};
+  Position pos;
+  std::vector<Move> game;
+  std::vector<TimedMove> record;
+  for (int ply = 0; ply < max_plies && legal_moves(pos).size() > 0; ++ply) {
+    const int side = pos.side_to_move();
+    EngineProcess& e = engines[side];
+    e.send("position startpos" + std::string(game.empty() ? "" : " moves") + moves_text(game));
+    std::ostringstream go;
+    go << "go btime " << left[0] << " wtime " << left[1];
+    if (byoyomi_ms > 0) go << " byoyomi " << byoyomi_ms;
+    else go << " binc " << inc_ms << " winc " << inc_ms;
+    auto t0 = Clock::now();
+    e.send(go.str());
+    std::string line = e.expect("bestmove", left[side] + byoyomi_ms + 5000);
+    const int64_t elapsed = ms_since(t0);
+    record.push_back({elapsed, left[side] + byoyomi_ms});
+    INFO("ply " << ply << ": " << line << " after " << elapsed << " ms of " << left[side] + byoyomi_ms);
+    REQUIRE(elapsed <= left[side] + byoyomi_ms);  // no time loss
+    left[side] = std::max<int64_t>(left[side] - elapsed, 0) + inc_ms;
+    if (line == "bestmove resign" || line == "bestmove win") break;
+    Move m = best_of(line, pos);
+    pos.do_move(m);
+    game.push_back(m);
+  }
+  for (auto& e : engines) {
+    e.send("gameover draw");
+    e.send("quit");
+    CHECK(e.wait_exit(5000) == 0);
+  }
+  return record;
+}
+
+}  // namespace
+
+TEST_CASE("usi: no time loss at byoyomi 1000 ms over a game against itself", "[usi][time]") {
+  // NetworkDelay2 200: the engine may think until 800 ms into each byoyomi period.
+  auto record = play_clocked_game(0, 0, 1000, 24, {"NetworkDelay2 value 200"});
+  REQUIRE(record.size() >= 10);
+  int64_t worst = 0;
+  for (const auto& m : record) worst = std::max(worst, m.elapsed);
+  WARN("byoyomi 1000 ms: " << record.size() << " moves, slowest " << worst << " ms");
+  CHECK(worst < 1000);
+  CHECK(worst >= 500);  // and it does use the time it has
+}
+
+TEST_CASE("usi: no time loss at 10 s + 1 s per move over a game against itself", "[usi][time]") {
+  auto record = play_clocked_game(10000, 1000, 0, 24, {"NetworkDelay2 value 200", "MinimumThinkingTime value 500"});
+  REQUIRE(record.size() >= 10);
+  int64_t worst_margin = 1 << 30;
+  for (const auto& m : record) worst_margin = std::min(worst_margin, m.allowed - m.elapsed);
+  WARN("10 s + 1 s: " << record.size() << " moves, smallest margin left on the clock " << worst_margin << " ms");
+  CHECK(worst_margin > 0);
+}

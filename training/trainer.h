@@ -1,0 +1,72 @@
+// The training run, top to bottom: data, model, optimizer, the step loop with its log, held-out
+// metrics, checkpoints and the exported model. `jiriki train` fills a TrainConfig from its options
+// and calls train(); tests call it directly.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/layers_backward.h"
+#include "nn/model.h"
+#include "training/optimizer.h"
+
+namespace jiriki::training {
+
+struct TrainConfig {
+  std::vector<std::string> data;  // files, directories, globs (hcpe, hcpe3)
+  std::vector<std::string> test;  // held-out data (empty: no held-out metrics)
+  std::string model_out;          // the exported model file, written at the end
+  std::string init;               // start from this model file, or else a fresh network of `arch`
+  nn::Architecture arch;
+  uint64_t seed = 1;  // the fresh network's weights and the data shuffle
+
+  int batch = 256;
+  int64_t steps = 0;  // the run's length in steps, or (when 0) in epochs:
+  double epochs = 1.0;
+  OptimizerConfig optimizer;
+  Schedule schedule;            // total_steps is set by train()
+  double clip_grad_norm = 0.0;  // 0: no clipping
+  float val_lambda = 0.333f;    // weight of the eval target in the value loss (dlshogi's)
+  float bn_momentum = 0.1f;     // batch-norm running statistics (PyTorch's default)
+
+  int64_t window = 0;          // train on the newest N positions only (0: all)
+  int64_t test_positions = 0;  // evaluate on the first N held-out positions (0: all)
+  int64_t eval_every = 0;      // held-out metrics every K steps (0: only at the end)
+
+  std::string checkpoint;                   // checkpoint file ("" : none)
+  int64_t checkpoint_every = 0;             // steps between checkpoints (0: only when stopping)
+  bool resume = false;                      // continue from `checkpoint`
+  int64_t stop_after = 0;                   // stop this invocation after N steps, as on Ctrl-C (0: never)
+  const std::atomic<bool>* stop = nullptr;  // set (by a SIGINT handler) to stop after the current step
+
+  int threads = 0;  // compute threads (0: every hardware thread)
+  int loader_threads = 1;
+  std::string log;           // JSON-lines log file ("" : none); appended to
+  int64_t log_every = 100;   // steps between progress lines and log records
+  bool quiet = false;        // no progress lines on stderr
+  bool loader_only = false;  // run only the data pipeline for the same steps and time it
+};
+
+// Held-out or training metrics, averaged over the samples seen.
+struct Metrics {
+  double policy_loss = 0, value_loss = 0, value_eval_loss = 0, loss = 0;
+  double policy_accuracy = 0, value_accuracy = 0;
+  int64_t samples = 0;
+};
+Metrics summarize(const nn::LossTotals& totals, float val_lambda);
+
+struct TrainResult {
+  int64_t step = 0;                      // steps done in total (including those before a resume)
+  bool interrupted = false;              // stopped early by `stop` or `stop_after`; the checkpoint holds the state
+  Metrics last_train;                    // over the last log interval
+  Metrics test;                          // at the end (samples == 0 without --test)
+  double samples_per_second = 0;         // training, this invocation
+  double loader_samples_per_second = 0;  // the loader alone: its positions per second of worker time, times its threads
+};
+
+// Runs the training the config describes. Throws std::runtime_error (or invalid_argument) with a
+// message for the user on bad input: unreadable data, a checkpoint of another run, bad options.
+TrainResult train(const TrainConfig& config);
+
+}  // namespace jiriki::training

@@ -1,0 +1,369 @@
+// The USI command loop (see engine.h).
+#include "usi/engine.h"
+
+#include <cctype>
+#include <charconv>
+#include <iostream>
+#include <sstream>
+
+#include "engine/movegen.h"
+#include "usi/network.h"
+
+namespace jiriki::usi {
+
+namespace {
+
+// Splits off the first word of a line; `rest` keeps the remainder's spacing (file names).
+std::string first_word(const std::string& line, std::string* rest) {
+  size_t b = line.find_first_not_of(" \t");
+  if (b == std::string::npos) {
+    rest->clear();
+    return "";
+  }
+  size_t e = line.find_first_of(" \t", b);
+  std::string word = line.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  size_t r = e == std::string::npos ? std::string::npos : line.find_first_not_of(" \t", e);
+  *rest = r == std::string::npos ? "" : line.substr(r);
+  return word;
+}
+
+std::vector<std::string> words(const std::string& s) {
+  std::istringstream is(s);
+  std::vector<std::string> w;
+  for (std::string t; is >> t;) w.push_back(t);
+  return w;
+}
+
+std::optional<int64_t> parse_int(const std::string& s) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower((unsigned char)c));
+  return s;
+}
+
+EnteringKingRule parse_rule(const std::string& s) {
+  if (s == "NoEnteringKing") return EnteringKingRule::NONE;
+  if (s == "CSARule24") return EnteringKingRule::POINT24;
+  return EnteringKingRule::POINT27;
+}
+
+}  // namespace
+
+Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), mate_solver_(64) {
+  options_.add_spin("USI_Hash", 1024, 1, 1 << 20);
+  options_.add_check("USI_Ponder", true);
+  options_.add_spin("Threads", 2, 1, 256);
+  options_.add_string("ModelFile", DEFAULT_MODEL);
+  options_.add_combo("Backend", "auto", {"auto", "cpu", "cuda", "reference"});
+  options_.add_spin("GPU", 0, 0, 15);
+  options_.add_spin("BatchSize", 0, 0, 1024);  // 0: 16 on a CPU backend, 128 on the GPU
+  options_.add_spin("MultiPV", 1, 1, 100);
+  options_.add_spin("NetworkDelay", 120, 0, 10000);
+  options_.add_spin("NetworkDelay2", 1120, 0, 10000);
+  options_.add_spin("MinimumThinkingTime", 2000, 0, 600000);
+  options_.add_spin("SlowMover", 100, 1, 1000);
+  options_.add_spin("ResignValue", 0, 0, 1000);     // per mille win rate; 0 never resigns
+  options_.add_spin("DrawValueBlack", 500, 0, 1000);  // per mille, when the engine plays Black
+  options_.add_spin("DrawValueWhite", 500, 0, 1000);
+  options_.add_spin("MaxMovesToDraw", 0, 0, 100000);  // 0: no limit
+  options_.add_combo("EnteringKingRule", "CSARule27", {"NoEnteringKing", "CSARule27", "CSARule24"});
+  options_.add_spin("C_init", 144, 0, 10000);              // hundredths
+  options_.add_spin("C_base", 28288, 1, 100000000);
+  options_.add_spin("C_fpu_reduction", 27, 0, 100);        // hundredths
+  options_.add_spin("C_fpu_reduction_root", 0, 0, 100);    // hundredths
+  options_.add_spin("Softmax_Temperature", 174, 1, 10000);  // hundredths
+  options_.add_combo("LeafMateSearchPly", "1", {"0", "1", "3", "5"});
+  options_.add_check("RootMateSearch", true);
+  options_.add_spin("PV_Interval", 1000, 100, 100000);  // ms between info lines
+}
+
+Engine::~Engine() { stop_all(); }
+
+void Engine::send(const std::string& line) {
+  std::lock_guard lock(out_mutex_);
+  out_ << line << std::endl;
+}
+
+int Engine::loop(std::istream& in) {
+  // Reading a command must not flush the output behind the back of the threads that write answers:
+  // a tied stream flushes without their lock, and a racing flush writes a line twice.
+  in.tie(nullptr);
+  for (std::string line; std::getline(in, line);)
+    if (!command(line)) return 0;
+  stop_all();  // end of input: a GUI that went away
+  return 0;
+}
+
+bool Engine::command(const std::string& raw) {
+  std::string line = raw;
+  while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
+  std::string args;
+  const std::string cmd = first_word(line, &args);
+  if (cmd.empty()) return true;
+  try {
+    if (cmd == "usi") cmd_usi();
+    else if (cmd == "isready") cmd_isready();
+    else if (cmd == "setoption") cmd_setoption(args);
+    else if (cmd == "usinewgame") {
+      stop_all();
+      searcher_.clear_tree();
+    } else if (cmd == "position") cmd_position(args);
+    else if (cmd == "go") cmd_go(args);
+    else if (cmd == "stop") {
+      searcher_.stop();
+      mate_stop_ = true;
+    } else if (cmd == "ponderhit") searcher_.ponderhit();
+    else if (cmd == "gameover") {
+      quiet_ = true;  // a search still running owes no bestmove after the game ended
+      stop_all();
+      quiet_ = false;
+    } else if (cmd == "quit") {
+      stop_all();
+      return false;
+    } else error("unknown command '" + cmd + "'");
+  } catch (const std::exception& e) {
+    error(cmd + ": " + e.what());
+  }
+  return true;
+}
+
+void Engine::stop_all() {
+  searcher_.stop();
+  mate_stop_ = true;
+  searcher_.wait();
+  if (mate_thread_.joinable()) mate_thread_.join();
+}
+
+void Engine::cmd_usi() {
+  send("id name jiriki");
+  send("id author the jiriki authors");
+  for (const Option& o : options_.all()) send(o.usi_line());
+  send("usiok");
+}
+
+void Engine::cmd_isready() {
+  if (!searcher_.searching() && !mate_running_) ensure_network();
+  send("readyok");
+}
+
+void Engine::cmd_setoption(const std::string& args) {
+  // setoption name NAME [value VALUE]; the value is the rest of the line (paths may hold spaces).
+  std::string rest;
+  if (first_word(args, &rest) != "name") return error("setoption: expected 'setoption name <id> [value <x>]'");
+  std::string name, value;
+  size_t v = rest.find(" value ");
+  if (v == std::string::npos) {
+    name = rest;
+    if (name.ends_with(" value")) name.resize(name.size() - 6);
+  } else {
+    name = rest.substr(0, v);
+    value = rest.substr(v + 7);
+    size_t b = value.find_first_not_of(" \t");
+    value = b == std::string::npos ? "" : value.substr(b);
+  }
+  while (!name.empty() && name.back() == ' ') name.pop_back();
+  if (name.empty()) return error("setoption: no option name");
+  if (auto err = options_.set(name, value)) return error(*err);
+  // These shape the evaluators: the network is made again at the next isready or go.
+  for (const char* n : {"ModelFile", "Backend", "GPU", "BatchSize", "Threads"})
+    if (lower(name) == lower(n)) network_dirty_ = true;
+}
+
+void Engine::cmd_position(const std::string& args) {
+  std::vector<std::string> w = words(args);
+  size_t i = 0;
+  std::string sfen;
+  if (i < w.size() && w[i] == "startpos") {
+    sfen = Position::STARTPOS_SFEN;
+    ++i;
+  } else if (i < w.size() && w[i] == "sfen") {
+    for (++i; i < w.size() && w[i] != "moves"; ++i) sfen += (sfen.empty() ? "" : " ") + w[i];
+  } else {
+    return error("position: expected 'position startpos|sfen <sfen> [moves ...]'");
+  }
+  Position pos;
+  if (auto err = pos.set_sfen(sfen)) return error("position: " + *err);
+  std::vector<Move> moves;
+  if (i < w.size()) {
+    if (w[i] != "moves") return error("position: expected 'moves', got '" + w[i] + "'");
+    for (++i; i < w.size(); ++i) {
+      Move m = move_from_usi(pos, w[i]);
+      if (m == MOVE_NONE) return error("position: malformed move '" + w[i] + "'");
+      if (!pos.is_legal(m)) return error("position: illegal move '" + w[i] + "' in " + pos.sfen());
+      pos.do_move(m);
+      moves.push_back(m);
+    }
+  }
+  sfen_ = sfen;
+  moves_ = std::move(moves);
+  pos_ = pos;
+}
+
+bool Engine::ensure_network() {
+  if (!network_dirty_ && queue_) return true;
+  searcher_.wait();
+  searcher_.set_eval_queue(nullptr);
+  queue_.reset();  // frees the old network's memory (GPU included) before the new one is made
+  try {
+    const std::string& file = options_.str("ModelFile");
+    nn::Model model = load_network(file);
+    std::string backend;
+    queue_ = make_backend_queue(model, options_.str("Backend"), int(options_.integer("GPU")), int(options_.integer("BatchSize")),
+                                int(options_.integer("Threads")), &backend);
+    send("info string " + describe_network(file, model));
+    send("info string " + backend);
+  } catch (const std::exception& e) {
+    error("cannot load the network: " + std::string(e.what()));
+    return false;
+  }
+  searcher_.set_eval_queue(queue_.get());
+  searcher_.clear_tree();  // values from another network
+  network_dirty_ = false;
+  return true;
+}
+
+search::SearchParams Engine::search_params() const {
+  search::SearchParams p;
+  p.c_init = float(options_.integer("C_init")) / 100.0f;
+  p.c_base = float(options_.integer("C_base"));
+  p.fpu_reduction = float(options_.integer("C_fpu_reduction")) / 100.0f;
+  p.fpu_reduction_root = float(options_.integer("C_fpu_reduction_root")) / 100.0f;
+  p.softmax_temperature = float(options_.integer("Softmax_Temperature")) / 100.0f;
+  p.threads = int(options_.integer("Threads"));
+  p.batch_size = queue_ ? queue_->max_batch() : 1;
+  p.draw_value_black = float(options_.integer("DrawValueBlack")) / 1000.0f;
+  p.draw_value_white = float(options_.integer("DrawValueWhite")) / 1000.0f;
+  p.max_moves_to_draw = int(options_.integer("MaxMovesToDraw"));
+  p.entering_king_rule = parse_rule(options_.str("EnteringKingRule"));
+  p.leaf_mate_plies = int(options_.integer("LeafMateSearchPly"));
+  p.resign_value = float(options_.integer("ResignValue")) / 1000.0f;
+  p.multipv = int(options_.integer("MultiPV"));
+  p.root_mate_search = options_.check("RootMateSearch");
+  return p;
+}
+
+void Engine::cmd_go(const std::string& args) {
+  if (searcher_.searching() || mate_running_) return error("go: already thinking (send stop first)");
+  std::vector<std::string> w = words(args);
+  search::GoClock clock;
+  search::SearchLimits limits;
+  bool timed = false;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const std::string& k = w[i];
+    if (k == "infinite") {
+      limits.infinite = true;
+      continue;
+    }
+    if (k == "ponder") {
+      limits.ponder = true;
+      continue;
+    }
+    if (k == "mate") {
+      if (i + 1 >= w.size()) return error("go mate: expected a time in milliseconds or 'infinite'");
+      return cmd_go_mate(w[i + 1]);
+    }
+    int64_t* field = nullptr;
+    int64_t* field2 = nullptr;
+    if (k == "btime") field = &clock.time[BLACK];
+    else if (k == "wtime") field = &clock.time[WHITE];
+    else if (k == "binc") field = &clock.inc[BLACK];
+    else if (k == "winc") field = &clock.inc[WHITE];
+    else if (k == "byoyomi") field = &clock.byoyomi[BLACK], field2 = &clock.byoyomi[WHITE];
+    else if (k == "bbyoyomi") field = &clock.byoyomi[BLACK];
+    else if (k == "wbyoyomi") field = &clock.byoyomi[WHITE];
+    else if (k == "movetime") field = &clock.movetime;
+    else if (k == "nodes") field = &limits.nodes;
+    else {
+      error("go: unknown parameter '" + k + "' ignored");
+      continue;
+    }
+    std::optional<int64_t> v = i + 1 < w.size() ? parse_int(w[i + 1]) : std::nullopt;
+    if (!v || *v < 0) {
+      error("go: " + k + " needs a non-negative integer" + (i + 1 < w.size() ? ", not '" + w[i + 1] + "'" : ""));
+      if (i + 1 < w.size() && !v) ++i;
+      continue;
+    }
+    ++i;
+    *field = *v;
+    if (field2) *field2 = *v;
+    if (k != "nodes") timed = true;
+  }
+  // A bare `go` (or `go ponder` without a clock) runs until stop.
+  if (!timed && limits.nodes == 0) limits.infinite = true;
+  if (timed) {
+    search::TimeOptions to;
+    to.network_delay = options_.integer("NetworkDelay");
+    to.network_delay2 = options_.integer("NetworkDelay2");
+    to.minimum_thinking_time = options_.integer("MinimumThinkingTime");
+    to.slow_mover = int(options_.integer("SlowMover"));
+    limits.use_time = true;
+    limits.time = search::allocate_time(clock, pos_.side_to_move(), pos_.game_ply(), to);
+  }
+
+  ensure_network();  // an error here is reported, and the search answers resign
+  searcher_.wait();
+  searcher_.set_hash_size(size_t(options_.integer("USI_Hash")) << 20);
+  searcher_.set_params(search_params());
+  if (auto err = searcher_.set_position(sfen_, moves_)) return error("go: " + *err);
+  send_ponder_ = options_.check("USI_Ponder");
+  searcher_.start(
+      limits, [this](const search::SearchInfo& info) { send_info(info); },
+      [this](const search::SearchResult& r) { send_result(r); }, int(options_.integer("PV_Interval")));
+}
+
+void Engine::cmd_go_mate(const std::string& time) {
+  MateLimits limits;
+  if (time != "infinite") {
+    std::optional<int64_t> t = parse_int(time);
+    if (!t || *t < 0) return error("go mate: expected a time in milliseconds or 'infinite', not '" + time + "'");
+    limits.time_ms = *t;
+  }
+  if (mate_thread_.joinable()) mate_thread_.join();
+  mate_stop_ = false;
+  mate_running_ = true;
+  limits.stop = &mate_stop_;
+  mate_thread_ = std::thread([this, limits, pos = pos_]() mutable {
+    MateResult r = mate_solver_.solve(pos, limits);
+    std::string line = "checkmate";
+    if (r.status == MateResult::MATE)
+      for (Move m : r.pv) line += " " + move_to_usi(m);
+    else line += r.status == MateResult::NO_MATE ? " nomate" : " timeout";
+    mate_running_ = false;  // before the answer: the GUI may send go as soon as it reads it
+    if (!quiet_) send(line);
+  });
+}
+
+void Engine::send_info(const search::SearchInfo& info) {
+  for (size_t i = 0; i < info.lines.size(); ++i) {
+    const search::RootLine& l = info.lines[i];
+    std::ostringstream s;
+    s << "info depth " << info.depth << " seldepth " << info.seldepth << " time " << info.time_ms << " nodes "
+      << info.nodes << " nps " << info.nps << " hashfull " << info.hashfull;
+    if (info.lines.size() > 1) s << " multipv " << i + 1;
+    if (l.mate != 0) s << " score mate " << l.mate;
+    else s << " score cp " << search::winrate_to_cp(l.winrate);
+    s << " pv";
+    for (Move m : l.pv) s << " " << move_to_usi(m);
+    send(s.str());
+  }
+}
+
+void Engine::send_result(const search::SearchResult& r) {
+  if (!r.error.empty()) error(r.error);
+  if (quiet_) return;
+  switch (r.kind) {
+    case search::SearchResult::RESIGN: send("bestmove resign"); break;
+    case search::SearchResult::WIN: send("bestmove win"); break;
+    case search::SearchResult::MOVE:
+      send("bestmove " + move_to_usi(r.best) +
+           (r.ponder != MOVE_NONE && send_ponder_ ? " ponder " + move_to_usi(r.ponder) : ""));
+      break;
+  }
+}
+
+}  // namespace jiriki::usi

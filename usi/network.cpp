@@ -1,0 +1,72 @@
+// Network loading and backend choice for the engine and `jiriki bench search`.
+#include "usi/network.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+
+#include "nn/model_file.h"
+
+namespace jiriki::usi {
+
+nn::Model load_network(const std::string& model_file) {
+  if (model_file.empty() || model_file == DEFAULT_MODEL) {
+    nn::Architecture arch;
+    arch.blocks = DEFAULT_MODEL_BLOCKS;
+    arch.channels = DEFAULT_MODEL_CHANNELS;
+    nn::Model model(arch);
+    nn::init_model(model, DEFAULT_MODEL_SEED);
+    return model;
+  }
+  return nn::load_model(model_file);
+}
+
+std::string describe_network(const std::string& model_file, const nn::Model& model) {
+  std::string shape = std::to_string(model.arch.blocks) + " blocks x " + std::to_string(model.arch.channels) +
+                      " channels, " + nn::activation_name(model.arch.activation);
+  if (model_file.empty() || model_file == DEFAULT_MODEL)
+    return "network: the default UNTRAINED network (" + shape + ", seed " + std::to_string(DEFAULT_MODEL_SEED) +
+           "): no trained network ships yet, so play is weak; set ModelFile to a trained model";
+  return "network: " + model_file + " (" + shape + ")";
+}
+
+std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, const std::string& backend, int gpu,
+                                                      int max_batch, int search_threads, std::string* description) {
+  nn::BackendOptions o;
+  o.gpu = gpu;
+  const int evaluators = std::max(search_threads, 1);
+  o.threads = std::max(1, int(std::thread::hardware_concurrency()) / evaluators);
+  auto batch_for = [max_batch](nn::BackendKind k) {
+    return max_batch > 0 ? max_batch : k == nn::BackendKind::CUDA ? DEFAULT_GPU_BATCH : DEFAULT_CPU_BATCH;
+  };
+  std::unique_ptr<search::EvalQueue> queue;
+  std::string note;
+  if (backend == "auto") {
+#if JIRIKI_HAVE_CUDA
+    try {
+      o.kind = nn::BackendKind::CUDA;
+      o.max_batch = batch_for(o.kind);
+      queue = search::make_eval_queue(model, o, evaluators);
+    } catch (const std::exception& e) {
+      note = " (cuda unavailable: " + std::string(e.what()) + ")";
+    }
+#endif
+    if (!queue) {
+#if JIRIKI_HAVE_DNNL
+      o.kind = nn::BackendKind::CPU;
+#else
+      o.kind = nn::BackendKind::REFERENCE;
+#endif
+      o.max_batch = batch_for(o.kind);
+      queue = search::make_eval_queue(model, o, evaluators);
+    }
+  } else {
+    o.kind = nn::parse_backend_kind(backend);
+    o.max_batch = batch_for(o.kind);
+    queue = search::make_eval_queue(model, o, evaluators);
+  }
+  if (description) *description = "backend: " + queue->name() + ", batch " + std::to_string(queue->max_batch()) + note;
+  return queue;
+}
+
+}  // namespace jiriki::usi

@@ -1,0 +1,36 @@
+// The network the engine plays with: the model file named by ModelFile, or, until a trained
+// network ships with the project, a small untrained one made in memory from a fixed seed (the same
+// on every machine, so that games and tests are reproducible). It plays legal but weak shogi.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "engine/search/eval_queue.h"
+#include "nn/model.h"
+
+namespace jiriki::usi {
+
+constexpr const char* DEFAULT_MODEL = "<default>";
+constexpr int DEFAULT_MODEL_BLOCKS = 6;
+constexpr int DEFAULT_MODEL_CHANNELS = 64;
+constexpr uint64_t DEFAULT_MODEL_SEED = 1;
+constexpr int DEFAULT_GPU_BATCH = 128;
+constexpr int DEFAULT_CPU_BATCH = 16;
+
+// The model ModelFile names; "" or "<default>" is the untrained default network. Throws
+// nn::ModelFileError for a bad file.
+nn::Model load_network(const std::string& model_file);
+// One line describing what load_network(model_file) gives, for `info string`.
+std::string describe_network(const std::string& model_file, const nn::Model& model);
+
+// An evaluation queue on backend "auto" | "cpu" | "cuda" | "reference". "auto" takes cuda when it
+// is built in and a device works, else cpu (oneDNN) when built in, else reference. There is one
+// evaluator per search thread: on the GPU each has its own stream; on the CPU each gets an equal
+// share of the cores, so that no OpenMP team spins against the search threads for the same core.
+// `max_batch` 0 picks the batch for the backend: 128 on the GPU, 16 on a CPU. `description`
+// receives the backend actually used. Throws std::runtime_error when the backend asked for is not
+// available.
+std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, const std::string& backend, int gpu,
+                                                      int max_batch, int search_threads, std::string* description);
+
+}  // namespace jiriki::usi
