@@ -59,9 +59,9 @@ static int nn_init(int argc, char** argv) {
       .option("channels", "192", "channels of the residual tower")
       .option("activation", "relu", "relu or swish")
       .option("seed", "1", "seed of the initial weights")
-      .option("output", "", "model file to write (-o is short for --output)");
+      .option("o", "", "model file to write");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  if (!args.has("output")) throw std::invalid_argument("-o FILE (--output) is required");
+  if (!args.has("o")) throw std::invalid_argument("-o FILE is required");
   Architecture a;
   a.blocks = int(args.integer("blocks"));
   a.channels = int(args.integer("channels"));
@@ -70,8 +70,8 @@ static int nn_init(int argc, char** argv) {
   a.activation = parse_activation(args.str("activation"));
   Model model(a);
   init_model(model, uint64_t(args.integer("seed")));
-  save_model(model, args.str("output"));
-  std::cout << "wrote " << args.str("output") << ": " << describe(a) << "\n";
+  save_model(model, args.str("o"));
+  std::cout << "wrote " << args.str("o") << ": " << describe(a) << "\n";
   return 0;
 }
 
@@ -137,16 +137,10 @@ static int nn_eval(int argc, char** argv) {
 }
 
 int cmd_nn(int argc, char** argv) {
-  // "-o FILE" is the conventional short form of "--output FILE".
-  std::vector<std::string> words(argv, argv + argc);
-  for (auto& w : words)
-    if (w == "-o") w = "--output";
-  std::vector<char*> av;
-  for (auto& w : words) av.push_back(w.data());
-  const std::string sub = argc >= 2 ? words[1] : "";
-  if (sub == "init") return nn_init(argc - 1, av.data() + 1);
-  if (sub == "info") return nn_info(argc - 1, av.data() + 1);
-  if (sub == "eval") return nn_eval(argc - 1, av.data() + 1);
+  const std::string sub = argc >= 2 ? argv[1] : "";
+  if (sub == "init") return nn_init(argc - 1, argv + 1);
+  if (sub == "info") return nn_info(argc - 1, argv + 1);
+  if (sub == "eval") return nn_eval(argc - 1, argv + 1);
   std::cout << "usage: jiriki nn init|info|eval [OPTIONS]\n\n"
                "  init   write a freshly initialised network\n"
                "  info   check a model file and print its architecture\n"

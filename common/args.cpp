@@ -24,7 +24,7 @@ std::string Args::help_text() const {
   if (!order_.empty()) os << "\noptions:\n";
   for (const auto& name : order_) {
     const Opt& o = opts_.at(name);
-    std::string left = "  --" + name + (o.is_flag ? "" : " X");
+    std::string left = (name.size() == 1 ? "  -" : "  --") + name + (o.is_flag ? "" : " X");
     os << left;
     if (left.size() < 24) os << std::string(24 - left.size(), ' ');
     else os << "\n" << std::string(24, ' ');
