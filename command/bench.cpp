@@ -10,7 +10,7 @@ static const Subcommand BENCHES[] = {
     {"perft", "leaves per second of single-threaded perft", bench_perft},
     {"nn", "positions per second and latency of a network backend", bench_nn},
     {"search", "playouts per second and batch fill of the tree search", bench_search},
-    {"train", "samples per second of the CPU trainer and of its data loader", bench_train},
+    {"train", "samples per second of the trainer (CPU or CUDA) and of its data loader", bench_train},
 };
 
 int cmd_bench(int argc, char** argv) {

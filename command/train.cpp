@@ -5,12 +5,19 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <utility>
 
 #include "command/commands.h"
 #include "common/args.h"
+#include "nn/model_file.h"
 #include "training/data.h"
+#include "training/loader.h"
 #include "training/trainer.h"
+#if JIRIKI_HAVE_CUDA
+#include "training/cuda/gpu_trainer.h"
+#endif
 
 namespace jiriki {
 
@@ -66,13 +73,10 @@ int cmd_train(int argc, char** argv) {
       .option("log", "", "JSON-lines log (default: MODEL-OUT.log.jsonl)")
       .option("log-every", "100", "steps between progress lines")
       .flag("loader-only", "run only the data pipeline for the same steps and report its samples/s")
-      .option("backend", "cpu", "cpu (cuda: not implemented yet)");
+      .option("backend", "cpu", "cpu or cuda (bf16 mixed precision on a GPU; channels a multiple of 8)")
+      .option("gpu", "0", "the CUDA device, for --backend cuda");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
 
-  if (args.str("backend") == "cuda")
-    throw std::runtime_error("--backend cuda: the CUDA trainer is not implemented yet; use --backend cpu");
-  if (args.str("backend") != "cpu")
-    throw std::invalid_argument("unknown --backend '" + args.str("backend") + "' (expected cpu)");
   if (!args.has("data")) throw std::invalid_argument("--data PATH... is required");
   if (args.has("init") && (args.has("blocks") || args.has("channels") || args.has("activation")))
     throw std::invalid_argument(
@@ -116,6 +120,8 @@ int cmd_train(int argc, char** argv) {
   c.checkpoint_every = args.integer("checkpoint-every");
   c.resume = args.has("resume");
   c.stop_after = args.integer("stop-after");
+  c.backend = args.str("backend");
+  c.gpu = int(args.integer("gpu"));
   c.threads = int(args.integer("threads"));
   c.loader_threads = int(args.integer("loader-threads"));
   if (c.loader_threads < 1) throw std::invalid_argument("--loader-threads must be at least 1");
@@ -130,13 +136,80 @@ int cmd_train(int argc, char** argv) {
   return r.interrupted && g_stop ? 130 : 0;  // 128 + SIGINT, as a shell reports an interrupted command
 }
 
-// `jiriki bench train`: samples per second of the CPU trainer and, separately, of the data loader,
-// on positions of random legal games written to a temporary hcpe file.
+#if JIRIKI_HAVE_CUDA
+namespace {
+
+// For scripts/torch_train_reference.py: `path`.jnn holds the model, `path` one batch and the GPU
+// trainer's gradients for it (little-endian):
+//   8 bytes "JIRIKIGD", u32 version 1, i32 n, f32 val_lambda,
+//   f64 loss sums over the batch (policy, value against the result, value against the eval),
+//   f32 features [n][119][81], policy target [n][2187], value result [n], value eval [n],
+//   u32 tensor count, per trainable tensor (Model::tensors() order): u32 name length, name,
+//   u64 float count, f32 gradient of the mean loss (the Model's layout).
+void write_gradient_dump(const std::string& path, const nn::Model& model, training::cuda::GpuTrainer& gpu,
+                         const training::Batch& b, float val_lambda) {
+  const nn::LossTotals totals = gpu.compute_gradients(b, val_lambda, 0.1f, 1.0f / float(b.size));
+  nn::Model grads(model.arch);
+  gpu.download_gradients(grads);
+  nn::save_model(model, path + ".jnn");
+  std::ofstream out(path, std::ios::binary);
+  auto put = [&](const void* p, size_t bytes) { out.write(static_cast<const char*>(p), std::streamsize(bytes)); };
+  const uint32_t version = 1;
+  const int32_t n = b.size;
+  const double sums[3] = {totals.policy, totals.value_result, totals.value_eval};
+  put("JIRIKIGD", 8), put(&version, 4), put(&n, 4), put(&val_lambda, 4), put(sums, sizeof sums);
+  put(b.features, size_t(n) * nn::INPUT_SIZE * 4), put(b.policy_target, size_t(n) * nn::POLICY_SIZE * 4);
+  put(b.value_result, size_t(n) * 4), put(b.value_eval, size_t(n) * 4);
+  std::vector<std::pair<std::string, const nn::Tensor*>> tensors;
+  for (const auto& t : std::as_const(grads).tensors())
+    if (t.trainable) tensors.emplace_back(t.name, t.tensor);
+  const uint32_t count = uint32_t(tensors.size());
+  put(&count, 4);
+  for (const auto& [name, t] : tensors) {
+    const uint32_t len = uint32_t(name.size());
+    const uint64_t floats = t->size();
+    put(&len, 4), put(name.data(), len), put(&floats, 8), put(t->ptr(), floats * 4);
+  }
+  if (!out.flush()) throw std::runtime_error(path + ": cannot write the gradient dump");
+}
+
+// Seconds per step of the GPU trainer alone, its inputs already on the device: a fresh network on
+// the first batch of the data, three steps to warm up (the first runs eagerly, then the step is
+// captured into CUDA graphs), then `reps` replays timed with CUDA events. Writes the gradient dump
+// first when `dump` is not empty.
+double gpu_step_seconds(const training::TrainConfig& c, int reps, const std::string& dump) {
+  nn::Model model(c.arch);
+  nn::init_model(model, c.seed);
+  training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, c.gpu);
+  std::fprintf(stderr, "%s\n", gpu.description().c_str());
+  const training::Dataset data = training::load_dataset(c.data, {});
+  training::Loader loader(data, {.batch_size = c.batch, .seed = c.seed, .allocator = gpu.host_allocator()});
+  const training::Batch* b = loader.acquire();
+  if (!dump.empty()) write_gradient_dump(dump, model, gpu, *b, c.val_lambda);
+  for (int i = 0; i < 3; ++i) gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
+  const double seconds = gpu.device_seconds_per_step(reps);
+  loader.release(b);
+  return seconds;
+}
+
+}  // namespace
+#endif
+
+// `jiriki bench train`: samples per second of the trainer and, separately, of the data loader, on
+// positions of random legal games written to a temporary hcpe file; with --backend cuda also of the
+// GPU's step alone.
 int bench_train(int argc, char** argv) {
-  Args args("jiriki bench train [--blocks N --channels C] [--batch B1,B2,...] [--steps S]",
+  Args args("jiriki bench train [--backend cpu|cuda] [--blocks N --channels C] [--batch B1,B2,...] [--steps S]",
             "Trains a fresh network for a few steps at each batch size on random-game positions and prints the\n"
-            "trainer's samples/s, then the samples/s of the data loader running alone.");
-  args.option("blocks", "1", "residual blocks")
+            "trainer's samples/s, then the samples/s of the data loader running alone. With --backend cuda, also\n"
+            "the samples/s of the GPU's training step alone (inputs on the device, CUDA graph replays, CUDA\n"
+            "events) and its TFLOP/s (6 x multiply-adds per sample: forward, backward data, backward weights).");
+  args.option("backend", "cpu", "cpu or cuda")
+      .option("gpu", "0", "the CUDA device")
+      .option("device-steps", "50", "cuda: timed steps of the GPU alone per batch size")
+      .option("dump", "", "cuda: write the first batch's gradients to FILE and the model to FILE.jnn")
+      .option("optimizer", "sgd", "sgd or adamw")
+      .option("blocks", "1", "residual blocks")
       .option("channels", "16", "channels")
       .option("activation", "relu", "relu or swish")
       .option("batch", "32,128", "batch sizes, comma-separated")
@@ -166,11 +239,27 @@ int bench_train(int argc, char** argv) {
   c.log_every = c.steps;
   c.threads = int(args.integer("threads"));
   c.loader_threads = int(args.integer("loader-threads"));
+  c.backend = args.str("backend");
+  c.gpu = int(args.integer("gpu"));
+  c.optimizer.kind = training::parse_optimizer(args.str("optimizer"));
+  c.schedule.lr = c.optimizer.kind == training::OptimizerKind::SGD ? 0.1 : 0.001;
   c.quiet = true;
-  std::printf("network %dx%d %s, %lld random-game positions, %lld steps per batch size\n", c.arch.blocks,
-              c.arch.channels, nn::activation_name(c.arch.activation), (long long)positions, (long long)c.steps);
-  std::printf("%8s %18s %18s\n", "batch", "trainer samples/s", "loader samples/s");
+  const bool gpu = c.backend == "cuda";
+  if (c.backend != "cpu" && !gpu) throw std::invalid_argument("unknown --backend '" + c.backend + "' (expected cpu or cuda)");
+#if !JIRIKI_HAVE_CUDA
+  if (gpu) throw std::invalid_argument("--backend cuda: this jiriki was built without CUDA");
+#endif
+  if (args.has("dump") && !gpu) throw std::invalid_argument("--dump needs --backend cuda");
+  const int device_steps = int(args.integer("device-steps"));
+  if (device_steps < 1) throw std::invalid_argument("--device-steps must be at least 1");
+  std::printf("network %dx%d %s, %lld random-game positions, %lld steps per batch size, backend %s\n", c.arch.blocks,
+              c.arch.channels, nn::activation_name(c.arch.activation), (long long)positions, (long long)c.steps,
+              c.backend.c_str());
+  std::printf("%8s %18s %18s", "batch", "trainer samples/s", "loader samples/s");
+  if (gpu) std::printf(" %16s %12s %12s", "GPU samples/s", "GPU ms/step", "GPU TFLOP/s");
+  std::printf("\n");
   const int64_t train_steps = c.steps, loader_steps = args.integer("loader-steps");
+  std::string dump = args.str("dump");
   for (int64_t batch : args.int_list("batch")) {
     c.batch = int(batch);
     c.loader_only = false;
@@ -179,7 +268,17 @@ int bench_train(int argc, char** argv) {
     c.loader_only = true;
     c.steps = loader_steps;
     const double loader = training::train(c).loader_samples_per_second;
-    std::printf("%8lld %18.0f %18.0f\n", (long long)batch, trainer, loader);
+    std::printf("%8lld %18.0f %18.0f", (long long)batch, trainer, loader);
+#if JIRIKI_HAVE_CUDA
+    if (gpu) {
+      const double s = gpu_step_seconds(c, device_steps, dump);
+      dump.clear();  // the first batch size only
+      const double flop = 6.0 * double(nn::macs_per_position(c.arch)) * double(batch);
+      std::printf(" %16.0f %12.3f %12.1f", double(batch) / s, 1e3 * s, flop / s * 1e-12);
+    }
+#endif
+    std::printf("\n");
+    std::fflush(stdout);
   }
   std::filesystem::remove_all(dir);
   return 0;

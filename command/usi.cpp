@@ -86,6 +86,7 @@ int bench_search(int argc, char** argv) {
             << seconds << " s on " << args.str("sfen") << "\n";
 
   // Warm-up: the first calls of a backend pay for its setup (kernels chosen, memory allocated).
+  queue->warm_up();
   search::SearchLimits warm;
   warm.nodes = int64_t(batch) * threads * 4;
   searcher.run(warm);

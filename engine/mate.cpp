@@ -175,11 +175,12 @@ struct MateSolver::Search {
   }
 
   // ---- table
+  // The position key without the hands (they are added in, so they subtract out).
   uint64_t board_key() const {
-    uint64_t k = pos->key() ^ attacker_salt;
+    uint64_t k = pos->key();
     for (Color c : {BLACK, WHITE})
       for (int pt = PAWN; pt <= GOLD; ++pt) k -= zobrist::HAND[c][pt] * pos->hand(c)[PieceType(pt)];
-    return k;
+    return k ^ attacker_salt;
   }
   Cluster& cluster(uint64_t board) { return table[size_t((unsigned __int128)board * table.size() >> 64)]; }
 
@@ -209,7 +210,7 @@ struct MateSolver::Search {
       if (e.att == att && e.def == def) exact = &e;
     }
     if (len <= remaining) return out = proven_node(len), true;
-    if (floor >= remaining) return out = disproven_node(floor), true;
+    if (floor >= std::max(remaining, 0)) return out = disproven_node(floor), true;
     if (!exact) return false;
     uint32_t sum;
     if (exact->path_floor >= 0 && exact->path_floor >= remaining && ancestors_sum(ply, exact->path_up, sum) &&
@@ -237,7 +238,7 @@ struct MateSolver::Search {
         if (e.board == 0 || e.work < slot->work) slot = &e;
       *slot = Entry{};
       slot->board = board, slot->att = att, slot->def = def;
-      slot->pn = estimate.pn, slot->dn = estimate.dn;
+      slot->pn = std::clamp(estimate.pn, 1u, UNSOLVED_MAX), slot->dn = std::clamp(estimate.dn, 1u, UNSOLVED_MAX);
     }
     slot->work = uint32_t(std::min<uint64_t>(slot->work + work, UINT32_MAX));
     if (v.proven()) {
@@ -274,13 +275,17 @@ struct MateSolver::Search {
       }
     const int remaining = bound_ply - ply;
     Node v;
-    if (probe(ply, remaining, v)) return v;
-    if (or_node) return remaining > 0 ? Node{} : disproven_node(0);
+    const bool known = probe(ply, remaining, v);
+    if (known && (v.proven() || v.disproven())) return v;
+    // An estimate in the table means the node was searched: a defender there has a reply.
+    if (remaining <= 0 && (or_node || known)) return disproven_node(0);
+    if (known) return v;
+    if (or_node) return Node{};
     MoveList replies;
     generate<GenType::EVASIONS>(*pos, replies);
     if (replies.size() == 0) {
       v = proven_node(0);
-      store(ply, v, v, 0);
+      store(ply, v, Node{}, 0);
       return v;
     }
     if (remaining <= 0) return disproven_node(0);
@@ -379,12 +384,13 @@ struct MateSolver::Search {
     return v;
   }
 
-  // Solves the current position (at `ply`) for mates within `within` plies, as a root of its own:
-  // the path above it is ignored, so the value holds wherever the position is met. The search
-  // stops at `limit` nodes (and at the deadline or stop flag when `clock`); `stopped` is cleared.
+  // Solves the current position (at `ply`) for mates within `within` plies (and by max_ply), as a
+  // root of its own: the path above it is ignored, so the value holds wherever the position is met.
+  // The search stops at `limit` nodes (and at the deadline or stop flag when `clock`); `stopped` is
+  // cleared on return.
   Node solve_here(int ply, int within, uint64_t limit, bool clock) {
     const int saved_base = base, saved_bound = bound_ply;
-    base = ply, bound_ply = ply + within;
+    base = ply, bound_ply = std::min(ply + within, max_ply);
     node_limit = limit, honour_clock = clock, next_check = nodes, stopped = false;
     Node v = mid(ply, INF, INF);
     base = saved_base, bound_ply = saved_bound, stopped = false;
@@ -416,7 +422,7 @@ struct MateSolver::Search {
       MoveList list;
       if (or_node) generate<GenType::CHECKS>(*pos, list);
       else generate<GenType::EVASIONS>(*pos, list);
-      if (!or_node && list.size() == 0) break;  // checkmate
+      if ((!or_node && list.size() == 0) || ply == max_ply) break;  // checkmate (or a table gone wrong)
       f.n = 0;
       int best = -1;
       for (Move m : list) {

@@ -133,16 +133,20 @@ class Net(tnn.Module):
         self.value_conv = self.value_conv.fold()
         return self
 
-    def forward(self, x):
-        """x: [n,119,9,9] -> (policy logits [n,2187] in NCHW order 81*label+sq, win probability [n])."""
+    def logits(self, x):
+        """x: [n,119,9,9] -> (policy logits [n,2187] in NCHW order 81*label+sq, value logit [n])."""
         a = self.act
         h = a(self.stem(x))
         for c1, c2 in self.blocks:
             h = a(h + c2(a(c1(h))))
         policy = self.policy_conv(h).flatten(1) + self.policy_bias
         v = a(self.value_conv(h)).flatten(1)
-        value = torch.sigmoid(self.fc2(a(self.fc1(v)))).squeeze(1)
-        return policy, value
+        return policy, self.fc2(a(self.fc1(v))).squeeze(1)
+
+    def forward(self, x):
+        """x: [n,119,9,9] -> (policy logits [n,2187], win probability [n])."""
+        policy, value = self.logits(x)
+        return policy, torch.sigmoid(value)
 
 
 def read_dump(path):

@@ -403,6 +403,26 @@ TEST_CASE("usi: declaration and resignation and go mate", "[usi]") {
   e.send("position sfen 4k4/9/9/9/9/9/9/9/4K4 b P 1");
   e.send("go mate infinite");
   CHECK(e.expect("checkmate", 6000) == "checkmate nomate");
+  // go nodes: the last info line before bestmove counts exactly that many playouts.
+  e.send("position startpos");
+  e.send("go nodes 300");
+  std::vector<std::string> seen;
+  best_of(e.expect("bestmove", 10000, &seen), Position());
+  REQUIRE(!seen.empty());
+  std::vector<std::string> w = split(seen.back());
+  auto nodes = std::find(w.begin(), w.end(), "nodes");
+  REQUIRE(nodes != w.end());
+  CHECK(*(nodes + 1) == "300");
+  // go movetime 500: 500 ms less NetworkDelay (120 ms).
+  e.send("go movetime 500");
+  t0 = Clock::now();
+  best_of(e.expect("bestmove", 2000), Position());
+  CHECK(ms_since(t0) >= 350);
+  CHECK(ms_since(t0) < 500);
+  // ResignValue 1000: no unproven position is worth that much.
+  e.send("setoption name ResignValue value 1000");
+  e.send("go nodes 100");
+  CHECK(e.expect("bestmove", 10000) == "bestmove resign");
   e.send("quit");
   CHECK(e.wait_exit(5000) == 0);
 }

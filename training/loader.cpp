@@ -59,7 +59,7 @@ Loader::Loader(const Dataset& data, const LoaderOptions& options) : data_(data),
   batches_ = opt_.end == UINT64_MAX ? UINT64_MAX : (opt_.end - opt_.start + opt_.batch_size - 1) / opt_.batch_size;
   slots_.resize(opt_.queue > 0 ? opt_.queue : 2 * threads + 1);
   for (size_t i = 0; i < slots_.size(); ++i) {
-    slots_[i].batch.allocate(opt_.batch_size);
+    slots_[i].batch.allocate(opt_.batch_size, opt_.allocator);
     slots_[i].job = i;
   }
   for (int t = 0; t < threads; ++t) workers_.emplace_back([this] { worker_loop(); });

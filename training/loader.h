@@ -33,6 +33,7 @@ struct LoaderOptions {
   uint64_t end = UINT64_MAX;  // the stream stops here (the last batch may be short)
   int threads = 1;            // worker threads
   int queue = 0;              // batches built ahead (0: 2 x threads + 1)
+  HostAllocator* allocator = nullptr;  // memory of the batches (null: the heap); must outlive the loader
 };
 
 class Loader {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 
@@ -18,6 +19,9 @@
 #include "training/loader.h"
 #include "training/network.h"
 #include "training/thread_pool.h"
+#if JIRIKI_HAVE_CUDA
+#include "training/cuda/gpu_trainer.h"
+#endif
 
 namespace jiriki::training {
 
@@ -75,6 +79,10 @@ void check_config(const TrainConfig& c) {
   if (c.clip_grad_norm < 0) fail("--clip-grad-norm must not be negative");
   if (c.resume && c.checkpoint.empty()) fail("--resume needs --checkpoint FILE");
   if (c.resume && !c.init.empty()) fail("--resume takes the model from the checkpoint: drop --init");
+  if (c.backend != "cpu" && c.backend != "cuda") fail("unknown backend '" + c.backend + "' (expected cpu or cuda)");
+#if !JIRIKI_HAVE_CUDA
+  if (c.backend == "cuda") fail("--backend cuda: this jiriki was built without CUDA");
+#endif
   if (c.checkpoint_every < 0 || c.log_every < 1 || c.eval_every < 0 || c.window < 0 || c.test_positions < 0)
     fail("--checkpoint-every, --eval-every, --window and --test-positions must not be negative, --log-every positive");
 }
@@ -148,17 +156,100 @@ void report_issues(const Dataset& d, const char* what, bool quiet, Log& log) {
               << (d.issues.empty() ? "" : ", " + std::to_string(d.issues.size()) + " problems skipped") << "\n";
 }
 
+// Where the steps run. The CPU works on the caller's model and optimizer in place; the GPU keeps its
+// own copy of both and brings the caller's up to date in sync_host(), before a checkpoint or the
+// export.
+class Device {
+ public:
+  struct Step {
+    nn::LossTotals totals;
+    double grad_norm = 0;  // before clipping
+  };
+  virtual ~Device() = default;
+  // Forward, loss, backward, clipping and the optimizer's update on one batch.
+  virtual Step step(const Batch& batch, double lr) = 0;
+  // Loss totals in EVAL mode; nothing changes.
+  virtual nn::LossTotals evaluate(const Batch& batch) = 0;
+  virtual void sync_host() {}
+  // Memory for the loaders' batches (null: the heap).
+  virtual HostAllocator* allocator() { return nullptr; }
+  virtual std::string name() const = 0;
+};
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice(const TrainConfig& c, nn::Model& model, Optimizer& optimizer, ThreadPool& pool)
+      : c_(c), model_(model), optimizer_(optimizer), pool_(pool), ws_(model.arch, c.batch) {}
+  Step step(const Batch& batch, double lr) override {
+    Step s;
+    s.totals = compute_gradients(model_, ws_, batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size), pool_);
+    s.grad_norm = gradient_norm(ws_.grads);
+    if (c_.clip_grad_norm > 0 && s.grad_norm > c_.clip_grad_norm)
+      scale_gradients(ws_.grads, float(c_.clip_grad_norm / s.grad_norm));
+    optimizer_.step(model_, ws_.grads, lr);
+    return s;
+  }
+  nn::LossTotals evaluate(const Batch& batch) override {
+    return evaluate_batch(model_, ws_.acts, batch, c_.val_lambda, pool_);
+  }
+  std::string name() const override { return "cpu, " + std::to_string(pool_.size()) + " compute threads"; }
+
+ private:
+  const TrainConfig& c_;
+  nn::Model& model_;
+  Optimizer& optimizer_;
+  ThreadPool& pool_;
+  Workspace ws_;
+};
+
+#if JIRIKI_HAVE_CUDA
+class GpuDevice final : public Device {
+ public:
+  GpuDevice(const TrainConfig& c, nn::Model& model, Optimizer& optimizer)
+      : c_(c), model_(model), optimizer_(optimizer), gpu_(model, c.optimizer, c.batch, c.gpu) {
+    gpu_.upload_optimizer(optimizer);
+  }
+  Step step(const Batch& batch, double lr) override {
+    const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm);
+    return {r.totals, r.grad_norm};
+  }
+  nn::LossTotals evaluate(const Batch& batch) override { return gpu_.evaluate(batch, c_.val_lambda); }
+  void sync_host() override {
+    gpu_.download_model(model_);
+    gpu_.download_optimizer(optimizer_);
+  }
+  HostAllocator* allocator() override { return gpu_.host_allocator(); }
+  std::string name() const override { return gpu_.description(); }
+
+ private:
+  const TrainConfig& c_;
+  nn::Model& model_;
+  Optimizer& optimizer_;
+  cuda::GpuTrainer gpu_;
+};
+#endif
+
+std::unique_ptr<Device> make_device(const TrainConfig& c, nn::Model& model, Optimizer& optimizer, ThreadPool& pool) {
+#if JIRIKI_HAVE_CUDA
+  if (c.backend == "cuda") return std::make_unique<GpuDevice>(c, model, optimizer);
+#endif
+  return std::make_unique<CpuDevice>(c, model, optimizer, pool);
+}
+
 // Held-out metrics: the first `limit` positions (0: all) in file order, batch norm in EVAL mode.
-Metrics evaluate(nn::Model& model, const Dataset& test, const TrainConfig& c, ThreadPool& pool) {
+Metrics evaluate(Device& device, const Dataset& test, const TrainConfig& c) {
   uint64_t n = test.positions.size();
   if (c.test_positions > 0) n = std::min<uint64_t>(n, uint64_t(c.test_positions));
-  Loader loader(
-      test,
-      {.batch_size = c.batch, .seed = c.seed, .shuffle = false, .start = 0, .end = n, .threads = c.loader_threads});
-  Activations acts(model.arch, c.batch);
+  Loader loader(test, {.batch_size = c.batch,
+                       .seed = c.seed,
+                       .shuffle = false,
+                       .start = 0,
+                       .end = n,
+                       .threads = c.loader_threads,
+                       .allocator = device.allocator()});
   nn::LossTotals totals;
   while (const Batch* b = loader.acquire()) {
-    totals.add(evaluate_batch(model, acts, *b, c.val_lambda, pool));
+    totals.add(device.evaluate(*b));
     loader.release(b);
   }
   return summarize(totals, c.val_lambda);
@@ -230,9 +321,11 @@ TrainResult train(const TrainConfig& config) {
     if (!c.quiet) std::cerr << "resumed from " << c.checkpoint << " at step " << step << "\n";
   }
   if (c.loader_only) return run_loader_only(data, c, stream, total_steps - step);
+  const std::unique_ptr<Device> device = make_device(c, model, optimizer, pool);
 
   auto save = [&] {
     if (c.checkpoint.empty()) return;
+    device->sync_host();
     json meta = {{"step", step},
                  {"samples", stream},
                  {"total_steps", total_steps},
@@ -243,7 +336,7 @@ TrainResult train(const TrainConfig& config) {
     log.write({{"type", "checkpoint"}, {"step", step}, {"path", c.checkpoint}});
   };
   auto test_metrics = [&] {
-    Metrics m = evaluate(model, test, c, pool);
+    Metrics m = evaluate(*device, test, c);
     json j = metrics_json(m);
     j["type"] = "test";
     j["step"] = step;
@@ -260,12 +353,15 @@ TrainResult train(const TrainConfig& config) {
   if (!c.quiet)
     std::cerr << "training a " << model.arch.blocks << "x" << model.arch.channels << " "
               << nn::activation_name(model.arch.activation) << " network: " << total_steps << " steps of " << c.batch
-              << " positions, " << optimizer_name(c.optimizer.kind) << ", " << pool.size() << " compute threads, "
-              << c.loader_threads << " loader threads\n";
+              << " positions, " << optimizer_name(c.optimizer.kind) << ", " << c.loader_threads << " loader threads; "
+              << device->name() << "\n";
 
   // ---- the step loop -----------------------------------------------------------------------------
-  Loader loader(data, {.batch_size = c.batch, .seed = c.seed, .start = stream, .threads = c.loader_threads});
-  Workspace ws(model.arch, c.batch);
+  Loader loader(data, {.batch_size = c.batch,
+                       .seed = c.seed,
+                       .start = stream,
+                       .threads = c.loader_threads,
+                       .allocator = device->allocator()});
   TrainResult result;
   nn::LossTotals interval;
   int64_t interval_steps = 0;
@@ -281,15 +377,12 @@ TrainResult train(const TrainConfig& config) {
     interval_wait += seconds_since(t_wait);
     const double lr = c.schedule.at(step);
 
-    // Forward, loss and backward: the mean loss over the batch, its gradients in ws.grads.
-    interval.add(compute_gradients(model, ws, *batch, c.val_lambda, c.bn_momentum, 1.0f / float(batch->size), pool));
+    // Forward, loss, backward and the update, on the mean loss over the batch.
+    const Device::Step done = device->step(*batch, lr);
+    interval.add(done.totals);
+    interval_grad_norm += done.grad_norm;
     stream += uint64_t(batch->size);
     loader.release(batch);
-
-    const double norm = gradient_norm(ws.grads);
-    if (c.clip_grad_norm > 0 && norm > c.clip_grad_norm) scale_gradients(ws.grads, float(c.clip_grad_norm / norm));
-    interval_grad_norm += norm;
-    optimizer.step(model, ws.grads, lr);
     ++step;
     ++interval_steps;
 
@@ -352,6 +445,7 @@ TrainResult train(const TrainConfig& config) {
 
   // ---- the end: held-out metrics, the exported model, a final checkpoint -----------------------
   if (!test.positions.empty()) result.test = test_metrics();
+  device->sync_host();
   export_model(model, c.model_out);
   save();
   log.write({{"type", "done"},

@@ -40,6 +40,8 @@ struct TrainConfig {
   int64_t stop_after = 0;                   // stop this invocation after N steps, as on Ctrl-C (0: never)
   const std::atomic<bool>* stop = nullptr;  // set (by a SIGINT handler) to stop after the current step
 
+  std::string backend = "cpu";  // where the steps run: "cpu" (training/network.h) or "cuda" (training/cuda/)
+  int gpu = 0;                   // the CUDA device, for the cuda backend
   int threads = 0;  // compute threads (0: every hardware thread)
   int loader_threads = 1;
   std::string log;           // JSON-lines log file ("" : none); appended to

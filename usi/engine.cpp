@@ -128,6 +128,8 @@ bool Engine::command(const std::string& raw) {
     } else error("unknown command '" + cmd + "'");
   } catch (const std::exception& e) {
     error(cmd + ": " + e.what());
+  } catch (...) {
+    error(cmd + ": unexpected failure");
   }
   return true;
 }
@@ -163,8 +165,8 @@ void Engine::cmd_setoption(const std::string& args) {
   } else {
     name = rest.substr(0, v);
     value = rest.substr(v + 7);
-    size_t b = value.find_first_not_of(" \t");
-    value = b == std::string::npos ? "" : value.substr(b);
+    size_t b = value.find_first_not_of(" \t"), e = value.find_last_not_of(" \t");
+    value = b == std::string::npos ? "" : value.substr(b, e - b + 1);
   }
   while (!name.empty() && name.back() == ' ') name.pop_back();
   if (name.empty()) return error("setoption: no option name");
@@ -215,6 +217,7 @@ bool Engine::ensure_network() {
     std::string backend;
     queue_ = make_backend_queue(model, options_.str("Backend"), int(options_.integer("GPU")), int(options_.integer("BatchSize")),
                                 int(options_.integer("Threads")), &backend);
+    queue_->warm_up();  // here, not in the first timed search
     send("info string " + describe_network(file, model));
     send("info string " + backend);
   } catch (const std::exception& e) {

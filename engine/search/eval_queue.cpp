@@ -44,6 +44,13 @@ void EvalQueue::reset_stats() {
   stats_ = Stats{};
 }
 
+void EvalQueue::warm_up() {
+  EvalBatch batch(max_batch_);
+  while (!batch.full()) std::fill_n(batch.add(), nn::INPUT_SIZE, 0.0f);
+  for (auto& e : evaluators_)
+    for (int n : {1, max_batch_}) e->evaluate(batch.features_.data(), n, batch.policy_.data(), batch.value_.data());
+}
+
 void EvalQueue::evaluate(EvalBatch& batch) {
   nn::check_batch_size(batch.size(), max_batch_);
   Request req;

@@ -50,6 +50,9 @@ class EvalQueue {
   void evaluate(EvalBatch& batch);
   int max_batch() const { return max_batch_; }
   std::string name() const;  // the evaluators' description
+  // Runs every evaluator once at batch 1 and once full, so that the setup a backend does on first
+  // use (kernel choice, JIT, memory) is not paid inside a timed search. Call while no client waits.
+  void warm_up();
 
   // Network calls and positions evaluated since the last reset; positions / (calls * max_batch)
   // is the batch fill.

@@ -676,8 +676,7 @@ void Searcher::manager(SearchLimits limits, std::function<void(const SearchInfo&
 
     const TimeBudget& tb = limits.time;
     if (t_hard >= tb.maximum || (stop_at >= 0 && t_hard >= stop_at)) break;
-    if (stop_at >= 0 || t_hard < tb.minimum) continue;
-    // The two most visited root moves.
+    // The two most visited root moves, and when the best one last changed.
     int32_t first = 0, second = 0;
     Move best = MOVE_NONE;
     for (const Edge& e : *root_) {
@@ -694,6 +693,7 @@ void Searcher::manager(SearchLimits limits, std::function<void(const SearchInfo&
       last_best = best;
       last_change = t_soft;
     }
+    if (stop_at >= 0 || t_soft < tb.minimum) continue;
     bool done = false;
     if (t_soft >= tb.optimum) {
       // A best move that changed lately or leads narrowly gets up to twice the optimum.

@@ -109,7 +109,6 @@ class Searcher {
   // The position to search: an SFEN and legal moves from it (the caller has checked them).
   // Returns an error message when the SFEN or a move is not valid.
   std::optional<std::string> set_position(const std::string& sfen, const std::vector<Move>& moves);
-  const Position& position() const { return root_pos_; }
 
   // Starts searching in the background. `on_info` is called about every `info_interval_ms` and
   // once at the end; `on_done` exactly once, as soon as the search has decided (in ponder or
@@ -119,7 +118,7 @@ class Searcher {
   void stop();       // ends the search promptly (on_done follows)
   void ponderhit();  // the pondered move was played: the time budget applies from now
   void wait();       // joins the threads of the last search
-  bool searching() const { return manager_.joinable() && !finished_.load(); }
+  bool searching() const { return manager_.joinable() && !finished_.load(); }  // start() .. on_done
 
   // Convenience for tests and benchmarks: start, wait, return the result.
   SearchResult run(const SearchLimits& limits);

@@ -217,7 +217,7 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   // JIRIKI_CUDA_UNFUSED=1 takes the unfused path at once, so that tests can check it.
   const bool force_unfused = std::getenv("JIRIKI_CUDA_UNFUSED") != nullptr;
   for (bool fused : {true, false}) {
-    if (fused && force_unfused) continue;
+    if (fused && (force_unfused || !shape.epilogue)) continue;
     fused_ = fused;
     try {
       graph_ = build_graph(handle, shape, fused);
@@ -293,7 +293,7 @@ void FusedConv::run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& a
       .finalize("variant pack");
   JIRIKI_CUDNN_CHECK(cudnnSetStream(handle, stream));
   JIRIKI_CUDNN_CHECK(cudnnBackendExecute(handle, p.plan.get(), pack.get()));
-  if (!fused_)
+  if (!fused_ && shape_.epilogue)
     launch_bias_residual_act(a.y, a.bias, shape_.residual ? a.residual : nullptr, int64_t(shape_.batch) * SQUARES,
                              shape_.out_channels, shape_.act, stream);
 }
@@ -338,7 +338,8 @@ size_t FusedConv::workspace_size() const { return size_t(candidates_[chosen_]->w
 std::string FusedConv::description() const {
   const Plan& p = *candidates_[chosen_];
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s engine %lld%s, %.4f ms", fused_ ? "fused" : "unfused (conv + our epilogue)",
+  std::snprintf(buf, sizeof buf, "%s engine %lld%s, %.4f ms",
+                fused_ ? "fused" : shape_.epilogue ? "unfused (conv + our epilogue)" : "convolution only",
                 (long long)p.engine, p.runtime_compiled ? " (runtime-compiled)" : "", p.ms);
   return buf;
 }

@@ -27,6 +27,7 @@ struct ConvShape {
   int kernel = 3;          // 3 (pad 1) or 1
   bool residual = false;   // adds a tensor shaped like y before the activation
   Activation act = Activation::RELU;
+  bool epilogue = true;    // false: y = conv(x, w) alone (the trainer's batch norm follows)
 };
 
 // Device pointers of one call. x, residual, y: [batch][81][channels] bf16; w: [out][kh][kw][in]

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# On the GPU machine (see the device tool's docs): builds jiriki with CUDA, runs the GPU trainer's
+# tests (tests/test_train_cuda.cpp: gradients, losses and optimizer steps against the CPU trainer),
+# then scripts/torch_train_reference.py, which runs `jiriki bench train --backend cuda` on a
+# 10-block, 192-channel network, compares jiriki's gradients with PyTorch's and times PyTorch's
+# training step on the same network. Everything goes to $OUT.
+#
+#   run with carry [".carry"]:  bash scripts/device/train.sh [BATCHES]
+#
+# STEPS (default "tests compare") picks what runs after the build: tests, compare.
+# That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
+# use the single header carried in .carry/catch2.
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/jiriki-out}
+BATCHES=${1:-256,1024}
+STEPS=${STEPS:-tests compare}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/train_device.log") 2>&1
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+step "machine"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+nproc
+
+step "cuDNN"
+# The system's, else the one inside PyTorch's wheels (lib has only libcudnn.so.9, no plain .so).
+CUDNN_INC=$(ls -d /usr/include/cudnn.h /usr/local/cuda/include/cudnn.h 2>/dev/null | head -1 | xargs -r dirname)
+CUDNN_LIB=$(ls /usr/lib/x86_64-linux-gnu/libcudnn.so.9 /usr/local/cuda/lib64/libcudnn.so.9 2>/dev/null | head -1)
+if [[ -z "$CUDNN_INC" || -z "$CUDNN_LIB" ]]; then
+  WHEEL=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
+  CUDNN_INC=$WHEEL/include
+  CUDNN_LIB=$(ls "$WHEEL"/lib/libcudnn.so.9 2>/dev/null | head -1)
+fi
+[[ -f "$CUDNN_INC/cudnn.h" && -f "$CUDNN_LIB" ]] || { echo "no cuDNN found (include '$CUDNN_INC', lib '$CUDNN_LIB')"; exit 1; }
+export LD_LIBRARY_PATH=$(dirname "$CUDNN_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "cuDNN: $CUDNN_INC, $CUDNN_LIB"
+
+step "build"
+cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" -DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2" \
+  | grep -E "jiriki|Error|error" || exit 1
+cmake --build build-device -j "$(nproc)" --target jiriki 2>&1 | grep -E "error|FAILED" ; [[ -x build-device/jiriki ]] || exit 1
+# Other helpers' test files may be mid-edit: if the whole suite fails to build, build ours alone.
+TESTS=build-device/jiriki_tests
+if ! cmake --build build-device -j "$(nproc)" --target jiriki_tests > "$OUT/tests_build.log" 2>&1; then
+  grep -E "error" "$OUT/tests_build.log" | head -5
+  echo "jiriki_tests failed to build; building the GPU trainer's tests alone"
+  TESTS=build-device/jiriki_train_cuda_tests
+  g++ -std=c++20 -O2 -I. -I.carry/catch2 -I/usr/local/cuda/include -I"$CUDNN_INC" -DJIRIKI_HAVE_CUDA=1 \
+    -DJIRIKI_SOURCE_DIR="\"$PWD\"" -DJIRIKI_BINARY="\"$PWD/build-device/jiriki\"" \
+    tests/main.cpp tests/test_train_cuda.cpp -o "$TESTS" build-device/libjiriki_training.a build-device/libjiriki_nn.a \
+    build-device/libjiriki_rules.a build-device/libjiriki_common.a -L/usr/local/cuda/lib64 -lcudart -lcublas \
+    "$CUDNN_LIB" -lpthread -fopenmp || exit 1
+fi
+
+if [[ " $STEPS " == *" tests "* ]]; then
+  step "GPU trainer tests"
+  time "$TESTS" "[cuda][train]" --durations yes 2>&1 | tee "$OUT/train_cuda_tests.txt" | tail -150
+fi
+
+if [[ " $STEPS " == *" compare "* ]]; then
+  step "PyTorch comparison and benchmark"
+  time JIRIKI_CUDA_VERBOSE=1 python3 scripts/torch_train_reference.py --jiriki build-device/jiriki --batch "$BATCHES" \
+    2>&1 | tee "$OUT/train_cuda_bench.txt"
+fi

@@ -1,0 +1,32 @@
+// Start positions of self-play games: the initial position, or the lines of a file, one opening
+// per line in the syntax of USI's `position` command without the word: "startpos", "sfen SFEN"
+// or a bare SFEN, each optionally followed by "moves M1 M2 ...". Blank lines and lines starting
+// with '#' are skipped. The moves of an opening are part of each game's record (not as training
+// targets), so that repetitions are judged over the whole game.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/position.h"
+
+namespace jiriki::search {
+struct SearchParams;
+}
+
+namespace jiriki::selfplay {
+
+struct Opening {
+  std::string sfen;         // move number 1, so that the game's ply count starts at the SFEN
+  std::vector<Move> moves;  // legal, and the game is not over after any of them
+};
+
+// Parses one opening line; returns an error naming the problem (bad SFEN, illegal move, a
+// position without all 40 pieces, which no record format can hold, or a line that ends the game).
+std::optional<std::string> parse_opening(const std::string& line, const search::SearchParams& rules, Opening& out);
+
+// Reads an openings file; throws std::runtime_error naming the file and line of the first problem,
+// or when the file holds no opening.
+std::vector<Opening> load_openings(const std::string& path, const search::SearchParams& rules);
+
+}  // namespace jiriki::selfplay

@@ -1,0 +1,226 @@
+// The self-play run: evaluation queues per GPU, worker threads that own many games each, the
+// record writer and the reports (see selfplay.h).
+#include "selfplay/selfplay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "engine/search/eval_queue.h"
+#include "engine/search/playout.h"
+#include "nn/model_file.h"
+#include "selfplay/writer.h"
+
+namespace jiriki::selfplay {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// What every worker shares: the quota, the stop signal, the counters and the writer.
+struct Shared {
+  const SelfPlayConfig& config;
+  Counters counters;
+  RecordWriter writer;
+  std::atomic<uint64_t> next_game{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> workers_done{0};
+  std::mutex error_mutex;
+  std::string error;
+
+  Shared(const SelfPlayConfig& c)
+      : config(c), writer(c.out_dir, c.name, c.games_per_file, c.flush_seconds, c.csa) {}
+
+  // The number of the next game to start, or false when the quota allows no new game.
+  bool take_game(uint64_t& index) {
+    if (stop.load(std::memory_order_relaxed)) return false;
+    if (config.positions > 0 && counters.positions.load(std::memory_order_relaxed) >= config.positions) return false;
+    index = next_game.fetch_add(1, std::memory_order_relaxed);
+    return config.games <= 0 || int64_t(index) < config.games;
+  }
+
+  void finished(FinishedGame g) {
+    counters.games.fetch_add(1);
+    counters.recorded_positions.fetch_add(g.positions);
+    counters.winners[g.record.winner()].fetch_add(1);
+    counters.ends[size_t(g.end)].fetch_add(1);
+    if (g.resign_disabled) {
+      counters.no_resign_games.fetch_add(1);
+      if (g.would_resign) {
+        counters.would_resign.fetch_add(1);
+        const GameResult loss = *g.would_resign == BLACK ? WHITE_WIN : BLACK_WIN;
+        if (g.record.winner() != loss) counters.false_resign.fetch_add(1);
+      }
+    }
+    writer.add(std::move(g.record));
+  }
+
+  void fail(const std::string& what) {
+    std::lock_guard lock(error_mutex);
+    if (error.empty()) error = what;
+    stop = true;
+  }
+};
+
+// One worker thread: its games, their node pool and the batch they fill together.
+struct Worker {
+  search::EvalQueue& queue;
+  search::NodePool pool;
+  std::vector<std::unique_ptr<Game>> games;
+  search::LeafBatch lb;
+
+  Worker(search::EvalQueue& q, size_t pool_bytes, int num_games, int batch, Shared& shared)
+      : queue(q), pool(pool_bytes), lb(batch) {
+    for (int i = 0; i < num_games; ++i) games.push_back(std::make_unique<Game>(shared.config.game, pool, shared.counters));
+  }
+
+  void run(Shared& shared) {
+    try {
+      loop(shared);
+    } catch (const std::exception& e) {
+      shared.fail(e.what());
+    }
+    for (auto& g : games) g->abandon();
+    shared.workers_done.fetch_add(1);
+  }
+
+  void loop(Shared& shared) {
+    for (auto& g : games)
+      if (uint64_t index; shared.take_game(index)) g->start(index);
+    const size_t n = games.size();
+    size_t cursor = 0;
+    while (!shared.stop.load(std::memory_order_relaxed)) {
+      lb.clear();
+      // Round robin from where the last batch stopped, so that every game gets its turn.
+      for (size_t visited = 0; visited < n && !lb.batch.full(); ++visited) {
+        Game& g = *games[cursor];
+        cursor = (cursor + 1) % n;
+        while (g.active() && !lb.batch.full() && g.step(lb) == Game::Progress::FINISHED) {
+          shared.finished(g.take_finished());
+          if (uint64_t index; shared.take_game(index)) g.start(index);
+        }
+      }
+      if (lb.batch.size() > 0) {
+        try {
+          queue.evaluate(lb.batch);
+        } catch (...) {
+          search::fail_batch(lb);
+          throw;
+        }
+        search::finish_batch(lb);
+      } else if (std::none_of(games.begin(), games.end(), [](const auto& g) { return g->active(); })) {
+        return;  // the quota is met and every game of this worker is over
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the node pool is spent: wait for frees
+      }
+    }
+  }
+};
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+int auto_concurrent(const SelfPlayConfig& c) {
+  // A game adds leaves_per_step leaves to a batch; a quarter more games than a batch holds keeps
+  // batches full while some games are between moves.
+  const int per_worker = (c.batch * 5 / 4 + c.game.leaves_per_step - 1) / std::max(c.game.leaves_per_step, 1);
+  return std::max(per_worker, 1) * std::max(c.threads, 1);
+}
+
+SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool>& stop, std::ostream& log) {
+  if (config.threads < 1 || config.evaluators < 1 || config.batch < 1 || config.gpus.empty())
+    throw std::invalid_argument("threads, evaluators, batch and gpus must be positive");
+  const int concurrent = config.concurrent > 0 ? config.concurrent : auto_concurrent(config);
+  if (concurrent < config.threads) throw std::invalid_argument("fewer games than worker threads per GPU");
+  const int workers_total = config.threads * int(config.gpus.size());
+  const size_t hash = config.hash_bytes > 0 ? config.hash_bytes : size_t(concurrent) * config.gpus.size() * (size_t(8) << 20);
+
+  nn::Model model = nn::load_model(config.model);
+  std::vector<std::unique_ptr<search::EvalQueue>> queues;
+  for (int gpu : config.gpus) {
+    nn::BackendOptions o;
+    o.kind = config.backend;
+    o.gpu = gpu;
+    o.max_batch = config.batch;
+    o.precision = config.precision;
+    o.threads = config.nn_threads > 0 ? config.nn_threads
+                                      : std::max(1, int(std::thread::hardware_concurrency()) / config.evaluators);
+    queues.push_back(search::make_eval_queue(model, o, config.evaluators));
+  }
+  log << "selfplay: " << config.model << ", " << queues[0]->name() << " on " << config.gpus.size()
+      << (config.backend == nn::BackendKind::CUDA ? " GPU(s)" : " queue") << ", batch " << config.batch << ", "
+      << config.threads << " worker threads and " << concurrent << " games per queue, "
+      << (config.game.full_playouts > 0
+              ? std::to_string(config.game.full_playouts) + " playouts (p " + std::to_string(config.game.full_probability) +
+                    ") else " + std::to_string(config.game.playouts)
+              : std::to_string(config.game.playouts) + " playouts")
+      << " per move" << std::endl;
+
+  Shared shared(config);
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (size_t q = 0; q < queues.size(); ++q)
+    for (int t = 0; t < config.threads; ++t) {
+      const int games = concurrent / config.threads + (t < concurrent % config.threads);
+      workers.push_back(std::make_unique<Worker>(*queues[q], hash / workers_total, games, config.batch, shared));
+    }
+  std::vector<std::thread> threads;
+  const Clock::time_point start = Clock::now();
+  for (auto& w : workers) threads.emplace_back([&shared, &w] { w->run(shared); });
+
+  std::ofstream stats_file(config.out_dir + "/" + config.name + ".stats.jsonl", std::ios::app);
+  auto take_snapshot = [&] {
+    int64_t calls = 0, positions = 0, capacity = 0;
+    for (const auto& q : queues) {
+      const search::EvalQueue::Stats s = q->stats();
+      calls += s.calls;
+      positions += s.positions;
+      capacity += s.calls * q->max_batch();
+    }
+    return snapshot(shared.counters, seconds_since(start), calls, positions, capacity);
+  };
+  auto report = [&](const Snapshot& now, const Snapshot& prev) {
+    log << progress_line(now, prev) << std::endl;
+    stats_file << stats_json(now, prev) << "\n" << std::flush;
+  };
+
+  SelfPlayResult result;
+  Snapshot last = take_snapshot();
+  while (shared.workers_done.load() < int(workers.size())) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (!shared.stop.load() && (stop.load() || (config.seconds > 0 && seconds_since(start) >= config.seconds))) {
+      result.stopped = true;
+      shared.stop = true;
+    }
+    if (shared.writer.flush_due()) {
+      try {
+        shared.writer.flush();
+      } catch (const std::exception& e) {
+        shared.fail(e.what());
+      }
+    }
+    if (seconds_since(start) - last.seconds >= config.report_seconds) {
+      Snapshot now = take_snapshot();
+      report(now, last);
+      last = now;
+    }
+  }
+  for (auto& t : threads) t.join();
+  try {
+    shared.writer.flush();
+  } catch (const std::exception& e) {
+    shared.fail(e.what());
+  }
+  Snapshot now = take_snapshot();
+  report(now, last);
+  result.totals = now;
+  result.files = shared.writer.files_written();
+  result.games_written = shared.writer.games_written();
+  result.error = shared.error;
+  return result;
+}
+
+}  // namespace jiriki::selfplay

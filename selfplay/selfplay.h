@@ -1,0 +1,60 @@
+// Self-play at scale (issue 5). For each GPU: one evaluation queue with `evaluators` network
+// calls in flight, and `threads` worker threads that each own `concurrent / threads` games. A
+// worker steps every game it owns by a leaf or a few (selfplay/game.h), gathers the leaves of all
+// of them into one batch, evaluates it through the queue and lands it; with several workers per
+// GPU the CPU prepares the next batches while the GPU runs the current ones. Finished games go
+// to the RecordWriter (hcpe3, optionally CSA); the main thread prints progress and appends a JSON
+// line per report to NAME.stats.jsonl in the output directory.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "nn/backend.h"
+#include "selfplay/game.h"
+#include "selfplay/stats.h"
+
+namespace jiriki::selfplay {
+
+struct SelfPlayConfig {
+  std::string model;                 // model file
+  std::string out_dir;               // records and stats go here
+  std::string name = "selfplay";     // file name prefix
+  int64_t games = 0;                 // games to play (0: no limit)
+  int64_t positions = 0;             // or: no new game once this many training positions are played
+  double seconds = 0;                // or: stop after this long, dropping the games in progress
+  GameSettings game;
+  nn::BackendKind backend = nn::BackendKind::CPU;
+  nn::Precision precision = nn::Precision::AUTO;
+  std::vector<int> gpus = {0};       // one queue per entry (the CPU backend takes one entry)
+  int threads = 2;                   // worker threads per GPU
+  int evaluators = 2;                // network calls in flight per GPU
+  int batch = 256;                   // positions per network call
+  int concurrent = 0;                // games per GPU; 0: enough to fill every batch
+  int nn_threads = 0;                // CPU backends: threads per evaluator; 0: cores / evaluators
+  size_t hash_bytes = 0;             // node memory of all games together; 0: 8 MiB per game
+  bool csa = false;                  // also write CSA files
+  int games_per_file = 100;
+  double flush_seconds = 60;
+  double report_seconds = 10;
+};
+
+struct SelfPlayResult {
+  Snapshot totals;
+  int64_t files = 0;          // hcpe3 files written
+  int64_t games_written = 0;  // games in them
+  bool stopped = false;       // ended by `stop` or the time limit rather than the quota
+  std::string error;          // what failed (the network, a write), empty when nothing did
+};
+
+// The games per GPU `concurrent` = 0 stands for: enough that every worker fills its batches.
+int auto_concurrent(const SelfPlayConfig& config);
+
+// Plays until the quota is met, `stop` is set (Ctrl-C), the time runs out or something fails.
+// Games finished before then are always written. Progress lines go to `log`. Throws
+// std::runtime_error for a bad configuration or model file.
+SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool>& stop, std::ostream& log);
+
+}  // namespace jiriki::selfplay

@@ -1,0 +1,88 @@
+// The GPU trainer: the network of training/network.h trained on one CUDA device, with the same
+// loss, optimizers and batch-norm semantics as the CPU trainer, in bf16 mixed precision.
+//
+// Numbers: fp32 master weights, gradients and optimizer state; a bf16 copy of the weights that the
+// convolutions and matrix products read (refreshed by the optimizer kernel); bf16 activations
+// (NHWC) and activation gradients; fp32 accumulation everywhere, fp32 batch-norm statistics, loss and
+// optimizer arithmetic. This is what PyTorch's bf16 autocast computes, so the two agree to bf16
+// precision, not fp32's (scripts/torch_train_reference.py, tests/test_train_cuda.cpp).
+//
+// The device state is self-contained: the nn::Model and Optimizer the caller holds are copied in
+// (upload_*) and out (download_*) only when asked, for checkpoints, exports and held-out metrics on
+// the host. All parameters live in one flat fp32 buffer (and so do their gradients and optimizer
+// state), each tensor at a fixed offset, which is what gradient all-reduce in buckets needs
+// (data parallelism, issue 7).
+//
+// Requirements: the network's channel count is a multiple of 8 (the tensor cores' NHWC alignment),
+// a GPU of compute capability 8.0 or newer (bf16), and training batches of exactly the size given
+// at construction (evaluation also takes fewer positions).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nn/layers_backward.h"
+#include "nn/model.h"
+#include "training/batch.h"
+#include "training/optimizer.h"
+
+namespace jiriki::training::cuda {
+
+class GpuTrainer {
+ public:
+  // Copies `model` (weights and running statistics) to device `gpu`, and times cuDNN's convolution
+  // algorithms for batches of `batch` positions. Throws std::runtime_error when there is no usable
+  // GPU or CUDA fails, std::invalid_argument for an unsupported network or batch.
+  GpuTrainer(const nn::Model& model, const OptimizerConfig& optimizer, int batch, int gpu = 0);
+  ~GpuTrainer();
+  GpuTrainer(const GpuTrainer&) = delete;
+  GpuTrainer& operator=(const GpuTrainer&) = delete;
+
+  // Page-locked host memory for the loader's batches (LoaderOptions::allocator), so that their
+  // copies to the device are asynchronous DMA. Lives as long as the trainer.
+  HostAllocator* host_allocator();
+
+  // Weights and batch-norm running statistics from and to a Model of the same architecture.
+  void upload_model(const nn::Model& model);
+  void download_model(nn::Model& model);
+  // Optimizer state (by the names of Optimizer::state()) and step count, from and to the host.
+  void upload_optimizer(Optimizer& optimizer);
+  void download_optimizer(Optimizer& optimizer);
+
+  // Forward (batch norm in training mode, running statistics updated), fused loss and backward on
+  // one batch of exactly the constructor's size, as training::compute_gradients does. The gradients
+  // stay on the device (download_gradients copies them out); returns the batch's loss totals.
+  nn::LossTotals compute_gradients(const Batch& batch, float val_lambda, float bn_momentum, float grad_scale);
+  // The gradients of the last compute_gradients, into a gradient model of the same architecture;
+  // and gradients from the host for the next apply_gradients (gradients averaged elsewhere).
+  void download_gradients(nn::Model& grads);
+  void upload_gradients(const nn::Model& grads);
+  // One optimizer step with the gradients of the last compute_gradients, clipped to a global norm of
+  // `clip_grad_norm` (0: no clipping). Returns the gradient norm before clipping.
+  double apply_gradients(double lr, double clip_grad_norm);
+
+  // compute_gradients (grad_scale 1 / batch size) and apply_gradients with a single synchronisation.
+  struct StepResult {
+    nn::LossTotals totals;
+    double grad_norm = 0;
+  };
+  StepResult train_step(const Batch& batch, float val_lambda, float bn_momentum, double lr, double clip_grad_norm);
+
+  // Loss totals with batch norm in EVAL mode (running statistics); nothing is updated.
+  nn::LossTotals evaluate(const Batch& batch, float val_lambda);
+
+  // Seconds per training step on the device alone: `reps` replays of the step (forward, loss,
+  // backward, optimizer) on the batch of the last train_step, timed with CUDA events. The weights
+  // are updated as by real steps.
+  double device_seconds_per_step(int reps);
+
+  // The device and the algorithms chosen, for logs.
+  std::string description() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace jiriki::training::cuda
