@@ -8,49 +8,14 @@
 #include "engine/movegen.h"
 #include "nn/backend.h"
 #include "nn/features.h"
+#include "tests/nn_random.h"
 
 using namespace jiriki;
 using namespace jiriki::nn;
+using jiriki::nn::testing::random_features;
+using jiriki::nn::testing::random_model;
 
 namespace {
-
-// Every tensor random: weights He-scaled, BN statistics away from the identity, biases nonzero.
-Model random_model(int blocks, int channels, Activation act, uint64_t seed) {
-  Architecture a;
-  a.blocks = blocks;
-  a.channels = channels;
-  a.activation = act;
-  Model m(a);
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
-  for (auto& [name, t, trainable] : m.tensors()) {
-    int64_t fan_in = 1;
-    for (size_t i = 1; i < t->shape.size(); ++i) fan_in *= t->shape[i];
-    for (float& x : t->data) {
-      if (name.ends_with(".gamma") || name.ends_with(".var")) x = uniform(rng);
-      else if (t->shape.size() >= 2) x = normal(rng) * std::sqrt(2.0f / float(fan_in));
-      else x = 0.1f * normal(rng);
-    }
-  }
-  return m;
-}
-
-// Encoded positions from a random game.
-std::vector<float> random_features(int n, uint64_t seed) {
-  std::vector<float> out(size_t(n) * INPUT_SIZE);
-  std::mt19937_64 rng(seed);
-  Position pos;
-  for (int i = 0; i < n; ++i) {
-    for (int k = 0; k < 7; ++k) {
-      MoveList moves = legal_moves(pos);
-      if (moves.size() == 0) pos.set_startpos(), moves = legal_moves(pos);
-      pos.do_move(moves.moves[rng() % moves.size()]);
-    }
-    encode_features(pos, out.data() + size_t(i) * INPUT_SIZE);
-  }
-  return out;
-}
 
 struct Output {
   std::vector<float> policy, value;
