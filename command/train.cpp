@@ -219,7 +219,15 @@ int bench_train(int argc, char** argv) {
       .option("threads", "0", "compute threads (0: all)")
       .option("loader-threads", "1", "data loader threads");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  const auto dir = std::filesystem::temp_directory_path() / ("jiriki_bench_train_" + std::to_string(::getpid()));
+  // Removed on every way out, errors (no GPU, say) included.
+  struct TempDir {
+    std::filesystem::path path;
+    ~TempDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } temp{std::filesystem::temp_directory_path() / ("jiriki_bench_train_" + std::to_string(::getpid()))};
+  const std::filesystem::path& dir = temp.path;
   std::filesystem::create_directories(dir);
   const std::string data = (dir / "random.hcpe").string();
   const int64_t positions = args.integer("positions");
@@ -280,7 +288,6 @@ int bench_train(int argc, char** argv) {
     std::printf("\n");
     std::fflush(stdout);
   }
-  std::filesystem::remove_all(dir);
   return 0;
 }
 
