@@ -5,15 +5,14 @@
 #
 #   run with carry [".carry"]:  bash scripts/device/search.sh ["THREADS:BATCH ..."] [SECONDS]
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/jiriki-out}
 CONFIGS=${1:-"4:128 8:128 8:256"}
 SECONDS_EACH=${2:-8}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/search_device.log") 2>&1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2" | grep -E "jiriki|Error|error" || exit 1
+source scripts/device/env.sh
+configure || exit 1
 cmake --build build-device -j "$(nproc)" --target jiriki > /dev/null || exit 1
 build-device/jiriki nn init --blocks 10 --channels 192 --seed 1 -o /tmp/net10x192.jnn
 batches=$(for c in $CONFIGS; do echo "${c#*:}"; done | sort -un | paste -sd,)

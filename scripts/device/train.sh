@@ -11,7 +11,6 @@
 # That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
 # use the single header carried in .carry/catch2.
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/jiriki-out}
 BATCHES=${1:-256,1024}
 STEPS=${STEPS:-tests compare}
@@ -25,21 +24,10 @@ nproc
 
 step "cuDNN"
 # The system's, else the one inside PyTorch's wheels (lib has only libcudnn.so.9, no plain .so).
-CUDNN_INC=$(ls -d /usr/include/cudnn.h /usr/local/cuda/include/cudnn.h 2>/dev/null | head -1 | xargs -r dirname)
-CUDNN_LIB=$(ls /usr/lib/x86_64-linux-gnu/libcudnn.so.9 /usr/local/cuda/lib64/libcudnn.so.9 2>/dev/null | head -1)
-if [[ -z "$CUDNN_INC" || -z "$CUDNN_LIB" ]]; then
-  WHEEL=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
-  CUDNN_INC=$WHEEL/include
-  CUDNN_LIB=$(ls "$WHEEL"/lib/libcudnn.so.9 2>/dev/null | head -1)
-fi
-[[ -f "$CUDNN_INC/cudnn.h" && -f "$CUDNN_LIB" ]] || { echo "no cuDNN found (include '$CUDNN_INC', lib '$CUDNN_LIB')"; exit 1; }
-export LD_LIBRARY_PATH=$(dirname "$CUDNN_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-echo "cuDNN: $CUDNN_INC, $CUDNN_LIB"
+source scripts/device/env.sh
 
 step "build"
-cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" -DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2" \
-  | grep -E "jiriki|Error|error" || exit 1
+configure || exit 1
 cmake --build build-device -j "$(nproc)" --target jiriki 2>&1 | grep -E "error|FAILED" ; [[ -x build-device/jiriki ]] || exit 1
 # Other helpers' test files may be mid-edit: if the whole suite fails to build, build ours alone.
 TESTS=build-device/jiriki_tests

@@ -1,0 +1,20 @@
+# Sourced by the scripts in scripts/device/: finds cuDNN on the GPU machine (the system's, else the
+# one inside PyTorch's wheel, whose lib holds only libcudnn.so.9) and defines `configure`, which
+# sets up build-device with CUDA and the Catch2 header carried in .carry/catch2.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+CUDNN_INC=$(ls -d /usr/include/cudnn.h /usr/local/cuda/include/cudnn.h 2>/dev/null | head -1 | xargs -r dirname)
+CUDNN_LIB=$(ls /usr/lib/x86_64-linux-gnu/libcudnn.so.9 /usr/local/cuda/lib64/libcudnn.so.9 2>/dev/null | head -1)
+if [[ -z "$CUDNN_INC" || -z "$CUDNN_LIB" ]]; then
+  WHEEL=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null)
+  CUDNN_INC=$WHEEL/include
+  CUDNN_LIB=$(ls "$WHEEL"/lib/libcudnn.so.9 2>/dev/null | head -1)
+fi
+[[ -f "$CUDNN_INC/cudnn.h" && -f "$CUDNN_LIB" ]] || { echo "no cuDNN found (include '$CUDNN_INC', lib '$CUDNN_LIB')"; exit 1; }
+export LD_LIBRARY_PATH=$(dirname "$CUDNN_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+echo "cuDNN: $CUDNN_INC, $CUDNN_LIB"
+
+configure() {
+  cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" -DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2" \
+    | grep -E "jiriki|Error|error"
+}
