@@ -26,8 +26,8 @@ int cmd_usi(int argc, char** argv) {
 int bench_search(int argc, char** argv) {
   Args args("jiriki bench search [--model FILE | --blocks N --channels C] [--backend B] [--threads T] [--batch B] [--seconds S]",
             "Searches one position for a fixed time and reports playouts per second and how full the network's "
-            "batches were. Without --model the network has random weights of the given size: speed does not "
-            "depend on the weights.");
+            "batches were. Without --model the network has random weights of the given size (the network's "
+            "speed does not depend on its weights, though the tree's shape does).");
   args.option("model", "", "model file (default: a random network of --blocks x --channels)")
       .option("blocks", std::to_string(usi::DEFAULT_MODEL_BLOCKS), "residual blocks of the random network")
       .option("channels", std::to_string(usi::DEFAULT_MODEL_CHANNELS), "channels of the random network")

@@ -379,6 +379,15 @@ TEST_CASE("usi: go infinite reports info lines and stops promptly", "[usi]") {
   e.send("stop");
   best_of(e.expect("bestmove", 1000), pos);
   CHECK(ms_since(t0) < 300);
+  // A GUI that sends the next position and go right after stop, without waiting for bestmove,
+  // gets both answers in order.
+  e.send("go infinite");
+  e.send("stop");
+  e.send("position startpos");
+  e.send("go infinite");
+  e.send("stop");
+  best_of(e.expect("bestmove", 1000), pos);
+  best_of(e.expect("bestmove", 1000), Position());
   e.send("quit");
   CHECK(e.wait_exit(5000) == 0);
 }

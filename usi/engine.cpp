@@ -117,6 +117,7 @@ bool Engine::command(const std::string& raw) {
     else if (cmd == "stop") {
       searcher_.stop();
       mate_stop_ = true;
+      stop_sent_ = true;
     } else if (cmd == "ponderhit") searcher_.ponderhit();
     else if (cmd == "gameover") {
       quiet_ = true;  // a search still running owes no bestmove after the game ended
@@ -251,7 +252,10 @@ search::SearchParams Engine::search_params() const {
 }
 
 void Engine::cmd_go(const std::string& args) {
+  // After `stop` the answer may still be on its way; a GUI that does not wait for it gets it first.
+  if (stop_sent_) stop_all();
   if (searcher_.searching() || mate_running_) return error("go: already thinking (send stop first)");
+  stop_sent_ = false;
   std::vector<std::string> w = words(args);
   search::GoClock clock;
   search::SearchLimits limits;

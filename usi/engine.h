@@ -62,7 +62,8 @@ class Engine {
   std::atomic<bool> mate_stop_{false};
   std::atomic<bool> mate_running_{false};
   std::atomic<bool> quiet_{false};
-  std::atomic<bool> send_ponder_{true};  // USI_Ponder as it was at `go`  // after gameover: the stopped search's bestmove is not wanted
+  std::atomic<bool> send_ponder_{true};  // USI_Ponder as it was at `go`
+  bool stop_sent_ = false;                // `stop` came after the last `go`  // after gameover: the stopped search's bestmove is not wanted
 };
 
 }  // namespace jiriki::usi
