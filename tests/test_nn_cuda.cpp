@@ -108,7 +108,8 @@ TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda]
     auto features = random_features(MAX_BATCH, seed);
     const Output want = run(*reference, features, MAX_BATCH);
     INFO(c.blocks << " blocks, " << c.channels << " channels, " << activation_name(c.act) << ", " << gpu->name());
-    // 37 runs in the bucket of 40 (padded rows); the order revisits captured graphs.
+    // 37 and 40 run in the bucket of 40 (max_batch; 37 with padded rows), 5 in that of 8; the order
+    // revisits captured graphs.
     for (int n : {1, 37, 5, 40, 1}) {
       INFO("batch " << n);
       Output w{std::vector<float>(want.policy.begin(), want.policy.begin() + size_t(n) * POLICY_SIZE),
@@ -142,7 +143,7 @@ TEST_CASE("cuda backend: a bigger swish network, many positions", "[nn][cuda]") 
 
 TEST_CASE("cuda backend: a large batch, run as two half batches on two streams", "[nn][cuda]") {
   if (!have_gpu()) return;
-  // 520 positions run in the bucket of 576; forced to two towers of 288 (nn/cuda/cuda_backend.cpp
+  // 520 positions run in the bucket of 520 (max_batch); forced to two towers of 260 (nn/cuda/cuda_backend.cpp
   // otherwise keeps whichever of one or two towers is faster), then left to choose.
   Model m = random_model(2, 8, Activation::RELU, 41);
   auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 520});

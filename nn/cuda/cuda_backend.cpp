@@ -14,7 +14,7 @@
 // One evaluate(n):
 //   host: features fp32 -> bf16 into pinned memory, chunk by chunk, each chunk's DMA started at
 //         once so that conversion and copy overlap
-//   GPU:  one graph launch for the batch size's bucket (n rounded up, <= 12.5% padding), which
+//   GPU:  one graph launch for the batch size's bucket (n rounded up to a power of two), which
 //         holds: NCHW -> NHWC, stem, N blocks (two fused convolutions each), the heads' 1x1
 //         convolutions as one GEMM, their epilogue, fc1 as a GEMM, fc2 + sigmoid. From batch 512
 //         on, the stem and the blocks may run as two half batches on two streams, so that one
@@ -55,12 +55,14 @@ constexpr size_t CUBLAS_WORKSPACE = size_t(32) << 20;
 
 int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
-// The batch size a call of n positions runs at: n itself up to 8, then n rounded up to a multiple
-// of 2^(floor(log2 n) - 3), which wastes at most 1/8 while keeping about 8 graphs per octave.
+// The batch size a call of n positions runs at: the next power of two, or max_batch. Each new
+// bucket costs seconds on first use (cuDNN engines are compiled and timed for its shape), and a
+// search's batch sizes wander below max_batch with its collisions: few buckets keep those costs
+// out of the game, and the batches that matter, the full ones, run unpadded.
 int bucket_size(int n, int max_batch) {
-  int step = 1;
-  while ((n >> 3) >= step * 2) step *= 2;
-  return std::min(round_up(n, step), max_batch);
+  int size = 1;
+  while (size < n) size *= 2;
+  return std::min(size, max_batch);
 }
 
 // Owns a CUDA/cuDNN/cuBLAS object released by `destroy`.
