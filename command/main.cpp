@@ -15,6 +15,7 @@ static const Subcommand SUBCOMMANDS[] = {
     {"usi", "the USI engine for shogi GUIs (also what runs with no arguments)", cmd_usi},
     {"train", "train a network on hcpe / hcpe3 records", cmd_train},
     {"records", "convert records between hcpe3, hcpe, CSA and KIF; summarise them", cmd_records},
+    {"selfplay", "generate training games by self-play (hcpe3, CSA)", cmd_selfplay},
 };
 
 static void print_help() {

@@ -131,6 +131,7 @@ struct Entry {
   uint16_t len = NEVER;       // mates within len plies (NEVER: no proof known)
   int16_t floor = -1;         // no mate within floor plies (NEVER: no mate at all; -1: unknown)
   int16_t path_floor = -1;    // the path-dependent disproof: no mate within this many plies (-1: none)
+  uint8_t generation = 0;     // the solve that last stored it: older entries are evicted first
 };
 // Eight entries a cluster: the defender's choice of piece to interpose makes many hand variants.
 constexpr int CLUSTER = 8;
@@ -160,6 +161,7 @@ struct MateSolver::Search {
   Position* pos = nullptr;
   Color attacker = BLACK;
   uint64_t attacker_salt = 0;  // keeps the two attackers' results apart in one table
+  uint8_t generation = 0;      // counts solves, to age the table's entries
   uint64_t nodes = 0, node_limit = 0, next_check = 0;
   bool honour_clock = true;  // whether the deadline and stop flag apply to the current search
   bool has_deadline = false;
@@ -233,14 +235,16 @@ struct MateSolver::Search {
     for (Entry& e : c.e)
       if (e.board == board && e.att == att && e.def == def) slot = &e;
     if (!slot) {
+      auto keep = [&](const Entry& e) { return std::pair{e.board != 0 && e.generation == generation, e.work}; };
       slot = &c.e[0];
       for (Entry& e : c.e)
-        if (e.board == 0 || e.work < slot->work) slot = &e;
+        if (keep(e) < keep(*slot)) slot = &e;
       *slot = Entry{};
       slot->board = board, slot->att = att, slot->def = def;
       slot->pn = std::clamp(estimate.pn, 1u, UNSOLVED_MAX), slot->dn = std::clamp(estimate.dn, 1u, UNSOLVED_MAX);
     }
     slot->work = uint32_t(std::min<uint64_t>(slot->work + work, UINT32_MAX));
+    slot->generation = generation;
     if (v.proven()) {
       slot->len = uint16_t(std::min<int>(slot->len, v.len));
     } else if (v.disproven() && v.dep.none()) {
@@ -415,7 +419,6 @@ struct MateSolver::Search {
   std::vector<Move> mating_line(int root_len, bool exact, uint64_t check_limit, uint64_t pv_limit) {
     std::vector<Move> pv;
     int ply = 0, expect = root_len;
-    bool reproved = false;
     while (ply <= max_ply) {
       const bool or_node = pos->side_to_move() == attacker;
       Frame& f = frame(ply);
@@ -440,15 +443,15 @@ struct MateSolver::Search {
                                                   : c.v.len > f.children[best].v.len)))
           best = f.n - 1;
       }
-      if (or_node && !reproved && (best < 0 || f.children[best].v.len > expect - 1)) {
-        // The table lost part of this node's proof: prove it again (once) within the length its
-        // parent promised, then choose.
+      if (or_node && (best < 0 || f.children[best].v.len > expect - 1)) {
+        // The table lost part of this node's proof: prove it again within the length its parent
+        // promised. The search leaves its children's values in this same frame.
         solve_here(ply, std::min(expect, max_ply - ply), pv_limit, false);
-        reproved = true;
-        continue;
+        best = -1;
+        for (int i = 0; i < f.n; ++i)
+          if (f.children[i].v.proven() && (best < 0 || f.children[i].v.len < f.children[best].v.len)) best = i;
       }
       if (best < 0) break;
-      reproved = false;
       if (!or_node && exact) {
         int pick = exact_longest(ply, f, expect - 1, check_limit);
         if (pick < 0) exact = false;
@@ -488,6 +491,7 @@ struct MateSolver::Search {
 
   MateResult solve(Position& p, const MateLimits& limits) {
     pos = &p;
+    ++generation;
     attacker = p.side_to_move();
     attacker_salt = attacker == WHITE ? 0x9e3779b97f4a7c14ull : 0;  // bit 0 clear: it is the side to move
     max_ply = std::clamp(limits.max_ply, 1, NEVER - 2);

@@ -60,6 +60,7 @@ void Game::start(uint64_t index) {
 }
 
 Game::Progress Game::step(LeafBatch& lb) {
+  count_playouts();
   for (;;) {
     if (turn_pending_) {
       turn_pending_ = false;
@@ -73,7 +74,9 @@ Game::Progress Game::step(LeafBatch& lb) {
     }
     if (!searching_) begin_search();
     if (!search_done()) {
-      if (add_playouts(lb) > 0 || !search_done()) return Progress::RUNNING;
+      const int queued = add_playouts(lb);
+      count_playouts();  // playouts that ended on proven or final nodes landed at once
+      if (queued > 0 || !search_done()) return Progress::RUNNING;
     }
     if (finish_move()) return Progress::FINISHED;
   }
@@ -104,6 +107,8 @@ bool Game::begin_turn() {
       play(moves.moves[0], 0, {});
       continue;
     }
+    // A short forced mate is played directly and recorded as a training target with the mating
+    // move as the only candidate: the policy should learn it whatever the playout cap.
     Move mate = MOVE_NONE;
     if (s_.root_mate_plies > 0 && mate_in_ply(pos_, s_.root_mate_plies, &mate)) {
       play(mate, int16_t(winrate_to_cp(1.0f)), {{uint16_t(mate), 1}});
@@ -119,10 +124,18 @@ void Game::begin_search() {
   full_search_ = !randomised || uniform(rng_) < s_.full_probability;
   cap_ = randomised && full_search_ ? s_.full_playouts : s_.playouts;
   tree_.playouts = 0;
+  counted_playouts_ = 0;
   tree_.engine = pos_.side_to_move();
   pool_full_ = false;
   if (full_search_ && s_.dirichlet_weight > 0) add_noise(tree_.root);
   searching_ = true;
+}
+
+// Adds the playouts landed since the last call to the run's count, so that rates are live.
+void Game::count_playouts() {
+  const int64_t landed = tree_.playouts.load(std::memory_order_relaxed);
+  counters_.playouts.fetch_add(landed - counted_playouts_, std::memory_order_relaxed);
+  counted_playouts_ = landed;
 }
 
 bool Game::search_done() const {
@@ -146,7 +159,6 @@ int Game::add_playouts(LeafBatch& lb) {
 
 bool Game::finish_move() {
   Node* root = tree_.root;
-  counters_.playouts.fetch_add(tree_.playouts.load(), std::memory_order_relaxed);
   Edge* best = most_visited(root);
   if (!best) best = std::max_element(root->begin(), root->end(), [](const Edge& a, const Edge& b) { return a.prior < b.prior; });
   const float winrate = edge_winrate(*best);

@@ -8,7 +8,9 @@
 // randomisation (KataGo) `full_playouts` with probability `full_probability`. Full searches get
 // Dirichlet noise at the root and their root visit counts are recorded as the policy target;
 // the others have no noise and are recorded with no candidates (not for training). Moves of the
-// first `temperature_plies` plies are drawn with probability proportional to visits^(1/T).
+// first `temperature_plies` plies are drawn with probability proportional to visits^(1/T). Moves
+// that need no search are played directly: the only legal move (not recorded for training) and a
+// mate within `root_mate_plies` (recorded, with the mating move as the only candidate).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -75,6 +77,7 @@ class Game {
   bool begin_turn();              // judges the position, plays forced and mating moves; true: game over
   void begin_search();            // the root is ready: choose the cap, add noise
   bool search_done() const;
+  void count_playouts();
   int add_playouts(search::LeafBatch& lb);  // new leaves queued (collisions included)
   bool finish_move();             // decides, resigns or plays; true: game over
   void play(Move m, int16_t eval, std::vector<Hcpe3Candidate> candidates);
@@ -95,6 +98,7 @@ class Game {
   bool pool_full_ = false;     // this move's search ran out of node pool
   bool full_search_ = true;    // this move's search has the full cap (recorded for training)
   int cap_ = 0;                // playouts of this move's search
+  int64_t counted_playouts_ = 0;  // of tree_.playouts, already added to the run's count
   int plies_ = 0;              // moves played by self-play (after the opening)
   uint64_t index_ = 0;
   Hcpe3Game record_;

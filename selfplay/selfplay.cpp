@@ -147,18 +147,18 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
     o.gpu = gpu;
     o.max_batch = config.batch;
     o.precision = config.precision;
-    o.threads = config.nn_threads > 0 ? config.nn_threads
-                                      : std::max(1, int(std::thread::hardware_concurrency()) / config.evaluators);
+    // CPU backends: the cores the workers leave, shared by the evaluators (OpenMP teams that spin
+    // against the workers on the same cores run many times slower).
+    const int spare = int(std::thread::hardware_concurrency()) - workers_total;
+    o.threads = config.nn_threads > 0 ? config.nn_threads : std::max(1, spare / (config.evaluators * int(config.gpus.size())));
     queues.push_back(search::make_eval_queue(model, o, config.evaluators));
   }
   log << "selfplay: " << config.model << ", " << queues[0]->name() << " on " << config.gpus.size()
       << (config.backend == nn::BackendKind::CUDA ? " GPU(s)" : " queue") << ", batch " << config.batch << ", "
-      << config.threads << " worker threads and " << concurrent << " games per queue, "
-      << (config.game.full_playouts > 0
-              ? std::to_string(config.game.full_playouts) + " playouts (p " + std::to_string(config.game.full_probability) +
-                    ") else " + std::to_string(config.game.playouts)
-              : std::to_string(config.game.playouts) + " playouts")
-      << " per move" << std::endl;
+      << config.threads << " worker threads and " << concurrent << " games per queue, ";
+  if (config.game.full_playouts > 0)
+    log << config.game.full_playouts << " playouts with probability " << config.game.full_probability << ", else ";
+  log << config.game.playouts << " playouts per move" << std::endl;
 
   Shared shared(config);
   std::vector<std::unique_ptr<Worker>> workers;
@@ -195,12 +195,10 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
       result.stopped = true;
       shared.stop = true;
     }
-    if (shared.writer.flush_due()) {
-      try {
-        shared.writer.flush();
-      } catch (const std::exception& e) {
-        shared.fail(e.what());
-      }
+    try {
+      shared.writer.write_due();
+    } catch (const std::exception& e) {
+      shared.fail(e.what());
     }
     if (seconds_since(start) - last.seconds >= config.report_seconds) {
       Snapshot now = take_snapshot();

@@ -33,7 +33,7 @@ struct SelfPlayConfig {
   int evaluators = 2;                // network calls in flight per GPU
   int batch = 256;                   // positions per network call
   int concurrent = 0;                // games per GPU; 0: enough to fill every batch
-  int nn_threads = 0;                // CPU backends: threads per evaluator; 0: cores / evaluators
+  int nn_threads = 0;                // CPU backends: threads per evaluator; 0: the cores the workers leave, shared
   size_t hash_bytes = 0;             // node memory of all games together; 0: 8 MiB per game
   bool csa = false;                  // also write CSA files
   int games_per_file = 100;

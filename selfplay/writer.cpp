@@ -23,7 +23,7 @@ int64_t next_number(const fs::path& dir, const std::string& prefix, const std::s
     if (f.size() <= prefix.size() + ext.size() || !f.starts_with(prefix) || !f.ends_with(ext)) continue;
     const std::string digits = f.substr(prefix.size(), f.size() - prefix.size() - ext.size());
     if (digits.empty() || digits.size() > 12 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    next = std::max(next, std::stoll(digits) + 1);
+    next = std::max<int64_t>(next, std::stoll(digits) + 1);
   }
   return next;
 }
@@ -54,26 +54,35 @@ void RecordWriter::add(Hcpe3Game game) {
   waiting_.push_back(std::move(game));
 }
 
-bool RecordWriter::flush_due() {
-  std::lock_guard lock(mutex_);
-  if (waiting_.empty()) return false;
-  return int(waiting_.size()) >= games_per_file_ ||
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - oldest_).count() >= flush_seconds_;
+void RecordWriter::write_due() {
+  bool timed_out;
+  {
+    std::lock_guard lock(mutex_);
+    timed_out = !waiting_.empty() &&
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - oldest_).count() >= flush_seconds_;
+  }
+  while (write_file(timed_out)) {}
 }
 
 void RecordWriter::flush() {
+  while (write_file(true)) {}
+}
+
+bool RecordWriter::write_file(bool partial) {
   std::vector<Hcpe3Game> games;
   {
     std::lock_guard lock(mutex_);
-    if (waiting_.empty()) return;
-    games.swap(waiting_);
+    const size_t n = std::min(waiting_.size(), size_t(games_per_file_));
+    if (n == 0 || (n < size_t(games_per_file_) && !partial)) return false;
+    games.assign(std::make_move_iterator(waiting_.begin()), std::make_move_iterator(waiting_.begin() + n));
+    waiting_.erase(waiting_.begin(), waiting_.begin() + n);
+    oldest_ = std::chrono::steady_clock::now();  // the next game's wait starts no earlier than this
   }
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, "-%05lld.hcpe3", (long long)next_file_);
   if (auto err = write_hcpe3_file((fs::path(dir_) / (name_ + suffix)).string(), games)) {
-    std::lock_guard lock(mutex_);  // keep the games for the next try
-    games.insert(games.end(), std::make_move_iterator(waiting_.begin()), std::make_move_iterator(waiting_.end()));
-    waiting_.swap(games);
+    std::lock_guard lock(mutex_);  // keep the games, in order, for the next try
+    waiting_.insert(waiting_.begin(), std::make_move_iterator(games.begin()), std::make_move_iterator(games.end()));
     throw std::runtime_error(*err);
   }
   {
@@ -82,14 +91,15 @@ void RecordWriter::flush() {
     files_ += 1;
     games_ += int64_t(games.size());
   }
-  if (!csa_) return;
-  for (const Hcpe3Game& g : games) {
-    GameRecord rec = record_from_hcpe3(g);
-    rec.black = rec.white = "jiriki";
-    rec.event = "jiriki selfplay";
-    std::snprintf(suffix, sizeof suffix, "-%07lld.csa", (long long)next_csa_++);
-    write_file_atomically((fs::path(dir_) / "csa" / (name_ + suffix)).string(), write_csa(rec));
-  }
+  if (csa_)
+    for (const Hcpe3Game& g : games) {
+      GameRecord rec = record_from_hcpe3(g);
+      rec.black = rec.white = "jiriki";
+      rec.event = "jiriki selfplay";
+      std::snprintf(suffix, sizeof suffix, "-%07lld.csa", (long long)next_csa_++);
+      write_file_atomically((fs::path(dir_) / "csa" / (name_ + suffix)).string(), write_csa(rec));
+    }
+  return true;
 }
 
 int64_t RecordWriter::files_written() const {

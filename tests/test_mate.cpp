@@ -113,22 +113,23 @@ struct Problem {
 const Problem PROBLEMS[] = {
     // 1 ply: White king 1a, Black pawn 1c. G*1b: the gold covers 2a and 2b, the pawn guards 1b.
     {"8k/9/8P/9/9/9/9/9/4K4 b G2r2b3g4s4n4l17p 1", 1},
-    // 3 plies: White king 1b, own lance on 1c; Black lance 2e, silver 4b. R*2b+ (guarded by the
+    // 3 plies: White king 1b, own lance on 1c; Black lance 2e, silver 4b. R*2b (guarded by the
     // lance through 2d-2c): 2a and 2c are on the rook's file, so only K-1a; then 2b2a+ (the dragon is
     // guarded by the lance along file 2 and covers 1b): mate.
     {"9/5S2k/8l/9/7L1/9/9/9/4K4 b RPr2b4g3s4n2l17p 1", 3},
-    // 5 plies: White king 1b, rook 2a, lance 1c; Black horse 3c, gold 3d. S*2c+: the horse covers
-    // 1a and 2b, 2c is guarded twice, so only Rx2c; Gx2c+ leaves only K-2a (1a: horse, 2b: gold and
+    // 5 plies: White king 1b, rook 2a, lance 1c; Black horse 3c, gold 3d. S*2c: the horse covers
+    // 1a and 2b, 2c is guarded twice, so only Rx2c; Gx2c leaves only K-2a (1a: horse, 2b: gold and
     // horse); G-2b mate (guarded by the horse; 1a, 3a, 1b, 3b all covered).
     {"7r1/8k/6+B1l/6G2/9/9/9/9/4K4 b SLrb3g3s4n2l18p 1", 5},
-    // 7 plies: White king 4a, pawn 3a, lance 3b; Black gold 6c, two rooks in hand. R*5a+ Kx5a,
-    // R*5c+ (interpositions on 5b only lengthen it) K-6a, 5c5b+ K-7a, G-7b mate.
+    // 7 plies: White king 4a, pawn 3a, lance 3b; Black gold 6c, two rooks in hand. R*5a Kx5a,
+    // R*5c (an interposition on 5b does no better) K-6a, 5c5b+ K-7a, G-7b mate.
     {"5kp2/6l2/3G5/9/9/9/9/9/4K4 b 2R2b3g4s4n3l17p 1", 7},
-    // 9 plies: bare White king 2a against a dragon 4c and lance 5c: P*2b+ (a pawn check that is not
-    // mate, so legal), K-1b, R*1c+ K-2b, and the dragon and rook close the net.
+    // 9 plies: a lone White king 2a against a dragon 4c and lance 5c: P*2b (a pawn check that is not
+    // mate, so legal) K-1b, R*1c K-2b, and the dragon and rook close the net.
     {"7k1/9/4L+R3/9/9/9/9/9/4K4 b RP2b4g4s4n3l17p 1", 9},
-    // 11 plies, a chain of sacrifices: +L3b x2a+ Kx2a, G*3b+ K-1a, Gx2b+ (the bishop) Kx2b,
-    // +L3d-2c+ K-1a, B*2b+ K-2a, 4a3b+ (horse) mate.
+    // 11 plies, a chain of sacrifices, every move a check: the promoted lance 3b takes the gold on
+    // 2a, Kx2a; G*3b K-1a; the gold takes the bishop on 2b, Kx2b; promoted lance 3d-2c K-1a;
+    // B*2b K-2a; 4a3b+ (a horse) mate.
     {"5B1gk/6+Lbl/9/6+L2/9/9/9/9/4K4 b L2P2r3g4s4n16p 1", 11},
     // 13 plies: White king 1b behind its pawn 2b; Black horse 1d, rook 2e, bishop in hand.
     {"9/7pk/9/8+B/7R1/9/9/9/4K4 b Br4g4s4n4l17p 1", 13},
@@ -181,7 +182,7 @@ TEST_CASE("df-pn solves composed problems of 1 to 15 plies with a shortest force
   CHECK(alternatives > 100);  // the longer lines leave the defender real choices
 }
 
-TEST_CASE("an illegal pawn-drop mate is not a mate", "[mate]") {
+TEST_CASE("an illegal pawn-drop mate is not a mate, at the root or deeper", "[mate]") {
   // White king 1a boxed in by its own knight 2a and silver 2b; Black knight 2d guards 1b. P*1b would
   // mate (uchifuzume), so it is illegal. Black's only other check, 2d1b+, is answered by Kx1b, after
   // which Black has a lone pawn in hand and no mate.
@@ -199,6 +200,22 @@ TEST_CASE("an illegal pawn-drop mate is not a mate", "[mate]") {
   CHECK(r.status == MateResult::NO_MATE);
   CHECK(r.pv.empty());
   CHECK_FALSE(mate_in_ply(pos, 5));
+
+  // Two plies deeper: White king 1b with its own knight on 1c, Black knight 1d. R*2b+ (guarded by
+  // the knight) leaves only K-1a, where P*1b would mate (the rook guards 1b and covers 2a) but is
+  // illegal; the rook's other checks let the king out, and there is no mate at all.
+  Position deeper = from_sfen("9/8k/8n/8N/9/9/9/9/4K4 b RPr2b4g4s2n4l17p 1");
+  deeper.do_move(make_drop(ROOK, make_square(1, 1)));
+  MoveList replies = legal_moves(deeper);
+  REQUIRE(replies.size() == 1);
+  deeper.do_move(replies.moves[0]);
+  CHECK(deeper.king_square(WHITE) == make_square(0, 0));
+  CHECK(deeper.pawn_drop_mates(make_square(0, 1)));
+  CHECK_FALSE(legal_moves(deeper).contains(drop));
+  deeper.undo_move();
+  deeper.undo_move();
+  CHECK(bf.shortest(deeper, 9) == -1);
+  CHECK(solve_mate(deeper).status == MateResult::NO_MATE);
 
   // The same net closed by pushing a pawn (legal) is a mate in one.
   Position push = from_sfen("7nk/7s1/8P/7N1/9/9/9/9/4K4 b 2r2b4g3s2n4l17p 1");
@@ -234,8 +251,9 @@ TEST_CASE("positions without a mate, perpetual check included, are answered NO_M
 
 TEST_CASE("counter-checks by the defender and an attacker in check at the root", "[mate]") {
   BruteForce bf;
-  // 5 plies: G*4c+ and the only reply 3cx4c checks Black's king on 5d; Black must answer with a
-  // check, 4dx4c+ (the silver promotes, guarded by the king), K-4a, N*3c mate.
+  // 5 plies: after G*4c, K-4a is mated at once, so the longest defence is 3cx4c, which checks
+  // Black's king on 5d; Black must answer with a check, 4dx4c+ (the silver promotes, guarded by the
+  // king), K-4a, N*3c mate.
   Position counter = from_sfen("4p1s2/5k3/6g2/2N1KS3/9/9/9/9/9 b GNP2r2b2g2s2n4l16p 1");
   MateResult r = solve_mate(counter);
   INFO("line: " << line_text(r.pv));
@@ -250,7 +268,7 @@ TEST_CASE("counter-checks by the defender and an attacker in check at the root",
   verify_mating_line(counter, r.pv, bf);
 
   // 3 plies: Black's king on 4d is in check from the gold on 3c; 3ex3c+ takes it with check, and
-  // after K-1a (or another king move) G*2b mates.
+  // each king move (1a, 1b, 2a) is mated at once, G*2b after K-1a.
   Position in_check = from_sfen("9/7k1/6gp1/5K2G/6R2/9/9/9/9 b Lr2b2g4s4n3l17p 1");
   REQUIRE(in_check.in_check());
   MateResult c = solve_mate(in_check);

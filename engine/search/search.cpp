@@ -18,296 +18,21 @@ int winrate_to_cp(float p) {
   return int(std::lround(-756.0 * std::log(1.0 / p - 1.0)));
 }
 
-// One step of a playout: the node left and the edge taken.
-struct Step {
-  Node* node;
-  Edge* edge;
-};
-
-// A new leaf waiting in a worker's batch, with its path (a range of Worker::steps).
-struct PendingLeaf {
-  Node* node;
-  Color us;  // side to move at the leaf, for the policy labels
-  int first_step, num_steps;
-};
-
 struct Searcher::Worker {
-  Position pos;                 // at the root between playouts
-  EvalBatch batch;
-  std::vector<PendingLeaf> leaves;
-  std::vector<Step> steps;      // paths of the batch's leaves, one after another
-  std::vector<Step> path;       // the playout in progress
-  std::vector<float> logits;    // scratch for the softmax
-  explicit Worker(int batch_size) : batch(batch_size) {}
+  Position pos;  // at the root between playouts
+  LeafBatch lb;
+  explicit Worker(int batch_size) : lb(batch_size) {}
 };
-
-namespace {
-
-enum class PlayoutEnd { QUEUED, LANDED, COLLISION, FULL };
-
-// Value of a finished or proven node for its side to move.
-float settled_value(const Node* n) {
-  switch (n->outcome()) {
-    case Outcome::WIN: return 1.0f;
-    case Outcome::LOSS: return 0.0f;
-    default: return n->value;  // terminal draw: the draw value stored at creation
-  }
-}
-
-// Root moves in the order the engine prefers them: proven wins (quickest first), then unproven
-// moves by playouts, then proven losses (slowest first).
-int64_t preference(const Edge& e) {
-  const Node* c = e.child.load(std::memory_order_acquire);
-  const Outcome o = c ? c->outcome() : Outcome::UNKNOWN;
-  if (o == Outcome::LOSS) return (int64_t(3) << 40) - c->outcome_plies();
-  if (o == Outcome::WIN) return (int64_t(1) << 40) + c->outcome_plies();
-  return (int64_t(2) << 40) + (int64_t(e.visits.load(std::memory_order_relaxed)) << 8) + int64_t(e.prior * 255);
-}
-
-Edge* most_visited(const Node* n) {
-  if (!n || !n->ready() || n->num_edges == 0) return nullptr;
-  Edge* best = nullptr;
-  for (Edge& e : *n)
-    if (e.visits.load(std::memory_order_relaxed) > 0 && (!best || preference(e) > preference(*best))) best = &e;
-  return best;
-}
-
-int mate_of(const Edge& e) {
-  const Node* c = e.child.load(std::memory_order_acquire);
-  if (!c) return 0;
-  if (c->outcome() == Outcome::LOSS) return c->outcome_plies() + 1;
-  if (c->outcome() == Outcome::WIN) return -(c->outcome_plies() + 1);
-  return 0;
-}
-
-}  // namespace
-
-// ---- selection and playouts ------------------------------------------------------------------
-
-// What a playout needs from the searcher, kept here so that search.h stays small.
-struct Playout {
-  static Edge* select(const Searcher& s, Node* node, bool is_root);
-  static PlayoutEnd run(Searcher& s, Searcher::Worker& w);
-  static void land(Searcher& s, const Step* path, int len, float value, int weight, Outcome outcome, int plies);
-  static void finish_batch(Searcher& s, Searcher::Worker& w);
-};
-
-Edge* Playout::select(const Searcher& s, Node* node, bool is_root) {
-  const SearchParams& p = s.params_;
-  int64_t sum_n = 0;
-  double sum_w = 0.0;
-  float visited_prior = 0.0f;
-  for (const Edge& e : *node) {
-    int n = e.visits.load(std::memory_order_relaxed) + e.virtual_loss.load(std::memory_order_relaxed);
-    if (n > 0) {
-      sum_n += n;
-      sum_w += e.value_sum.load(std::memory_order_relaxed);
-      visited_prior += e.prior;
-    }
-  }
-  const float c = p.c_init + std::log((float(sum_n) + p.c_base + 1.0f) / p.c_base);
-  const float fpu = is_root ? p.fpu_reduction_root : p.fpu_reduction;
-  const float q_untried = sum_n > 0 ? std::max(0.0f, float(sum_w / double(sum_n)) - fpu * std::sqrt(visited_prior)) : 0.0f;
-  const float sqrt_n = sum_n > 0 ? std::sqrt(float(sum_n)) : 1.0f;
-
-  Edge* best = node->edges;
-  float best_score = -1e30f;
-  for (Edge& e : *node) {
-    float score;
-    const Node* child = e.child.load(std::memory_order_acquire);
-    const Outcome o = child ? child->outcome() : Outcome::UNKNOWN;
-    if (o == Outcome::LOSS) return &e;  // wins outright
-    if (o == Outcome::WIN) {
-      score = -1.0f;  // loses: only when nothing else is left
-    } else {
-      int n = e.visits.load(std::memory_order_relaxed) + e.virtual_loss.load(std::memory_order_relaxed);
-      float q = n > 0 ? float(e.value_sum.load(std::memory_order_relaxed) / n) : q_untried;
-      score = q + c * e.prior * sqrt_n / float(1 + n);
-    }
-    if (score > best_score) {
-      best_score = score;
-      best = &e;
-    }
-  }
-  return best;
-}
-
-// Lands `weight` playouts with `value` (win probability of the side to move at the end of the
-// path) on every edge of the path, takes their virtual loss back, and carries a proven outcome of
-// the last node up as far as it decides its ancestors.
-void Playout::land(Searcher& s, const Step* path, int len, float value, int weight, Outcome outcome, int plies) {
-  float v = value;
-  for (int i = len - 1; i >= 0; --i) {
-    v = 1.0f - v;
-    Edge* e = path[i].edge;
-    Node* n = path[i].node;
-    e->value_sum.fetch_add(double(v) * weight, std::memory_order_relaxed);
-    e->visits.fetch_add(weight, std::memory_order_relaxed);
-    e->virtual_loss.fetch_sub(weight, std::memory_order_relaxed);
-    if (outcome == Outcome::LOSS) {  // the mover wins by this move
-      if (n->outcome() != Outcome::WIN || n->outcome_plies() > plies + 1) n->set_outcome(Outcome::WIN, plies + 1);
-      outcome = Outcome::WIN;
-      plies = n->outcome_plies();
-    } else if (outcome == Outcome::WIN) {  // the mover loses by this move: lost if every move loses
-      int longest = 0;
-      for (const Edge& o : *n) {
-        const Node* c = o.child.load(std::memory_order_acquire);
-        if (!c || c->outcome() != Outcome::WIN) {
-          longest = -1;
-          break;
-        }
-        longest = std::max(longest, c->outcome_plies());
-      }
-      if (longest >= 0) {
-        n->set_outcome(Outcome::LOSS, longest + 1);
-        outcome = Outcome::LOSS;
-        plies = longest + 1;
-      } else {
-        outcome = Outcome::UNKNOWN;
-      }
-    } else {
-      outcome = Outcome::UNKNOWN;
-    }
-  }
-  s.playouts_done_.fetch_add(weight, std::memory_order_relaxed);
-}
-
-PlayoutEnd Playout::run(Searcher& s, Searcher::Worker& w) {
-  Position& pos = w.pos;
-  std::vector<Step>& path = w.path;
-  path.clear();
-  Node* node = s.root_;
-  PlayoutEnd end;
-  for (;;) {
-    uint32_t pending = node->pending.load(std::memory_order_acquire);
-    if (pending & Node::EVALUATING) {
-      // A leaf still waiting for its evaluation: this playout lands with it.
-      if (!node->pending.compare_exchange_strong(pending, pending + 1, std::memory_order_acq_rel)) continue;
-      end = PlayoutEnd::COLLISION;
-      break;
-    }
-    const Outcome o = node->outcome();
-    if (node->terminal || (node != s.root_ && (o == Outcome::WIN || o == Outcome::LOSS))) {
-      land(s, path.data(), int(path.size()), settled_value(node), 1, o, node->outcome_plies());
-      end = PlayoutEnd::LANDED;
-      break;
-    }
-    Edge* e = select(s, node, node == s.root_);
-    e->virtual_loss.fetch_add(1, std::memory_order_relaxed);
-    path.push_back({node, e});
-    pos.do_move(e->move);
-    Node* child = e->child.load(std::memory_order_acquire);
-    if (child) {
-      node = child;
-      continue;
-    }
-
-    // A new leaf: is the game over here, or is there a short forced mate? Otherwise it goes to the
-    // network. Everything is settled before the node is linked, so that others see it whole.
-    const Color us = pos.side_to_move();
-    Outcome result = Outcome::UNKNOWN;
-    int result_plies = 0;
-    float value = 0.5f;
-    MoveList moves;
-    switch (pos.repetition(1)) {
-      case Repetition::DRAW: result = Outcome::DRAW; value = s.draw_value(us); break;
-      case Repetition::WIN: result = Outcome::WIN; break;
-      case Repetition::LOSE: result = Outcome::LOSS; break;
-      case Repetition::NONE: break;
-    }
-    if (result == Outcome::UNKNOWN) {
-      generate<GenType::LEGAL>(pos, moves);
-      if (moves.size() == 0) {
-        result = Outcome::LOSS;
-      } else if (pos.declaration_win(s.params_.entering_king_rule)) {
-        result = Outcome::WIN;
-        result_plies = 1;
-      } else if (s.params_.max_moves_to_draw > 0 && pos.game_ply() > s.params_.max_moves_to_draw) {
-        result = Outcome::DRAW;
-        value = s.draw_value(us);
-      } else {
-        for (int k = 1; k <= s.params_.leaf_mate_plies; k += 2)
-          if (mate_in_ply(pos, k)) {
-            result = Outcome::WIN;
-            result_plies = k;
-            break;
-          }
-      }
-    }
-    Node* fresh = s.pool_.new_node();
-    if (fresh && result == Outcome::UNKNOWN && !s.pool_.new_edges(fresh, moves.size())) {
-      s.pool_.free_node(fresh);
-      fresh = nullptr;
-    }
-    if (!fresh) {
-      for (const Step& st : path) st.edge->virtual_loss.fetch_sub(1, std::memory_order_relaxed);
-      end = PlayoutEnd::FULL;
-      break;
-    }
-    if (result == Outcome::UNKNOWN) {
-      for (int i = 0; i < moves.size(); ++i) fresh->edges[i].move = moves.moves[i];
-    } else {
-      fresh->terminal = true;
-      fresh->value = result == Outcome::WIN ? 1.0f : result == Outcome::LOSS ? 0.0f : value;
-      fresh->set_outcome(result, result_plies);
-    }
-    if (!e->child.compare_exchange_strong(child, fresh, std::memory_order_acq_rel)) {
-      s.pool_.free_node(fresh);  // another thread linked this leaf first; follow theirs
-      node = child;
-      continue;
-    }
-    if (fresh->terminal) {
-      uint32_t collisions = fresh->pending.exchange(0, std::memory_order_acq_rel) & ~Node::EVALUATING;
-      land(s, path.data(), int(path.size()), fresh->value, 1 + int(collisions), result, result_plies);
-      end = PlayoutEnd::LANDED;
-    } else {
-      nn::encode_features(pos, w.batch.add());
-      w.leaves.push_back({fresh, us, int(w.steps.size()), int(path.size())});
-      w.steps.insert(w.steps.end(), path.begin(), path.end());
-      end = PlayoutEnd::QUEUED;
-    }
-    int depth = int(path.size());
-    int seen = s.seldepth_.load(std::memory_order_relaxed);
-    while (depth > seen && !s.seldepth_.compare_exchange_weak(seen, depth)) {}
-    break;
-  }
-  for (size_t i = 0; i < path.size(); ++i) pos.undo_move();
-  return end;
-}
-
-// Expands the batch's leaves with the network's answers and lands their playouts.
-void Playout::finish_batch(Searcher& s, Searcher::Worker& w) {
-  const float inv_t = 1.0f / s.params_.softmax_temperature;
-  for (int i = 0; i < int(w.leaves.size()); ++i) {
-    const PendingLeaf& leaf = w.leaves[i];
-    Node* n = leaf.node;
-    const float* policy = w.batch.policy(i);
-    w.logits.resize(n->num_edges);
-    float max_logit = -1e30f;
-    for (int j = 0; j < n->num_edges; ++j) {
-      w.logits[j] = policy[nn::move_to_label(n->edges[j].move, leaf.us)] * inv_t;
-      max_logit = std::max(max_logit, w.logits[j]);
-    }
-    float sum = 0.0f;
-    for (int j = 0; j < n->num_edges; ++j) sum += (w.logits[j] = std::exp(w.logits[j] - max_logit));
-    for (int j = 0; j < n->num_edges; ++j) n->edges[j].prior = w.logits[j] / sum;
-    n->value = w.batch.value(i);
-    uint32_t collisions = n->pending.exchange(0, std::memory_order_acq_rel) & ~Node::EVALUATING;
-    land(s, w.steps.data() + leaf.first_step, leaf.num_steps, n->value, 1 + int(collisions), Outcome::UNKNOWN, 0);
-  }
-}
 
 void Searcher::worker_loop(Worker& w) {
-  const int batch = w.batch.capacity();
+  const int batch = w.lb.batch.capacity();
   try {
     while (!stop_workers_.load(std::memory_order_relaxed)) {
-      w.batch.clear();
-      w.leaves.clear();
-      w.steps.clear();
+      w.lb.clear();
       int collisions = 0;
       bool last_batch = false;
-      for (int attempts = 0; w.batch.size() < batch && collisions <= batch / 2 && attempts < 4 * batch + 16; ++attempts) {
-        if (stop_workers_.load(std::memory_order_relaxed) || root_->outcome() != Outcome::UNKNOWN) {
+      for (int attempts = 0; w.lb.batch.size() < batch && collisions <= batch / 2 && attempts < 4 * batch + 16; ++attempts) {
+        if (stop_workers_.load(std::memory_order_relaxed) || tree_.root->outcome() != Outcome::UNKNOWN) {
           last_batch = true;
           break;
         }
@@ -315,16 +40,16 @@ void Searcher::worker_loop(Worker& w) {
           last_batch = true;
           break;
         }
-        PlayoutEnd end = Playout::run(*this, w);
+        PlayoutEnd end = run_playout(tree_, w.pos, w.lb);
         if (end == PlayoutEnd::COLLISION) ++collisions;
         if (end == PlayoutEnd::FULL) {
           last_batch = true;
           break;
         }
       }
-      if (w.batch.size() > 0) {
-        queue_->evaluate(w.batch);
-        Playout::finish_batch(*this, w);
+      if (w.lb.batch.size() > 0) {
+        queue_->evaluate(w.lb.batch);
+        finish_batch(w.lb);
       } else if (collisions > 0) {
         std::this_thread::yield();  // every leaf in reach is being evaluated by another thread
       }
@@ -333,17 +58,7 @@ void Searcher::worker_loop(Worker& w) {
   } catch (...) {
     std::lock_guard lock(error_mutex_);
     if (!worker_error_) worker_error_ = std::current_exception();
-    // The leaves of the failed batch can never be evaluated: settle them as unknown draws so that
-    // no playout waits on them forever.
-    for (const PendingLeaf& leaf : w.leaves) {
-      Node* n = leaf.node;
-      if (!n->ready()) {
-        n->value = 0.5f;
-        n->terminal = true;
-        uint32_t collisions = n->pending.exchange(0, std::memory_order_acq_rel) & ~Node::EVALUATING;
-        Playout::land(*this, w.steps.data() + leaf.first_step, leaf.num_steps, 0.5f, 1 + int(collisions), Outcome::UNKNOWN, 0);
-      }
-    }
+    fail_batch(w.lb);  // the leaves of the failed batch can never be evaluated
   }
   {
     std::lock_guard lock(signal_mutex_);
@@ -354,18 +69,15 @@ void Searcher::worker_loop(Worker& w) {
 
 // ---- the searcher ----------------------------------------------------------------------------
 
-Searcher::Searcher(size_t hash_bytes) : pool_(hash_bytes) {}
+Searcher::Searcher(size_t hash_bytes) : pool_(hash_bytes) {
+  tree_.params = &params_;
+  tree_.pool = &pool_;
+}
 
 Searcher::~Searcher() {
   stop();
   wait();
-  if (root_) pool_.release(root_);
-}
-
-float Searcher::draw_value(Color side_to_move) const {
-  const Color engine = root_pos_.side_to_move();
-  const float v = engine == BLACK ? params_.draw_value_black : params_.draw_value_white;
-  return side_to_move == engine ? v : 1.0f - v;
+  if (tree_.root) pool_.release(tree_.root);
 }
 
 void Searcher::set_params(const SearchParams& p) {
@@ -384,8 +96,8 @@ void Searcher::set_hash_size(size_t bytes) {
 }
 
 void Searcher::clear_tree() {
-  if (root_) pool_.release(root_);
-  root_ = nullptr;
+  if (tree_.root) pool_.release(tree_.root);
+  tree_.root = nullptr;
   tree_moves_.clear();
   tree_sfen_.clear();
 }
@@ -411,9 +123,9 @@ bool Searcher::prepare_root() {
   const bool draw_sided = params_.draw_value_black != params_.draw_value_white;
   Node* keep = nullptr;
   Edge* keep_edge = nullptr;
-  if (root_ && tree_sfen_ == pos_sfen_ && pos_moves_.size() >= tree_moves_.size() &&
-      std::equal(tree_moves_.begin(), tree_moves_.end(), pos_moves_.begin()) && !(draw_sided && color != tree_color_)) {
-    keep = root_;
+  if (tree_.root && tree_sfen_ == pos_sfen_ && pos_moves_.size() >= tree_moves_.size() &&
+      std::equal(tree_moves_.begin(), tree_moves_.end(), pos_moves_.begin()) && !(draw_sided && color != tree_.engine)) {
+    keep = tree_.root;
     for (size_t i = tree_moves_.size(); i < pos_moves_.size() && keep; ++i) {
       keep_edge = nullptr;
       if (keep->ready())
@@ -424,39 +136,33 @@ bool Searcher::prepare_root() {
     // A node that ended the game inside the tree (a first repetition) is no root to search from.
     if (keep && (keep->terminal || !keep->ready())) keep = nullptr;
   }
-  if (keep != root_) {
+  if (keep != tree_.root) {
     if (keep) keep_edge->child.store(nullptr);  // detach before the rest goes
-    if (root_) pool_.release(root_);
-    root_ = keep;
+    if (tree_.root) pool_.release(tree_.root);
+    tree_.root = keep;
   }
   tree_sfen_ = pos_sfen_;
   tree_moves_ = pos_moves_;
-  tree_color_ = color;
+  tree_.engine = color;
   pool_.clear_full_flag();
 
-  if (!root_) {
-    root_ = pool_.new_node();
-    MoveList moves = legal_moves(root_pos_);
-    if (!root_ || !pool_.new_edges(root_, moves.size())) {
+  if (!tree_.root) {
+    LeafBatch lb(1);
+    if (!queue_root(tree_, root_pos_, lb)) {
       // Not even the root fits: fall back on a budget of one root, whatever USI_Hash says.
-      if (root_) pool_.free_node(root_);
-      pool_.set_capacity(std::max(pool_.capacity(), pool_.used() + NodePool::node_bytes() + NodePool::edge_bytes(moves.size())));
-      root_ = pool_.new_node();
-      pool_.new_edges(root_, moves.size());
+      const int n = legal_moves(root_pos_).size();
+      pool_.set_capacity(std::max(pool_.capacity(), pool_.used() + NodePool::node_bytes() + NodePool::edge_bytes(n)));
+      queue_root(tree_, root_pos_, lb);
     }
-    for (int i = 0; i < moves.size(); ++i) root_->edges[i].move = moves.moves[i];
-    Worker w(1);
-    nn::encode_features(root_pos_, w.batch.add());
-    w.leaves.push_back({root_, color, 0, 0});
     try {
-      queue_->evaluate(w.batch);
+      queue_->evaluate(lb.batch);
     } catch (...) {
       worker_error_ = std::current_exception();
-      pool_.release(root_);
-      root_ = nullptr;
+      pool_.release(tree_.root);
+      tree_.root = nullptr;
       return false;
     }
-    Playout::finish_batch(*this, w);
+    finish_batch(lb);
   }
   return true;
 }
@@ -471,8 +177,8 @@ void Searcher::start(const SearchLimits& limits, std::function<void(const Search
   finished_ = false;
   workers_done_ = 0;
   playouts_reserved_ = 0;
-  playouts_done_ = 0;
-  seldepth_ = 0;
+  tree_.playouts = 0;
+  tree_.seldepth = 0;
   node_limit_ = limits.nodes;
   worker_error_ = nullptr;
   manager_ = std::thread([this, limits, on_info = std::move(on_info), on_done = std::move(on_done), info_interval_ms] {
@@ -513,14 +219,14 @@ int64_t Searcher::elapsed_ms(Clock::time_point since) const {
 
 SearchInfo Searcher::info() const {
   SearchInfo info;
-  info.nodes = playouts_done_.load();
+  info.nodes = tree_.playouts.load();
   info.time_ms = elapsed_ms(start_time_);
   info.nps = info.nodes * 1000 / std::max<int64_t>(info.time_ms, 1);
   info.hashfull = pool_.hashfull();
-  info.seldepth = seldepth_.load();
-  if (!root_ || !root_->ready()) return info;
+  info.seldepth = tree_.seldepth.load();
+  if (!tree_.root || !tree_.root->ready()) return info;
   std::vector<const Edge*> order;
-  for (const Edge& e : *root_) order.push_back(&e);
+  for (const Edge& e : *tree_.root) order.push_back(&e);
   std::stable_sort(order.begin(), order.end(), [](const Edge* a, const Edge* b) { return preference(*a) > preference(*b); });
   const int lines = std::min<int>(std::max(params_.multipv, 1), int(order.size()));
   for (int i = 0; i < lines; ++i) {
@@ -597,7 +303,6 @@ void Searcher::manager(SearchLimits limits, std::function<void(const SearchInfo&
     return;
   }
   const bool root_ready = queue_ && prepare_root();
-  playouts_done_ = 0;  // the root's own evaluation is not a playout
   if (!root_ready) {
     SearchResult r;
     r.kind = SearchResult::RESIGN;
@@ -609,7 +314,7 @@ void Searcher::manager(SearchLimits limits, std::function<void(const SearchInfo&
 
   // Workers are kept between searches; made again only when their shape changes.
   const int batch = std::clamp(params_.batch_size, 1, queue_->max_batch());
-  if (int(workers_.size()) != params_.threads || (workers_.size() && workers_[0]->batch.capacity() != batch)) {
+  if (int(workers_.size()) != params_.threads || (workers_.size() && workers_[0]->lb.batch.capacity() != batch)) {
     workers_.clear();
     for (int i = 0; i < params_.threads; ++i) workers_.push_back(std::make_unique<Worker>(batch));
   }
@@ -670,8 +375,8 @@ void Searcher::manager(SearchLimits limits, std::function<void(const SearchInfo&
     if (ponder || limits.infinite) continue;
 
     // The search has nothing more to do.
-    if (workers_finished || mate_found || root_->outcome() != Outcome::UNKNOWN) break;
-    if (node_limit_ > 0 && playouts_done_.load() >= node_limit_) break;
+    if (workers_finished || mate_found || tree_.root->outcome() != Outcome::UNKNOWN) break;
+    if (node_limit_ > 0 && tree_.playouts.load() >= node_limit_) break;
     if (!limits.use_time) continue;
 
     const TimeBudget& tb = limits.time;
@@ -679,7 +384,7 @@ void Searcher::manager(SearchLimits limits, std::function<void(const SearchInfo&
     // The two most visited root moves, and when the best one last changed.
     int32_t first = 0, second = 0;
     Move best = MOVE_NONE;
-    for (const Edge& e : *root_) {
+    for (const Edge& e : *tree_.root) {
       int32_t n = e.visits.load(std::memory_order_relaxed);
       if (n > first) {
         second = first;
@@ -701,7 +406,7 @@ void Searcher::manager(SearchLimits limits, std::function<void(const SearchInfo&
       done = !unsettled || t_soft >= 2 * tb.optimum;
     } else {
       // Stop early when the best move cannot be overtaken within the optimum.
-      const int64_t rate = playouts_done_.load() * 1000 / std::max<int64_t>(t_soft, 1);
+      const int64_t rate = tree_.playouts.load() * 1000 / std::max<int64_t>(t_soft, 1);
       done = t_soft >= 100 && first - second > rate * (tb.optimum - t_soft) / 1000;
     }
     if (done) {

@@ -33,6 +33,7 @@
 #include "engine/position.h"
 #include "engine/search/eval_queue.h"
 #include "engine/search/node.h"
+#include "engine/search/playout.h"
 #include "engine/search/time_manager.h"
 
 namespace jiriki::search {
@@ -134,20 +135,16 @@ class Searcher {
   void worker_loop(Worker& w);
   bool prepare_root();
   SearchResult decide() const;
-  float draw_value(Color side_to_move) const;
   int64_t elapsed_ms(std::chrono::steady_clock::time_point since) const;
-
-  friend struct Playout;
 
   SearchParams params_;
   EvalQueue* queue_ = nullptr;
   NodePool pool_;
 
   // The tree and the game it belongs to.
-  Node* root_ = nullptr;
+  Tree tree_;                      // its `engine`: side to move at the root when its values were made
   std::string tree_sfen_;          // the game the tree belongs to: start SFEN ...
   std::vector<Move> tree_moves_;   // ... and the moves to the tree's root
-  Color tree_color_ = BLACK;       // side to move at the root when the tree's values were made
   Position root_pos_;
   std::string pos_sfen_ = Position::STARTPOS_SFEN;
   std::vector<Move> pos_moves_;
@@ -167,8 +164,7 @@ class Searcher {
   std::atomic<bool> ponderhit_{false};
   std::mutex signal_mutex_;
   std::condition_variable signal_cv_;
-  std::atomic<int64_t> playouts_reserved_{0}, playouts_done_{0};
-  std::atomic<int> seldepth_{0};
+  std::atomic<int64_t> playouts_reserved_{0};
   int64_t node_limit_ = 0;
   std::chrono::steady_clock::time_point start_time_;
   std::exception_ptr worker_error_;

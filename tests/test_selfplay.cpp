@@ -1,0 +1,516 @@
+// Self-play: the shared playout steps over several trees in one batch, and `jiriki selfplay` run
+// as a child process with a tiny network. Every game is replayed and judged with the rules core
+// alone (Position::repetition, legal_moves, declaration_win), independently of the code that
+// ended it; records are read back in both formats; runs are repeated for determinism and killed
+// mid-way for durability.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "engine/csa.h"
+#include "engine/hcpe3.h"
+#include "engine/movegen.h"
+#include "engine/search/playout.h"
+#include "engine/search/search.h"
+#include "nn/model_file.h"
+#include "selfplay/openings.h"
+
+using namespace jiriki;
+namespace fs = std::filesystem;
+
+namespace {
+
+#if JIRIKI_HAVE_DNNL
+constexpr const char* BACKEND = "cpu";
+constexpr nn::BackendKind BACKEND_KIND = nn::BackendKind::CPU;
+#else
+constexpr const char* BACKEND = "reference";
+constexpr nn::BackendKind BACKEND_KIND = nn::BackendKind::REFERENCE;
+#endif
+
+fs::path fresh_dir(const std::string& what) {
+  fs::path d = fs::temp_directory_path() / ("jiriki_selfplay_" + what + "_" + std::to_string(::getpid()) + "_" +
+                                            std::to_string(std::random_device{}()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+nn::Model tiny_model() {
+  nn::Architecture a;
+  a.blocks = 1;
+  a.channels = 8;
+  nn::Model m(a);
+  nn::init_model(m, 11);
+  return m;
+}
+
+// The model file every CLI test uses.
+std::string tiny_model_file() {
+  static const fs::path path = [] {
+    fs::path p = fresh_dir("model") / "tiny.jnn";
+    nn::save_model(tiny_model(), p.string());
+    return p;
+  }();
+  return path.string();
+}
+
+int run_cli(const std::string& args) {
+  int rc = std::system((std::string(JIRIKI_BINARY) + " selfplay " + args + " > /dev/null 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::vector<fs::path> files_with(const fs::path& dir, const std::string& ext) {
+  std::vector<fs::path> out;
+  if (fs::exists(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_regular_file() && e.path().extension() == ext) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string bytes_of(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Every game of every hcpe3 file of `dir`, in file order; each file must parse completely (which
+// replays every move and candidate and checks it legal) and write back to the same bytes.
+std::vector<Hcpe3Game> read_games(const fs::path& dir) {
+  std::vector<Hcpe3Game> all;
+  for (const fs::path& f : files_with(dir, ".hcpe3")) {
+    INFO(f);
+    std::vector<Hcpe3Game> games;
+    REQUIRE_FALSE(read_hcpe3_file(f.string(), games));
+    CHECK_FALSE(games.empty());
+    std::vector<uint8_t> again;
+    for (const auto& g : games) append_hcpe3(g, again);
+    CHECK(std::string(again.begin(), again.end()) == bytes_of(f));
+    all.insert(all.end(), games.begin(), games.end());
+  }
+  return all;
+}
+
+bool game_over_by_rules(const Position& pos, int max_plies) {
+  return pos.repetition(3) != Repetition::NONE || legal_moves(pos).size() == 0 ||
+         pos.declaration_win(EnteringKingRule::POINT27) || pos.plies_from_root() >= max_plies;
+}
+
+// Replays a game and judges its end with the rules core: nothing ended it earlier, and its
+// result and flags are what its final position says. Returns how it ended.
+std::string judge(const Hcpe3Game& g, int max_plies, bool resign_allowed) {
+  Position pos;
+  REQUIRE_FALSE(decode_hcp(g.start, pos));
+  for (size_t i = 0; i < g.moves.size(); ++i) {
+    INFO("ply " << i << " of " << g.moves.size() << " in " << pos.sfen());
+    REQUIRE_FALSE(game_over_by_rules(pos, max_plies));
+    const Hcpe3Move& m = g.moves[i];
+    if (!m.candidates.empty())
+      CHECK(std::any_of(m.candidates.begin(), m.candidates.end(), [&](const Hcpe3Candidate& c) { return c.move16 == m.move; }));
+    pos.do_move(m.move);
+  }
+  INFO("final position " << pos.sfen() << ", result " << int(g.result));
+  const Color us = pos.side_to_move();
+  const GameResult we_win = us == BLACK ? BLACK_WIN : WHITE_WIN, we_lose = us == BLACK ? WHITE_WIN : BLACK_WIN;
+  const uint8_t flags = g.result & ~hcpe3::RESULT_MASK;
+  const Repetition rep = pos.repetition(3);
+  const bool mated = legal_moves(pos).size() == 0;
+  const bool declarable = pos.declaration_win(EnteringKingRule::POINT27);
+  if (flags == hcpe3::SENNICHITE) {
+    REQUIRE(rep != Repetition::NONE);
+    CHECK(g.winner() == (rep == Repetition::DRAW ? DRAW : rep == Repetition::WIN ? we_win : we_lose));
+    return rep == Repetition::DRAW ? "sennichite" : "perpetual_check";
+  }
+  CHECK(rep == Repetition::NONE);  // repetition is judged first
+  if (flags == 0 && mated) {
+    CHECK(g.winner() == we_lose);
+    return "mate";
+  }
+  CHECK_FALSE(mated);
+  if (flags == hcpe3::DECLARATION) {
+    CHECK(declarable);
+    CHECK(g.winner() == we_win);
+    return "declaration";
+  }
+  CHECK_FALSE(declarable);
+  if (flags == hcpe3::MAX_MOVES) {
+    CHECK(int(g.moves.size()) == max_plies);
+    CHECK(g.winner() == DRAW);
+    return "max_moves";
+  }
+  REQUIRE(flags == 0);  // resigned: the side to move lost, before the game was over by the rules
+  CHECK(resign_allowed);
+  CHECK(g.winner() == we_lose);
+  CHECK(int(g.moves.size()) < max_plies);
+  return "resign";
+}
+
+nlohmann::json last_stats(const fs::path& dir) {
+  auto files = files_with(dir, ".jsonl");
+  REQUIRE(files.size() == 1);
+  std::ifstream in(files[0]);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return nlohmann::json::parse(last);
+}
+
+// Runs self-play, judges every game and checks the stats file against the records. Returns the
+// count of each way the games ended.
+std::map<std::string, int> run_and_judge(const fs::path& dir, const std::string& args, int games, int max_plies,
+                                         bool resign_allowed) {
+  REQUIRE(run_cli("--model " + tiny_model_file() + " --out " + dir.string() + " --name t --backend " +
+                  std::string(BACKEND) + " --nn-threads 1 --threads 1 --games " +
+                  std::to_string(games) + " --max-plies " + std::to_string(max_plies) + " " + args) == 0);
+  std::vector<Hcpe3Game> all = read_games(dir);
+  REQUIRE(int(all.size()) == games);
+  std::map<std::string, int> ends;
+  int positions = 0;
+  for (size_t i = 0; i < all.size(); ++i) {
+    INFO("game " << i);
+    ends[judge(all[i], max_plies, resign_allowed)] += 1;
+    for (const auto& m : all[i].moves) positions += !m.candidates.empty();
+  }
+  nlohmann::json stats = last_stats(dir);
+  CHECK(stats["games"] == games);
+  CHECK(stats["recorded_positions"] == positions);
+  for (const char* kind : {"mate", "resign", "sennichite", "perpetual_check", "declaration", "max_moves"})
+    CHECK(stats["ends"][kind] == ends[kind]);
+  return ends;
+}
+
+// White moves, then Black declares: king in the camp, 10 pieces there, 28 points; White cannot
+// check or take a piece of the camp in one move.
+const std::string DECLARING = "+P+P+PS1S+P+P+P/1R2K2B1/9/9/p7p/l1n3n1l/l1n1g1n1l/1g1sks1g1/r3g3b w 10P 1\n";
+const std::string OPENINGS =
+    "startpos\n"
+    "# Black mates at once with G*1b\n"
+    "8k/9/8P/9/9/9/9/9/K8 b G2r2b3g4s4n4l17p 1\n" + DECLARING;
+
+// Every piece is locked in place but the kings: deterministic play repeats.
+const char* FORMATION = "RBGGSS+P+P+P/PPPPPPLL+N/8N/4k4/9/4K4/n8/+nllpppppp/+p+p+pssggbr b - 1\n";
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p);
+  out << text;
+}
+
+pid_t spawn_selfplay(const std::vector<std::string>& args) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    std::vector<std::string> all = {JIRIKI_BINARY, "selfplay"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(JIRIKI_BINARY, argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// Waits until `dir` holds at least `n` hcpe3 files (false after a minute).
+bool wait_for_files(const fs::path& dir, size_t n) {
+  for (int i = 0; i < 6000; ++i) {
+    if (files_with(dir, ".hcpe3").size() >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("playout steps: leaves of several trees in one batch land on their own trees", "[selfplay][search]") {
+  nn::BackendOptions o;
+  o.kind = BACKEND_KIND;
+  o.threads = 1;
+  o.max_batch = 64;
+  auto queue = search::make_eval_queue(tiny_model(), o, 1);
+  search::SearchParams params;
+  search::NodePool pool(size_t(64) << 20);
+  const char* sfens[] = {"startpos", "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2",
+                         "8k/9/7GP/9/9/9/9/9/K8 b 2r2b3g4s4n4l17p 1"};
+  std::vector<std::unique_ptr<search::Tree>> trees;
+  std::vector<Position> positions(3);
+  search::LeafBatch lb(64);
+  for (int t = 0; t < 3; ++t) {
+    REQUIRE_FALSE(positions[t].set_sfen(sfens[t]));
+    trees.push_back(std::make_unique<search::Tree>());
+    trees[t]->params = &params;
+    trees[t]->pool = &pool;
+    REQUIRE(search::queue_root(*trees[t], positions[t], lb));
+  }
+  REQUIRE(lb.batch.size() == 3);
+  queue->evaluate(lb.batch);
+  search::finish_batch(lb);
+  for (int t = 0; t < 3; ++t) {
+    const search::Node* root = trees[t]->root;
+    REQUIRE(root->ready());
+    CHECK(root->num_edges == legal_moves(positions[t]).size());
+    double sum = 0;
+    for (const auto& e : *root) sum += e.prior;
+    CHECK(sum == Approx(1.0).epsilon(1e-5));
+    CHECK(trees[t]->playouts == 0);  // a root's own evaluation is no playout
+  }
+  // Rounds of 4, 7 and 10 playouts per tree, all in one batch per round.
+  int started[3] = {0, 0, 0};
+  for (int round = 0; round < 5; ++round) {
+    lb.clear();
+    for (int t = 0; t < 3; ++t)
+      for (int k = 0; k < 4 + 3 * t; ++k) {
+        const std::string before = positions[t].sfen();
+        search::PlayoutEnd end = search::run_playout(*trees[t], positions[t], lb);
+        CHECK(end != search::PlayoutEnd::FULL);
+        CHECK(positions[t].sfen() == before);  // the root position is restored
+        ++started[t];
+      }
+    if (lb.batch.size() > 0) {
+      queue->evaluate(lb.batch);
+      search::finish_batch(lb);
+    }
+  }
+  for (int t = 0; t < 3; ++t) {
+    INFO("tree " << t);
+    CHECK(trees[t]->playouts == started[t]);  // every playout landed once, on its own tree
+    int64_t visits = 0;
+    for (const auto& e : *trees[t]->root) {
+      visits += e.visits;
+      CHECK(e.virtual_loss == 0);
+    }
+    CHECK(visits == started[t]);
+  }
+  // The third position has a mate in 1 (2c1b) among its few moves: the playouts prove it.
+  search::Edge* best = search::most_visited(trees[2]->root);
+  REQUIRE(best);
+  CHECK(search::mate_of(*best) == 1);
+  CHECK(search::edge_winrate(*best) == 1.0f);
+  for (auto& t : trees) pool.release(t->root);
+}
+
+TEST_CASE("judge_position: the rules in the order the games and the tree use them", "[selfplay][search]") {
+  search::SearchParams params;
+  params.max_moves_to_draw = 12;
+  MoveList moves;
+  Position pos;
+  // Three cycles of a rook shuffle: the 13th position repeats the first a fourth time.
+  const char* cycle[] = {"2h3h", "8b7b", "3h2h", "7b8b"};
+  for (int i = 0; i < 12; ++i) {
+    INFO("ply " << i);
+    CHECK(search::judge_position(pos, params, 3, moves) == search::Ending::NONE);
+    CHECK(search::judge_position(pos, params, 1, moves) == (i >= 4 ? search::Ending::REPETITION_DRAW : search::Ending::NONE));
+    pos.do_move(move_from_usi(pos, cycle[i % 4]));
+  }
+  CHECK(search::judge_position(pos, params, 3, moves) == search::Ending::REPETITION_DRAW);  // before the move limit
+  Position longer;
+  for (const char* m : {"7g7f", "3c3d", "2g2f", "8c8d", "2f2e", "8d8e", "6i7h", "4a3b", "3i4h", "7a7b", "5i6h", "5a4b"}) {
+    Move mv = move_from_usi(longer, m);
+    REQUIRE(longer.is_legal(mv));
+    longer.do_move(mv);
+  }
+  CHECK(search::judge_position(longer, params, 3, moves) == search::Ending::MAX_MOVES);
+  CHECK(moves.size() == legal_moves(longer).size());
+
+  // Perpetual check: after the fourth occurrence the checked side to move wins.
+  Position check;
+  REQUIRE_FALSE(check.set_sfen("4k4/9/9/9/9/9/9/9/K2R5 b - 1"));
+  check.do_move(move_from_usi(check, "6i5i"));
+  for (int c = 0; c < 3; ++c)
+    for (const char* m : {"5a4a", "5i4i", "4a5a", "4i5i"}) check.do_move(move_from_usi(check, m));
+  CHECK(search::judge_position(check, params, 3, moves) == search::Ending::REPETITION_WIN);
+  check.do_move(move_from_usi(check, "5a4a"));
+  CHECK(search::judge_position(check, params, 3, moves) == search::Ending::REPETITION_LOSS);
+
+  Position mated, declare;
+  REQUIRE_FALSE(mated.set_sfen("8k/8G/8P/9/9/9/9/9/K8 w 2r2b3g4s4n4l17p 2"));
+  CHECK(search::judge_position(mated, params, 3, moves) == search::Ending::MATED);
+  REQUIRE_FALSE(declare.set_sfen("+P+P+PS1S+P+P+P/1R2K2B1/9/9/9/9/9/9/4k4 b 10P 1"));
+  CHECK(search::judge_position(declare, params, 3, moves) == search::Ending::DECLARATION);
+  params.entering_king_rule = EnteringKingRule::NONE;
+  CHECK(search::judge_position(declare, params, 3, moves) == search::Ending::NONE);
+}
+
+TEST_CASE("selfplay: every game is legal, ends as its final position says, and reads back", "[selfplay][cli]") {
+  SECTION("mates, declarations and the move limit; CSA files agree with the hcpe3 records") {
+    fs::path dir = fresh_dir("ends");
+    write_text(dir / "openings.txt", OPENINGS);
+    auto ends = run_and_judge(dir, "--playouts 12 --seed 5 --resign 0 --csa --start-sfens " + (dir / "openings.txt").string(),
+                              18, 40, false);
+    CHECK(ends["mate"] > 0);         // the mating opening always ends by mate
+    CHECK(ends["declaration"] > 0);  // the declaring opening always ends by declaration
+    CHECK(ends["resign"] == 0);
+    std::vector<Hcpe3Game> games = read_games(dir);
+    std::vector<fs::path> csa = files_with(dir / "csa", ".csa");
+    REQUIRE(csa.size() == games.size());
+    for (size_t i = 0; i < games.size(); ++i) {
+      INFO(csa[i]);
+      GameRecord rec;
+      REQUIRE_FALSE(read_csa(bytes_of(csa[i]), rec));
+      GameRecord expected = record_from_hcpe3(games[i]);
+      CHECK(rec.start.sfen() == expected.start.sfen());
+      CHECK(rec.moves == expected.moves);
+      CHECK(rec.end == expected.end);
+      CHECK(game_result(rec) == std::optional<GameResult>(games[i].winner()));
+    }
+    fs::remove_all(dir);
+  }
+  SECTION("repetition: deterministic play in a locked position") {
+    fs::path dir = fresh_dir("sennichite");
+    write_text(dir / "openings.txt", FORMATION);
+    auto ends = run_and_judge(dir,
+                              "--playouts 12 --seed 5 --resign 0 --declaration none --temperature-plies 0 "
+                              "--dirichlet-weight 0 --start-sfens " + (dir / "openings.txt").string(),
+                              4, 200, false);
+    CHECK(ends["sennichite"] == 4);
+    fs::remove_all(dir);
+  }
+  SECTION("resignation, and games played out to measure it") {
+    // White to move has lost (every move allows the declaration): it resigns unless resignation
+    // is disabled for the game, which then ends by declaration with White counted as a would-be
+    // resigner that did lose.
+    fs::path dir = fresh_dir("resign");
+    write_text(dir / "openings.txt", DECLARING);
+    auto ends = run_and_judge(dir, "--playouts 12 --seed 5 --resign 0.3 --no-resign-fraction 0.5 --start-sfens " +
+                                       (dir / "openings.txt").string(),
+                              16, 40, true);
+    CHECK(ends["resign"] > 0);
+    CHECK(ends["declaration"] > 0);
+    CHECK(ends["resign"] + ends["declaration"] == 16);
+    nlohmann::json stats = last_stats(dir);
+    CHECK(stats["no_resign_games"] == ends["declaration"]);
+    CHECK(stats["would_resign"] == ends["declaration"]);
+    CHECK(stats["false_resign"] == 0);
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("selfplay: one thread and one seed give bit-identical files", "[selfplay][cli]") {
+  fs::path a = fresh_dir("seed_a"), b = fresh_dir("seed_b"), c = fresh_dir("seed_c");
+  const std::string common = "--model " + tiny_model_file() + " --name same --nn-threads 1 --threads 1 --games 6 " +
+                             "--playouts 10 --max-plies 50 --games-per-file 4 --csa --backend " +
+                             std::string(BACKEND);
+  REQUIRE(run_cli(common + " --seed 9 --out " + a.string()) == 0);
+  REQUIRE(run_cli(common + " --seed 9 --out " + b.string()) == 0);
+  REQUIRE(run_cli(common + " --seed 10 --out " + c.string()) == 0);
+  auto record_files = [](const fs::path& d) {
+    auto f = files_with(d, ".hcpe3");
+    auto g = files_with(d / "csa", ".csa");
+    f.insert(f.end(), g.begin(), g.end());
+    return f;
+  };
+  auto fa = record_files(a), fb = record_files(b);
+  REQUIRE(fa.size() == 2 + 6);  // 4 + 2 games in two hcpe3 files, 6 CSA files
+  REQUIRE(fb.size() == fa.size());
+  for (size_t i = 0; i < fa.size(); ++i) {
+    INFO(fa[i]);
+    CHECK(fa[i].filename() == fb[i].filename());
+    CHECK(bytes_of(fa[i]) == bytes_of(fb[i]));
+  }
+  std::string all_a, all_c;
+  for (const auto& f : files_with(a, ".hcpe3")) all_a += bytes_of(f);
+  for (const auto& f : files_with(c, ".hcpe3")) all_c += bytes_of(f);
+  CHECK(all_a != all_c);  // the seed matters
+  for (const auto& d : {a, b, c}) fs::remove_all(d);
+}
+
+TEST_CASE("selfplay: --positions and --seconds end a run", "[selfplay][cli]") {
+  const std::string common = "--model " + tiny_model_file() + " --name q --nn-threads 1 --threads 1 --playouts 6 " +
+                             "--max-plies 20 --concurrent 3 --backend " + std::string(BACKEND);
+  // No new game once 50 training positions are played; the three games in progress then finish.
+  fs::path dir = fresh_dir("positions");
+  REQUIRE(run_cli(common + " --positions 50 --out " + dir.string()) == 0);
+  int positions = 0;
+  for (const auto& g : read_games(dir))
+    for (const auto& m : g.moves) positions += !m.candidates.empty();
+  CHECK(positions >= 50);
+  CHECK(positions < 50 + 3 * 20);
+  fs::remove_all(dir);
+  // No game limit: the clock ends the run, dropping the games in progress.
+  dir = fresh_dir("seconds");
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(run_cli(common + " --seconds 1 --out " + dir.string()) == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
+  for (const auto& g : read_games(dir)) judge(g, 20, true);
+  CHECK(last_stats(dir)["seconds"].get<double>() >= 1.0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("selfplay: a run killed mid-way leaves only complete files", "[selfplay][cli]") {
+  const std::vector<std::string> args = {"--model", tiny_model_file(), "--name", "k", "--nn-threads", "1", "--threads",
+                                         "1", "--playouts", "6", "--max-plies", "16", "--games-per-file", "1",
+                                         "--flush-seconds", "0", "--concurrent", "6", "--csa", "--backend",
+                                         BACKEND};
+  for (int sig : {SIGKILL, SIGINT}) {
+    INFO("signal " << sig);
+    fs::path dir = fresh_dir("kill");
+    std::vector<std::string> a = args;
+    a.insert(a.end(), {"--out", dir.string()});
+    pid_t pid = spawn_selfplay(a);
+    REQUIRE(pid > 0);
+    const bool started = wait_for_files(dir, 3);
+    const size_t seen = files_with(dir, ".hcpe3").size();
+    ::kill(pid, sig);
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    REQUIRE(started);
+    if (sig == SIGINT) {
+      REQUIRE(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 130);
+    } else {
+      CHECK(WIFSIGNALED(status));
+    }
+    // Whatever the moment of the kill: every hcpe3 file is whole, and anything else is a
+    // temporary file (SIGKILL during a write), stats or CSA.
+    std::vector<Hcpe3Game> games = read_games(dir);
+    CHECK(games.size() >= seen);
+    for (const auto& g : games) judge(g, 16, true);
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      const bool known = e.is_directory() || name.ends_with(".hcpe3") || name.ends_with(".stats.jsonl") ||
+                         (sig == SIGKILL && name.find(".tmp.") != std::string::npos);
+      INFO(name);
+      CHECK(known);
+    }
+    if (sig == SIGINT) CHECK(files_with(dir / "csa", ".csa").size() == games.size());
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("selfplay: bad input is a clear error", "[selfplay][cli]") {
+  fs::path dir = fresh_dir("bad");
+  const std::string base = "--model " + tiny_model_file() + " --out " + dir.string() + " --games 1 --playouts 4 ";
+  CHECK(run_cli("--out " + dir.string()) == 1);                          // no model
+  CHECK(run_cli("--model " + (dir / "missing.jnn").string() + " --out " + dir.string()) == 1);
+  CHECK(run_cli(base + "--playouts 0") == 1);
+  CHECK(run_cli(base + "--resign 1.5") == 1);
+  CHECK(run_cli(base + "--no-such-option 3") == 2);
+  write_text(dir / "bad.txt", "startpos moves 7g7f 7g7f\n");
+  CHECK(run_cli(base + "--start-sfens " + (dir / "bad.txt").string()) == 1);
+  write_text(dir / "few.txt", "4k4/9/9/9/9/9/9/9/4K4 b - 1\n");  // two pieces: no record format holds it
+  CHECK(run_cli(base + "--start-sfens " + (dir / "few.txt").string()) == 1);
+  CHECK(files_with(dir, ".hcpe3").empty());
+  // The reader names the file and line of the first bad opening.
+  write_text(dir / "second.txt", "# fine, then not\nstartpos moves 7g7f\nstartpos moves 7g7f 7g7f\n");
+  try {
+    selfplay::load_openings((dir / "second.txt").string(), search::SearchParams{});
+    FAIL("no error");
+  } catch (const std::runtime_error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("second.txt:3: illegal move 7g7f"));
+  }
+  fs::remove_all(dir);
+}
