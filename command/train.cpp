@@ -42,7 +42,7 @@ int cmd_train(int argc, char** argv) {
       .option("channels", "192", "channels of a fresh network")
       .option("activation", "relu", "relu or swish (fresh network)")
       .option("seed", "1", "seed of the fresh network's weights and of the data shuffle")
-      .option("batch", "256", "positions per step")
+      .option("batch", "256", "positions per step on each replica, or auto: tuned for goodput (see --tune-*)")
       .option("steps", "0", "steps to train (0: use --epochs)")
       .option("epochs", "1", "passes over the training data, when --steps is 0")
       .option("optimizer", "sgd", "sgd (Nesterov momentum) or adamw")
@@ -74,7 +74,19 @@ int cmd_train(int argc, char** argv) {
       .option("log-every", "100", "steps between progress lines")
       .flag("loader-only", "run only the data pipeline for the same steps and report its samples/s")
       .option("backend", "cpu", "cpu or cuda (bf16 mixed precision on a GPU; channels a multiple of 8)")
-      .option("gpu", "0", "the CUDA device, for --backend cuda");
+      .option("gpu", "0", "the CUDA device, for --backend cuda")
+      .option("gpus", "", "data parallelism: one replica per listed CUDA device, e.g. 0,1,2,3 (--backend cuda)")
+      .option("replicas", "1", "data parallelism on the CPU: replicas on threads (--backend cpu)")
+      .option("allreduce", "auto", "how replicas average gradients: nccl (GPUs, overlapped with backward) or host")
+      .option("bucket-mb", "4", "NCCL all-reduce bucket size in MB")
+      .option("check-every", "1000", "steps between checks that the replicas' weights are identical (0: never)")
+      .option("batch-start", "64", "--batch auto: the per-replica batch to start from")
+      .option("tune-min", "8", "--batch auto: smallest candidate per-replica batch")
+      .option("tune-max", "1024", "--batch auto: largest candidate per-replica batch (powers of two from --tune-min)")
+      .option("tune-every", "200", "--batch auto: steps between decisions")
+      .option("tune-reps", "10", "--batch auto: timed steps per candidate batch")
+      .option("noise-every", "10", "steps between gradient-noise-scale samples (several replicas)")
+      .option("lr-ramp-steps", "50", "--batch auto: steps over which the learning rate moves to a new batch's");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
 
   if (!args.has("data")) throw std::invalid_argument("--data PATH... is required");
@@ -94,7 +106,8 @@ int cmd_train(int argc, char** argv) {
     throw std::invalid_argument("--channels must be between 1 and 4096");
   c.arch.activation = nn::parse_activation(args.str("activation"));
   c.seed = uint64_t(args.integer("seed"));
-  c.batch = int(args.integer("batch"));
+  c.batch_auto = args.str("batch") == "auto";
+  c.batch = int(c.batch_auto ? args.integer("batch-start") : args.integer("batch"));
   c.steps = args.integer("steps");
   c.epochs = args.real("epochs");
   c.optimizer.kind = training::parse_optimizer(args.str("optimizer"));
@@ -122,6 +135,18 @@ int cmd_train(int argc, char** argv) {
   c.stop_after = args.integer("stop-after");
   c.backend = args.str("backend");
   c.gpu = int(args.integer("gpu"));
+  if (args.has("gpus"))
+    for (int64_t g : args.int_list("gpus")) c.gpus.push_back(int(g));
+  c.replicas = int(args.integer("replicas"));
+  c.allreduce = args.str("allreduce");
+  c.bucket_mb = args.real("bucket-mb");
+  c.check_every = args.integer("check-every");
+  c.tune_min = int(args.integer("tune-min"));
+  c.tune_max = int(args.integer("tune-max"));
+  c.tune_every = args.integer("tune-every");
+  c.tune_reps = int(args.integer("tune-reps"));
+  c.noise_every = args.integer("noise-every");
+  c.lr_ramp_steps = args.integer("lr-ramp-steps");
   c.threads = int(args.integer("threads"));
   c.loader_threads = int(args.integer("loader-threads"));
   if (c.loader_threads < 1) throw std::invalid_argument("--loader-threads must be at least 1");

@@ -55,8 +55,11 @@ Loader::Loader(const Dataset& data, const LoaderOptions& options) : data_(data),
   if (data.positions.size() >= (uint64_t(1) << 32)) throw std::invalid_argument("more than 2^32 positions");
   if (opt_.batch_size < 1) throw std::invalid_argument("the batch size must be at least 1");
   if (opt_.end < opt_.start) throw std::invalid_argument("the stream ends before it starts");
+  if (opt_.stride == 0) opt_.stride = uint64_t(opt_.batch_size);
+  if (opt_.offset + uint64_t(opt_.batch_size) > opt_.stride)
+    throw std::invalid_argument("a replica's slice reaches past its global batch");
   const int threads = std::max(1, opt_.threads);
-  batches_ = opt_.end == UINT64_MAX ? UINT64_MAX : (opt_.end - opt_.start + opt_.batch_size - 1) / opt_.batch_size;
+  batches_ = opt_.end == UINT64_MAX ? UINT64_MAX : (opt_.end - opt_.start + opt_.stride - 1) / opt_.stride;
   slots_.resize(opt_.queue > 0 ? opt_.queue : 2 * threads + 1);
   for (size_t i = 0; i < slots_.size(); ++i) {
     slots_[i].batch.allocate(opt_.batch_size, opt_.allocator);
@@ -93,7 +96,7 @@ const std::vector<uint32_t>& Loader::permutation(uint64_t epoch) {
 
 void Loader::positions_of(uint64_t job, std::vector<uint32_t>& out) {
   const uint64_t n = data_.positions.size();
-  const uint64_t first = opt_.start + job * opt_.batch_size;
+  const uint64_t first = opt_.start + job * opt_.stride + opt_.offset;
   const uint64_t last = std::min(first + opt_.batch_size, opt_.end);
   out.clear();
   for (uint64_t s = first; s < last; ++s) out.push_back(permutation(s / n)[s % n]);

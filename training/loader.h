@@ -6,7 +6,7 @@
 // shuffling is off). Every epoch is a full shuffle of all the data: the compact positions of
 // training/data.h fit in memory (a window of 10 million takes 480 MB), so the shuffle buffer is the
 // whole dataset rather than a sliding window of it. Batch j holds stream positions
-// [start + j B, start + (j + 1) B). What a batch holds depends only on (dataset, seed, position),
+// [start + j B, start + (j + 1) B) (or a replica's slice of it, LoaderOptions::stride). What a batch holds depends only on (dataset, seed, position),
 // never on timing or the number of threads, so a checkpoint needs only the stream position and the
 // seed to continue exactly.
 #pragma once
@@ -31,6 +31,11 @@ struct LoaderOptions {
   bool shuffle = true;
   uint64_t start = 0;         // stream position of the first batch
   uint64_t end = UINT64_MAX;  // the stream stops here (the last batch may be short)
+  // Data parallelism: batch j holds positions [start + j stride + offset, ... + batch_size) of the
+  // stream, so that replica r of N takes rows [r b, (r + 1) b) of every global batch of N b
+  // (stride N b, offset r b). stride 0 means batch_size.
+  uint64_t stride = 0;
+  uint64_t offset = 0;
   int threads = 1;            // worker threads
   int queue = 0;              // batches built ahead (0: 2 x threads + 1)
   HostAllocator* allocator = nullptr;  // memory of the batches (null: the heap); must outlive the loader

@@ -2,25 +2,33 @@
 #include "training/trainer.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "common/atomic_file.h"
 #include "nn/model_file.h"
+#include "training/batch_tuner.h"
 #include "training/checkpoint.h"
+#include "training/comm.h"
 #include "training/data.h"
 #include "training/loader.h"
 #include "training/network.h"
 #include "training/thread_pool.h"
 #if JIRIKI_HAVE_CUDA
 #include "training/cuda/gpu_trainer.h"
+#include "training/cuda/nccl_setup.h"
 #endif
 
 namespace jiriki::training {
@@ -83,6 +91,20 @@ void check_config(const TrainConfig& c) {
 #if !JIRIKI_HAVE_CUDA
   if (c.backend == "cuda") fail("--backend cuda: this jiriki was built without CUDA");
 #endif
+  if (c.replicas < 1) fail("--replicas must be at least 1");
+  if (c.allreduce != "auto" && c.allreduce != "nccl" && c.allreduce != "host")
+    fail("unknown --allreduce '" + c.allreduce + "' (expected nccl or host)");
+  if (c.backend == "cpu" && c.allreduce == "nccl") fail("--allreduce nccl needs --backend cuda (the CPU replicas use host)");
+  if (c.backend == "cpu" && !c.gpus.empty()) fail("--gpus needs --backend cuda (CPU replicas: --replicas N)");
+  if (c.backend == "cuda" && c.replicas > 1) fail("--replicas is for the CPU backend: give the GPUs with --gpus");
+  for (size_t i = 0; i < c.gpus.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (c.gpus[i] == c.gpus[j]) fail("--gpus lists GPU " + std::to_string(c.gpus[i]) + " twice");
+  if (!(c.bucket_mb > 0)) fail("--bucket-mb must be positive");
+  if (c.batch_auto && (c.tune_min < 1 || c.tune_max < c.tune_min || c.tune_every < 1 || c.tune_reps < 1))
+    fail("--batch auto needs 1 <= --tune-min <= --tune-max, --tune-every >= 1, --tune-reps >= 1");
+  if (c.noise_every < 1 || c.lr_ramp_steps < 0 || c.check_every < 0)
+    fail("--noise-every must be positive, --lr-ramp-steps and --check-every not negative");
   if (c.checkpoint_every < 0 || c.log_every < 1 || c.eval_every < 0 || c.window < 0 || c.test_positions < 0)
     fail("--checkpoint-every, --eval-every, --window and --test-positions must not be negative, --log-every positive");
 }
@@ -92,6 +114,8 @@ json run_signature(const TrainConfig& c) {
   const OptimizerConfig& o = c.optimizer;
   const Schedule& s = c.schedule;
   return {{"batch", c.batch},
+          {"batch_auto", c.batch_auto},
+          {"replicas", std::max<size_t>({c.gpus.size(), size_t(c.replicas), size_t(process_layout().size)})},
           {"seed", c.seed},
           {"optimizer", optimizer_name(o.kind)},
           {"weight_decay", o.weight_decay},
@@ -156,34 +180,90 @@ void report_issues(const Dataset& d, const char* what, bool quiet, Log& log) {
               << (d.issues.empty() ? "" : ", " + std::to_string(d.issues.size()) + " problems skipped") << "\n";
 }
 
-// Where the steps run. The CPU works on the caller's model and optimizer in place; the GPU keeps its
-// own copy of both and brings the caller's up to date in sync_host(), before a checkpoint or the
-// export.
+// Where one replica's steps run. The CPU works on the replica's model and optimizer in place; the
+// GPU keeps its own copy of both, brought to the host by sync_host() (checkpoints, the export,
+// switching batch sizes) and back by load_host(). With several replicas, step() averages the
+// gradients over all of them before the update (a collective: every replica calls it together).
 class Device {
  public:
   struct Step {
     nn::LossTotals totals;
-    double grad_norm = 0;  // before clipping
+    double grad_norm = 0;    // of the averaged gradient, before clipping
+    double local_norm2 = 0;  // squared norm of this replica's own gradient (batch b), for the noise scale
   };
   virtual ~Device() = default;
-  // Forward, loss, backward, clipping and the optimizer's update on one batch.
+  // Forward, loss, backward, the average over the replicas, clipping and the optimizer's update.
   virtual Step step(const Batch& batch, double lr) = 0;
   // Loss totals in EVAL mode; nothing changes.
   virtual nn::LossTotals evaluate(const Batch& batch) = 0;
   virtual void sync_host() {}
+  virtual void load_host() {}
+  // Seconds per step with and without the gradients' communication, and of the communication alone,
+  // over `reps` steps on `batch` (collective; the weights change: callers restore them).
+  virtual StepSample time_step(const Batch& batch, int reps) = 0;
+  // A hash of the weights' bits, equal on replicas that are in step.
+  virtual uint64_t weights_checksum() = 0;
   // Memory for the loaders' batches (null: the heap).
   virtual HostAllocator* allocator() { return nullptr; }
   virtual std::string name() const = 0;
 };
 
+// The classic host-side aggregation: this replica's gradient (flat) summed with the others' by CPU
+// threads (training/comm.h) and divided by their number. Returns the squared norm it had before.
+double average_on_host(HostComm& comm, float* g, size_t n) {
+  double local = 0;
+  for (size_t i = 0; i < n; ++i) local += double(g[i]) * g[i];
+  if (comm.size() > 1) {
+    comm.sum(g, n);
+    const float inv = 1.0f / float(comm.size());
+    for (size_t i = 0; i < n; ++i) g[i] *= inv;
+  }
+  return local;
+}
+
+// Every trainable (or every non-trainable: BN running statistics) tensor of a model into one flat
+// vector, and back.
+std::vector<float> flatten(const nn::Model& m, bool trainable) {
+  std::vector<float> flat;
+  for (const auto& t : m.tensors())
+    if (t.trainable == trainable) flat.insert(flat.end(), t.tensor->data.begin(), t.tensor->data.end());
+  return flat;
+}
+void unflatten(const std::vector<float>& flat, nn::Model& m, bool trainable) {
+  size_t at = 0;
+  for (auto& t : m.tensors())
+    if (t.trainable == trainable) {
+      std::copy_n(flat.begin() + std::ptrdiff_t(at), t.tensor->size(), t.tensor->data.begin());
+      at += t.tensor->size();
+    }
+}
+
+uint64_t checksum(const std::vector<float>& values) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the 32-bit words
+  for (float v : values) h = (h ^ std::bit_cast<uint32_t>(v)) * 0x100000001b3ULL;
+  return h;
+}
+
+double seconds_of(int reps, const std::function<void()>& fn) {
+  const auto t0 = Clock::now();
+  for (int r = 0; r < reps; ++r) fn();
+  return seconds_since(t0) / reps;
+}
+
 class CpuDevice final : public Device {
  public:
-  CpuDevice(const TrainConfig& c, nn::Model& model, Optimizer& optimizer, ThreadPool& pool)
-      : c_(c), model_(model), optimizer_(optimizer), pool_(pool), ws_(model.arch, c.batch) {}
+  CpuDevice(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer, ThreadPool& pool, HostComm& comm)
+      : c_(c), model_(model), optimizer_(optimizer), pool_(pool), comm_(comm), ws_(model.arch, batch) {}
   Step step(const Batch& batch, double lr) override {
     Step s;
     s.totals = compute_gradients(model_, ws_, batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size), pool_);
+    if (comm_.size() > 1) {
+      std::vector<float> g = flatten(ws_.grads, true);
+      s.local_norm2 = average_on_host(comm_, g.data(), g.size());
+      unflatten(g, ws_.grads, true);
+    }
     s.grad_norm = gradient_norm(ws_.grads);
+    if (comm_.size() == 1) s.local_norm2 = s.grad_norm * s.grad_norm;
     if (c_.clip_grad_norm > 0 && s.grad_norm > c_.clip_grad_norm)
       scale_gradients(ws_.grads, float(c_.clip_grad_norm / s.grad_norm));
     optimizer_.step(model_, ws_.grads, lr);
@@ -192,67 +272,165 @@ class CpuDevice final : public Device {
   nn::LossTotals evaluate(const Batch& batch) override {
     return evaluate_batch(model_, ws_.acts, batch, c_.val_lambda, pool_);
   }
-  std::string name() const override { return "cpu, " + std::to_string(pool_.size()) + " compute threads"; }
+  StepSample time_step(const Batch& batch, int reps) override {
+    StepSample t{double(batch.size), 0, 0, 0};
+    t.step_seconds = seconds_of(reps, [&] { step(batch, 0.0); });
+    t.compute_seconds = seconds_of(reps, [&] {
+      compute_gradients(model_, ws_, batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size), pool_);
+      optimizer_.step(model_, ws_.grads, 0.0);
+    });
+    std::vector<float> g = flatten(ws_.grads, true);
+    t.comm_seconds = comm_.size() > 1 ? seconds_of(reps, [&] { average_on_host(comm_, g.data(), g.size()); }) : 0.0;
+    return t;
+  }
+  uint64_t weights_checksum() override { return checksum(flatten(model_, true)); }
+  std::string name() const override {
+    return "cpu, " + std::to_string(pool_.size()) + " compute threads" +
+           (comm_.size() > 1 ? ", " + std::to_string(comm_.size()) + " replicas, host all-reduce" : "");
+  }
 
  private:
   const TrainConfig& c_;
   nn::Model& model_;
   Optimizer& optimizer_;
   ThreadPool& pool_;
+  HostComm& comm_;
   Workspace ws_;
 };
 
 #if JIRIKI_HAVE_CUDA
 class GpuDevice final : public Device {
  public:
-  GpuDevice(const TrainConfig& c, nn::Model& model, Optimizer& optimizer)
-      : c_(c), model_(model), optimizer_(optimizer), gpu_(model, c.optimizer, c.batch, c.gpu) {
+  // nccl: this replica's communicator (gradients averaged by NCCL inside the step), or null (one
+  // replica, or host aggregation through `comm`).
+  GpuDevice(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer, HostComm& comm, int gpu,
+            ::ncclComm_t nccl)
+      : c_(c), model_(model), optimizer_(optimizer), comm_(comm), gpu_(model, c.optimizer, batch, gpu) {
     gpu_.upload_optimizer(optimizer);
+    if (nccl) gpu_.attach_nccl(nccl, size_t(c.bucket_mb * 1e6));
+    else if (comm.size() > 1) host_grads_.assign(gpu_.gradient_floats(), 0.0f);
   }
   Step step(const Batch& batch, double lr) override {
-    const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm);
-    return {r.totals, r.grad_norm};
+    if (host_grads_.empty()) {  // one replica, or NCCL inside the step
+      const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm);
+      return {r.totals, r.grad_norm, r.local_norm2};
+    }
+    Step s;
+    s.totals = gpu_.compute_gradients(batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size));
+    gpu_.copy_gradients_to_host(host_grads_.data());
+    s.local_norm2 = average_on_host(comm_, host_grads_.data(), host_grads_.size());
+    gpu_.copy_gradients_from_host(host_grads_.data());
+    s.grad_norm = gpu_.apply_gradients(lr, c_.clip_grad_norm);
+    return s;
   }
   nn::LossTotals evaluate(const Batch& batch) override { return gpu_.evaluate(batch, c_.val_lambda); }
   void sync_host() override {
     gpu_.download_model(model_);
     gpu_.download_optimizer(optimizer_);
   }
+  void load_host() override {
+    gpu_.upload_model(model_);
+    gpu_.upload_optimizer(optimizer_);
+  }
+  StepSample time_step(const Batch& batch, int reps) override {
+    for (int i = 0; i < 3; ++i) step(batch, 0.0);  // the first runs eagerly, then graphs are captured
+    if (!host_grads_.empty()) {                    // host aggregation: wall-clock time of real steps
+      StepSample t{double(batch.size), 0, 0, 0};
+      t.step_seconds = seconds_of(reps, [&] { step(batch, 0.0); });
+      t.compute_seconds = gpu_.time_step(reps).step;
+      t.comm_seconds = seconds_of(reps, [&] {
+        gpu_.copy_gradients_to_host(host_grads_.data());
+        average_on_host(comm_, host_grads_.data(), host_grads_.size());
+        gpu_.copy_gradients_from_host(host_grads_.data());
+      });
+      return t;
+    }
+    const auto t = gpu_.time_step(reps);
+    return {double(batch.size), t.step, t.compute, t.comm};
+  }
+  uint64_t weights_checksum() override { return gpu_.weights_checksum(); }
   HostAllocator* allocator() override { return gpu_.host_allocator(); }
-  std::string name() const override { return gpu_.description(); }
+  std::string name() const override {
+    std::string s = gpu_.description();
+    if (comm_.size() > 1)
+      s += ", " + std::to_string(comm_.size()) + " replicas, " +
+           (host_grads_.empty() ? "NCCL all-reduce, " + gpu_.bucket_summary() : std::string("host all-reduce"));
+    return s;
+  }
 
  private:
   const TrainConfig& c_;
   nn::Model& model_;
   Optimizer& optimizer_;
+  HostComm& comm_;
   cuda::GpuTrainer gpu_;
+  std::vector<float> host_grads_;  // host aggregation: the flat gradients in pinned-size host memory
 };
 #endif
 
-std::unique_ptr<Device> make_device(const TrainConfig& c, nn::Model& model, Optimizer& optimizer, ThreadPool& pool) {
+// What a replica is and where it runs.
+struct ReplicaPlace {
+  int gpu = 0;
+  void* nccl = nullptr;  // ::ncclComm_t of this replica, or null
+};
+
+std::unique_ptr<Device> make_device(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer,
+                                    ThreadPool& pool, HostComm& comm, const ReplicaPlace& place) {
 #if JIRIKI_HAVE_CUDA
-  if (c.backend == "cuda") return std::make_unique<GpuDevice>(c, model, optimizer);
+  if (c.backend == "cuda")
+    return std::make_unique<GpuDevice>(c, batch, model, optimizer, comm, place.gpu,
+                                       static_cast<::ncclComm_t>(place.nccl));
+#else
+  (void)place;
 #endif
-  return std::make_unique<CpuDevice>(c, model, optimizer, pool);
+  return std::make_unique<CpuDevice>(c, batch, model, optimizer, pool, comm);
 }
 
-// Held-out metrics: the first `limit` positions (0: all) in file order, batch norm in EVAL mode.
-Metrics evaluate(Device& device, const Dataset& test, const TrainConfig& c) {
+// The mean of the replicas' batch-norm running statistics, on every replica (each keeps its own
+// during training): held-out metrics, checkpoints and the export then see the same model on every
+// rank. Collective.
+void average_running_statistics(Device& device, nn::Model& model, HostComm& comm) {
+  device.sync_host();
+  if (comm.size() == 1) return;
+  std::vector<float> stats = flatten(model, false);
+  comm.sum(stats.data(), stats.size());
+  for (float& v : stats) v /= float(comm.size());
+  unflatten(stats, model, false);
+  device.load_host();
+}
+
+// Held-out metrics: the first `limit` positions (0: all) in file order, batch norm in EVAL mode,
+// split among the replicas (replica r takes every r-th batch) and summed. Collective.
+Metrics evaluate(Device& device, const Dataset& test, const TrainConfig& c, HostComm& comm) {
   uint64_t n = test.positions.size();
   if (c.test_positions > 0) n = std::min<uint64_t>(n, uint64_t(c.test_positions));
-  Loader loader(test, {.batch_size = c.batch,
-                       .seed = c.seed,
-                       .shuffle = false,
-                       .start = 0,
-                       .end = n,
-                       .threads = c.loader_threads,
-                       .allocator = device.allocator()});
+  const uint64_t per = uint64_t(c.batch), ranks = uint64_t(comm.size()), r = uint64_t(comm.rank());
   nn::LossTotals totals;
-  while (const Batch* b = loader.acquire()) {
-    totals.add(device.evaluate(*b));
-    loader.release(b);
+  if (r * per < n) {
+    Loader loader(test, {.batch_size = c.batch,
+                         .seed = c.seed,
+                         .shuffle = false,
+                         .start = 0,
+                         .end = n,
+                         .stride = per * ranks,
+                         .offset = r * per,
+                         .threads = c.loader_threads,
+                         .allocator = device.allocator()});
+    while (const Batch* b = loader.acquire()) {
+      if (b->size > 0) totals.add(device.evaluate(*b));
+      loader.release(b);
+    }
   }
-  return summarize(totals, c.val_lambda);
+  double t[7] = {totals.policy,
+                 totals.value_result,
+                 totals.value_eval,
+                 double(totals.samples),
+                 double(totals.policy_correct),
+                 double(totals.value_decisive),
+                 double(totals.value_correct)};
+  comm.sum(t, 7);
+  nn::LossTotals all{t[0], t[1], t[2], int64_t(t[3]), int64_t(t[4]), int64_t(t[5]), int64_t(t[6])};
+  return summarize(all, c.val_lambda);
 }
 
 nn::Model fresh_model(const TrainConfig& c) {
@@ -279,27 +457,21 @@ TrainResult run_loader_only(const Dataset& data, const TrainConfig& c, uint64_t 
   return r;
 }
 
-}  // namespace
 
-TrainResult train(const TrainConfig& config) {
-  check_config(config);
-  TrainConfig c = config;
-  ThreadPool pool(c.threads);
-  Log log(c.log);
-
-  // ---- data ----------------------------------------------------------------------------------
-  const int read_threads = std::max(pool.size(), c.loader_threads);
-  const Dataset data = load_dataset(c.data, {.window = c.window, .threads = read_threads});
-  report_issues(data, "training", c.quiet, log);
-  Dataset test;
-  if (!c.test.empty()) {
-    test = load_dataset(c.test, {.threads = read_threads});
-    report_issues(test, "held-out", c.quiet, log);
-  }
-  const int64_t total_steps =
-      c.steps > 0 ? c.steps
-                  : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.positions.size()) / c.batch)));
-  c.schedule.total_steps = total_steps;
+// ---- one replica's run -----------------------------------------------------------------------------
+// Every replica runs this same loop on its own model copy, device and slice of each global batch;
+// the collectives (step's average, the log's totals, the noise samples, checkpoints) happen at the
+// same steps on every replica. Rank 0 alone prints, logs and writes files.
+TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset& test, int64_t total_steps,
+                        HostComm& comm, const ReplicaPlace& place, ThreadPool& pool) {
+  const bool lead = comm.rank() == 0, quiet = c.quiet || !lead;
+  const int replicas = comm.size();
+  const uint64_t rank = uint64_t(comm.rank());
+  Log log(lead ? c.log : "");
+  // The learning rate and the schedule are given for the starting global batch; the run's length is
+  // total_steps of it, counted in samples so that it holds whatever batch the tuner picks.
+  const uint64_t reference_batch = uint64_t(replicas) * uint64_t(c.batch);
+  const uint64_t total_samples = uint64_t(total_steps) * reference_batch;
 
   // ---- model and optimizer, fresh or from the checkpoint ---------------------------------------
   // (A resumed run's architecture is the checkpoint's, whatever the options say.)
@@ -311,23 +483,51 @@ TrainResult train(const TrainConfig& config) {
   nn::Model model = resumed ? std::move(resumed->model) : !c.init.empty() ? nn::load_model(c.init) : fresh_model(c);
   Optimizer optimizer(c.optimizer, model);
   int64_t step = 0;
-  uint64_t stream = 0;  // the data stream position (training/loader.h)
+  uint64_t stream = 0;  // the data stream position (training/loader.h), over all replicas
+  int batch = c.batch;  // per replica
   if (resumed) {
     restore_optimizer_state(*resumed, optimizer);
     step = resumed->meta["step"].get<int64_t>();
     stream = resumed->meta["samples"].get<uint64_t>();
+    batch = resumed->meta.value("batch", c.batch);
     optimizer.set_steps(step);
     resumed.reset();
-    if (!c.quiet) std::cerr << "resumed from " << c.checkpoint << " at step " << step << "\n";
+    if (!quiet) std::cerr << "resumed from " << c.checkpoint << " at step " << step << "\n";
   }
-  if (c.loader_only) return run_loader_only(data, c, stream, total_steps - step);
-  const std::unique_ptr<Device> device = make_device(c, model, optimizer, pool);
+
+  // One device per batch size in use (the tuner switches between them; each keeps its buffers, and
+  // on a GPU its tuned convolutions and captured graphs).
+  std::map<int, std::unique_ptr<Device>> devices;
+  auto device_for = [&](int b) -> Device& {
+    auto& d = devices[b];
+    if (!d) d = make_device(c, b, model, optimizer, pool, comm, place);
+    return *d;
+  };
+  Device* device = &device_for(batch);
+  auto switch_to = [&](int b) {
+    device->sync_host();
+    device = &device_for(b);
+    device->load_host();
+  };
+  std::unique_ptr<Loader> loader;
+  auto open_loader = [&] {
+    loader.reset();
+    loader = std::make_unique<Loader>(data, LoaderOptions{.batch_size = batch,
+                                                          .seed = c.seed,
+                                                          .start = stream,
+                                                          .stride = uint64_t(batch) * uint64_t(replicas),
+                                                          .offset = rank * uint64_t(batch),
+                                                          .threads = c.loader_threads,
+                                                          .allocator = device->allocator()});
+  };
 
   auto save = [&] {
     if (c.checkpoint.empty()) return;
-    device->sync_host();
+    average_running_statistics(*device, model, comm);
+    if (!lead) return;
     json meta = {{"step", step},
                  {"samples", stream},
+                 {"batch", batch},
                  {"total_steps", total_steps},
                  {"data_fingerprint", data.fingerprint},
                  {"data_positions", data.positions.size()},
@@ -336,12 +536,13 @@ TrainResult train(const TrainConfig& config) {
     log.write({{"type", "checkpoint"}, {"step", step}, {"path", c.checkpoint}});
   };
   auto test_metrics = [&] {
-    Metrics m = evaluate(*device, test, c);
+    average_running_statistics(*device, model, comm);
+    Metrics m = evaluate(*device, test, c, comm);
     json j = metrics_json(m);
     j["type"] = "test";
     j["step"] = step;
     log.write(j);
-    if (!c.quiet)
+    if (!quiet)
       std::fprintf(
           stderr,
           "test  step %lld  loss %.4f (policy %.4f, value %.4f, eval %.4f)  policy top-1 %.2f%%  value %.2f%%\n",
@@ -350,52 +551,140 @@ TrainResult train(const TrainConfig& config) {
     return m;
   };
 
-  if (!c.quiet)
+  // ---- the tuner: the cost of every candidate batch, measured once ------------------------------
+  const bool adam = c.optimizer.kind == OptimizerKind::ADAMW;
+  auto lr_scale = [&](int b) { return scaled_lr(1.0, double(reference_batch), double(b) * replicas, adam); };
+  std::vector<int> candidates;
+  StepTimeModel cost;
+  NoiseScaleEstimator noise;
+  if (c.batch_auto) {
+    candidates = geometric_batches(c.tune_min, c.tune_max);
+    device->sync_host();
+    const nn::Model saved_model = model;
+    const Optimizer saved_optimizer = optimizer;
+    std::vector<StepSample> samples;
+    for (int b : candidates) {
+      Device& d = device_for(b);
+      d.load_host();
+      Loader probe(data, {.batch_size = b,
+                          .seed = c.seed,
+                          .start = stream,
+                          .stride = uint64_t(b) * uint64_t(replicas),
+                          .offset = rank * uint64_t(b),
+                          .threads = 1,
+                          .allocator = d.allocator()});
+      const Batch* first = probe.acquire();
+      StepSample s = d.time_step(*first, c.tune_reps);
+      probe.release(first);
+      // A step lasts as long as its slowest replica.
+      s.step_seconds = comm.max(s.step_seconds);
+      s.compute_seconds = comm.max(s.compute_seconds);
+      s.comm_seconds = comm.max(s.comm_seconds);
+      samples.push_back(s);
+      log.write({{"type", "tuner_cost"},
+                 {"batch", b},
+                 {"step_ms", 1e3 * s.step_seconds},
+                 {"compute_ms", 1e3 * s.compute_seconds},
+                 {"comm_ms", 1e3 * s.comm_seconds}});
+      if (!quiet)
+        std::fprintf(stderr, "tuner: per-replica batch %5d: step %.3f ms, compute %.3f ms, all-reduce alone %.3f ms\n",
+                     b, 1e3 * s.step_seconds, 1e3 * s.compute_seconds, 1e3 * s.comm_seconds);
+    }
+    model = saved_model;
+    optimizer = saved_optimizer;
+    device = &device_for(batch);
+    device->load_host();
+    cost = fit_step_time(samples);
+    log.write({{"type", "tuner_model"},
+               {"alpha_c_ms", 1e3 * cost.alpha_c},
+               {"beta_c_ms", 1e3 * cost.beta_c},
+               {"t_n_ms", 1e3 * cost.t_n},
+               {"gamma", cost.gamma}});
+    if (!quiet)
+      std::fprintf(stderr, "tuner: step time model T_c = %.4f + %.6f b ms, T_n = %.4f ms, gamma %.2f\n",
+                   1e3 * cost.alpha_c, 1e3 * cost.beta_c, 1e3 * cost.t_n, cost.gamma);
+  }
+  LrRamp ramp(lr_scale(batch), lr_scale(batch), 0);
+  int64_t change_step = step;
+
+  if (!quiet)
     std::cerr << "training a " << model.arch.blocks << "x" << model.arch.channels << " "
-              << nn::activation_name(model.arch.activation) << " network: " << total_steps << " steps of " << c.batch
-              << " positions, " << optimizer_name(c.optimizer.kind) << ", " << c.loader_threads << " loader threads; "
-              << device->name() << "\n";
+              << nn::activation_name(model.arch.activation) << " network: " << total_steps << " steps of "
+              << reference_batch << " positions" << (replicas > 1 ? " (" + std::to_string(replicas) + " replicas x " +
+                                                                        std::to_string(c.batch) + ")"
+                                                                  : "")
+              << (c.batch_auto ? ", batch tuned" : "") << ", " << optimizer_name(c.optimizer.kind) << ", "
+              << c.loader_threads << " loader threads; " << device->name() << "\n";
 
   // ---- the step loop -----------------------------------------------------------------------------
-  Loader loader(data, {.batch_size = c.batch,
-                       .seed = c.seed,
-                       .start = stream,
-                       .threads = c.loader_threads,
-                       .allocator = device->allocator()});
+  open_loader();
   TrainResult result;
   nn::LossTotals interval;
   int64_t interval_steps = 0;
-  double aside = 0;  // seconds of held-out metrics and checkpoints during the loop
+  double aside = 0;  // seconds of held-out metrics, checkpoints and tuning during the loop
   double interval_grad_norm = 0, interval_wait = 0;
+  double noise_local = 0, noise_global = 0;  // sums over the steps since the last noise sample
+  int64_t noise_steps = 0;
   const auto run_start = Clock::now();
   auto interval_start = run_start;
   const int64_t first_step = step;
+  const uint64_t first_stream = stream;
 
-  while (step < total_steps) {
+  while (stream < total_samples) {
     const auto t_wait = Clock::now();
-    const Batch* batch = loader.acquire();
+    const Batch* b = loader->acquire();
     interval_wait += seconds_since(t_wait);
-    const double lr = c.schedule.at(step);
+    const double lr = c.schedule.at(int64_t(stream / reference_batch)) * ramp.at(step - change_step);
 
-    // Forward, loss, backward and the update, on the mean loss over the batch.
-    const Device::Step done = device->step(*batch, lr);
+    // Forward, loss, backward, the average over the replicas and the update, on the mean loss.
+    const Device::Step done = device->step(*b, lr);
     interval.add(done.totals);
     interval_grad_norm += done.grad_norm;
-    stream += uint64_t(batch->size);
-    loader.release(batch);
+    stream += uint64_t(batch) * uint64_t(replicas);
+    loader->release(b);
     ++step;
     ++interval_steps;
+    noise_local += done.local_norm2;
+    noise_global += done.grad_norm * done.grad_norm;
+    ++noise_steps;
 
-    if (step % c.log_every == 0 || step == total_steps) {
+    // A sync point every noise_every steps: a noise-scale sample (the mean over the replicas of their
+    // own gradients' squared norms against the averaged gradient's) and the stop decision, which
+    // must be the same on every replica.
+    bool stop = c.stop_after > 0 && step - first_step >= c.stop_after;
+    if (replicas == 1) {
+      stop = stop || (c.stop && c.stop->load());
+    } else if (noise_steps >= c.noise_every || stream >= total_samples || stop) {
+      double v[2] = {noise_local, lead && c.stop && c.stop->load() ? 1.0 : 0.0};
+      comm.sum(v, 2);
+      noise.add(v[0] / double(replicas * noise_steps), batch, noise_global / double(noise_steps),
+                double(batch) * replicas);
+      stop = stop || v[1] > 0;
+      noise_local = noise_global = 0;
+      noise_steps = 0;
+    }
+
+    if (step % c.log_every == 0 || stream >= total_samples) {
+      double t[7] = {interval.policy,
+                     interval.value_result,
+                     interval.value_eval,
+                     double(interval.samples),
+                     double(interval.policy_correct),
+                     double(interval.value_decisive),
+                     double(interval.value_correct)};
+      comm.sum(t, 7);
+      const nn::LossTotals all{t[0], t[1], t[2], int64_t(t[3]), int64_t(t[4]), int64_t(t[5]), int64_t(t[6])};
       const double elapsed = seconds_since(interval_start);
-      const double rate = double(interval.samples) / elapsed;
-      const double loader_rate = loader.samples_built() / std::max(1e-9, loader.busy_seconds()) * loader.threads();
-      const double eta = double(total_steps - step) * c.batch / rate;
-      result.last_train = summarize(interval, c.val_lambda);
+      const double rate = double(all.samples) / elapsed;
+      const double loader_rate = loader->samples_built() / std::max(1e-9, loader->busy_seconds()) * loader->threads();
+      const double eta = double(total_samples - std::min(stream, total_samples)) / rate;
+      const double progress = double(stream) / double(total_samples);
+      result.last_train = summarize(all, c.val_lambda);
       json j = metrics_json(result.last_train);
       j.update({{"type", "train"},
                 {"step", step},
                 {"samples", stream},
+                {"batch", batch},
                 {"epoch", double(stream) / double(data.positions.size())},
                 {"lr", lr},
                 {"grad_norm", interval_grad_norm / double(interval_steps)},
@@ -403,60 +692,196 @@ TrainResult train(const TrainConfig& config) {
                 {"loader_samples_per_second", loader_rate},
                 {"data_wait_fraction", interval_wait / elapsed},
                 {"elapsed_seconds", seconds_since(run_start)}});
+      if (noise.ready()) j["noise_scale"] = noise.noise_scale();
       log.write(j);
-      if (!c.quiet) {
+      if (!quiet) {
         const Metrics& m = result.last_train;
-        std::fprintf(
-            stderr,
-            "step %lld/%lld (%.1f%%)  loss %.4f (policy %.4f, value %.4f, eval %.4f)  lr %.3g  | %.0f samples/s, "
-            "loader %.0f samples/s, data wait %.0f%%  | ETA %s\n",
-            (long long)step, (long long)total_steps, 100.0 * step / total_steps, m.loss, m.policy_loss, m.value_loss,
-            m.value_eval_loss, lr, rate, loader_rate, 100 * interval_wait / elapsed, format_duration(eta).c_str());
+        std::fprintf(stderr,
+                     "step %lld (%.1f%%)  loss %.4f (policy %.4f, value %.4f, eval %.4f)  lr %.3g  | %.0f samples/s, "
+                     "loader %.0f samples/s, data wait %.0f%%  | ETA %s\n",
+                     (long long)step, 100.0 * std::min(1.0, progress), m.loss, m.policy_loss, m.value_loss,
+                     m.value_eval_loss, lr, rate, loader_rate, 100 * interval_wait / elapsed,
+                     format_duration(eta).c_str());
       }
       interval = {};
       interval_steps = 0;
       interval_grad_norm = interval_wait = 0;
       interval_start = Clock::now();
     }
-    // Held-out metrics and checkpoints along the way; their time is kept out of the samples/s.
+    // Held-out metrics, checks, tuning and checkpoints along the way; their time is kept out of the
+    // samples/s.
     const auto t_aside = Clock::now();
-    if (!test.positions.empty() && c.eval_every > 0 && step % c.eval_every == 0 && step < total_steps) test_metrics();
-
-    const bool stop = (c.stop && c.stop->load()) || (c.stop_after > 0 && step - first_step >= c.stop_after);
-    if (stop && step < total_steps) {
+    if (!test.positions.empty() && c.eval_every > 0 && step % c.eval_every == 0 && stream < total_samples)
+      test_metrics();
+    if (replicas > 1 && c.check_every > 0 && step % c.check_every == 0 && !comm.all_equal(device->weights_checksum()))
+      throw std::runtime_error("the replicas' weights differ at step " + std::to_string(step) +
+                               ": data-parallel training has diverged");
+    // The tuner decides once the noise scale is measured (with one replica, which cannot measure
+    // it, on throughput alone).
+    if (c.batch_auto && step % c.tune_every == 0 && stream < total_samples && (noise.ready() || replicas == 1)) {
+      TunerDecision d = choose_batch(cost, candidates, replicas, noise.ready() ? noise.noise_scale() : NAN,
+                                     double(replicas) * c.tune_min);
+      comm.broadcast(&d.batch, sizeof d.batch, 0);
+      json rows = json::array();
+      for (const TunerRow& r : d.table)
+        rows.push_back({{"batch", r.batch},
+                        {"step_ms", r.step_ms},
+                        {"compute_ms", r.compute_ms},
+                        {"exposed_comm_ms", r.exposed_comm_ms},
+                        {"samples_per_second", r.samples_per_second},
+                        {"efficiency", r.efficiency},
+                        {"goodput", r.goodput}});
+      log.write({{"type", "tuner"},
+                 {"step", step},
+                 {"noise_scale", d.noise_scale},
+                 {"batch", d.batch},
+                 {"previous_batch", batch},
+                 {"table", rows}});
+      if (!quiet)
+        std::fprintf(stderr, "tuner at step %lld: noise scale %.1f, per-replica batch %d -> %d\n%s", (long long)step,
+                     d.noise_scale, batch, d.batch, format_table(d).c_str());
+      if (d.batch != batch) {
+        const double from = ramp.at(step - change_step);
+        switch_to(d.batch);
+        batch = d.batch;
+        open_loader();
+        ramp = LrRamp(from, lr_scale(batch), c.lr_ramp_steps);
+        change_step = step;
+        noise_local = noise_global = 0;
+        noise_steps = 0;
+      }
+    }
+    if (stop && stream < total_samples) {
       save();
-      if (!c.quiet)
+      if (!quiet)
         std::cerr << "stopped at step " << step
                   << (c.checkpoint.empty() ? " (no --checkpoint: the state is lost)\n"
                                            : "; continue with --resume --checkpoint " + c.checkpoint + "\n");
       result.interrupted = true;
       break;
     }
-    if (c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && step < total_steps) save();
+    if (c.checkpoint_every > 0 && step % c.checkpoint_every == 0 && stream < total_samples) save();
     interval_start += Clock::now() - t_aside;
     aside += seconds_since(t_aside);
   }
 
   const double seconds = seconds_since(run_start);
   result.step = step;
-  result.samples_per_second = double(step - first_step) * c.batch / std::max(1e-9, seconds - aside);
-  result.loader_samples_per_second = loader.samples_built() / std::max(1e-9, loader.busy_seconds()) * loader.threads();
+  result.batch = batch;
+  result.noise_scale = noise.ready() ? noise.noise_scale() : NAN;
+  result.samples_per_second = double(stream - first_stream) / std::max(1e-9, seconds - aside);
+  result.loader_samples_per_second =
+      loader->samples_built() / std::max(1e-9, loader->busy_seconds()) * loader->threads();
   if (result.interrupted) return result;
 
   // ---- the end: held-out metrics, the exported model, a final checkpoint -----------------------
   if (!test.positions.empty()) result.test = test_metrics();
-  device->sync_host();
-  export_model(model, c.model_out);
+  average_running_statistics(*device, model, comm);
+  if (lead) export_model(model, c.model_out);
   save();
   log.write({{"type", "done"},
              {"step", step},
              {"model", c.model_out},
              {"seconds", seconds},
              {"samples_per_second", result.samples_per_second}});
-  if (!c.quiet)
+  if (!quiet)
     std::cerr << "wrote " << c.model_out << " after " << step << " steps (" << format_duration(seconds) << ", "
               << std::lround(result.samples_per_second) << " samples/s)\n";
   return result;
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& config) {
+  check_config(config);
+  TrainConfig c = config;
+  // Under mpirun this process is one replica; otherwise this process runs every replica on a thread.
+  std::unique_ptr<HostComm> mpi = mpi_comm();
+  const ProcessLayout layout = process_layout();
+  const bool cuda = c.backend == "cuda";
+  if (c.gpus.empty()) c.gpus = {c.gpu};
+  if (c.allreduce == "auto") c.allreduce = cuda ? "nccl" : "host";
+  const int local = mpi ? 1 : cuda ? int(c.gpus.size()) : c.replicas;
+  if (mpi && (c.replicas > 1 || (cuda && c.gpus.size() > 1 && int(c.gpus.size()) < layout.local_size)))
+    throw std::invalid_argument("under mpirun each process is one replica: give --gpus a GPU per local rank (or none)");
+  const bool lead_process = !mpi || mpi->rank() == 0;
+  if (!lead_process) c.quiet = true;
+  const int hardware = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = std::max(1, (c.threads > 0 ? c.threads : hardware) / local);
+
+  // ---- data, read once per process and shared by its replicas -----------------------------------
+  Log log(lead_process ? c.log : "");  // data problems; the run's own records come from rank 0
+  const int read_threads = std::max(threads * local, c.loader_threads);
+  const Dataset data = load_dataset(c.data, {.window = c.window, .threads = read_threads});
+  report_issues(data, "training", c.quiet, log);
+  Dataset test;
+  if (!c.test.empty()) {
+    test = load_dataset(c.test, {.threads = read_threads});
+    report_issues(test, "held-out", c.quiet, log);
+  }
+  const int64_t replicas = mpi ? mpi->size() : local;
+  const int64_t total_steps =
+      c.steps > 0 ? c.steps
+                  : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.positions.size()) /
+                                                           double(c.batch * replicas))));
+  c.schedule.total_steps = total_steps;
+  if (c.loader_only) return run_loader_only(data, c, 0, total_steps);
+
+  if (mpi) {
+    ReplicaPlace place;
+    place.gpu = c.gpus.size() > 1 ? c.gpus[size_t(layout.local_rank)] : c.gpus[0] + layout.local_rank;
+#if JIRIKI_HAVE_CUDA
+    if (cuda && c.allreduce == "nccl") place.nccl = cuda::nccl_communicator(*mpi, place.gpu);
+#endif
+    ThreadPool pool(threads);
+    TrainResult r = run_replica(c, data, test, total_steps, *mpi, place, pool);
+#if JIRIKI_HAVE_CUDA
+    cuda::nccl_destroy(static_cast<::ncclComm_t>(place.nccl));
+#endif
+    return r;
+  }
+  if (local == 1) {
+    SoloComm solo;
+    ThreadPool pool(threads);
+    return run_replica(c, data, test, total_steps, solo, {.gpu = c.gpus[0]}, pool);
+  }
+
+  // Several replicas on threads: one per GPU, or CPU replicas sharing the cores.
+  std::vector<ReplicaPlace> places(static_cast<size_t>(local));
+#if JIRIKI_HAVE_CUDA
+  std::vector<::ncclComm_t> nccl;
+  if (cuda && c.allreduce == "nccl") nccl = cuda::nccl_communicators(c.gpus);
+#endif
+  for (int r = 0; r < local; ++r) {
+    places[size_t(r)].gpu = cuda ? c.gpus[size_t(r)] : 0;
+#if JIRIKI_HAVE_CUDA
+    if (!nccl.empty()) places[size_t(r)].nccl = nccl[size_t(r)];
+#endif
+  }
+  ThreadGroup group(local);
+  std::vector<TrainResult> results(static_cast<size_t>(local));
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  std::vector<std::thread> workers;
+  for (int r = 0; r < local; ++r)
+    workers.emplace_back([&, r] {
+      try {
+        ThreadPool pool(threads);
+        results[size_t(r)] = run_replica(c, data, test, total_steps, group.comm(r), places[size_t(r)], pool);
+      } catch (...) {
+        {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+        group.abort();  // the other replicas leave their next collective with an error
+      }
+    });
+  for (auto& w : workers) w.join();
+#if JIRIKI_HAVE_CUDA
+  for (auto n : nccl) cuda::nccl_destroy(n);
+#endif
+  if (error) std::rethrow_exception(error);
+  return results[0];
 }
 
 }  // namespace jiriki::training

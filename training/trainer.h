@@ -21,7 +21,7 @@ struct TrainConfig {
   nn::Architecture arch;
   uint64_t seed = 1;  // the fresh network's weights and the data shuffle
 
-  int batch = 256;
+  int batch = 256;  // positions per step on each replica (the global batch is replicas x batch)
   int64_t steps = 0;  // the run's length in steps, or (when 0) in epochs:
   double epochs = 1.0;
   OptimizerConfig optimizer;
@@ -41,7 +41,26 @@ struct TrainConfig {
   const std::atomic<bool>* stop = nullptr;  // set (by a SIGINT handler) to stop after the current step
 
   std::string backend = "cpu";  // where the steps run: "cpu" (training/network.h) or "cuda" (training/cuda/)
-  int gpu = 0;                   // the CUDA device, for the cuda backend
+  int gpu = 0;                   // the CUDA device, for the cuda backend with one replica
+
+  // ---- data parallelism (training/comm.h, training/buckets.h) --------------------------------
+  // One replica per GPU of `gpus` (threads of this process), or `replicas` CPU replicas on threads;
+  // under mpirun one replica per process instead, on GPU local_rank. Each replica takes its slice
+  // of every global batch; gradients are averaged, by NCCL in buckets overlapped with the backward
+  // pass ("nccl", GPUs only) or on the host by CPU threads ("host").
+  std::vector<int> gpus;         // empty: {gpu}
+  int replicas = 1;              // cpu backend
+  std::string allreduce = "auto";  // nccl (GPUs), host, or auto: nccl on GPUs, host on the CPU
+  double bucket_mb = 4.0;        // NCCL bucket size
+  int64_t check_every = 1000;    // steps between checks that every replica holds the same weights
+
+  // ---- the per-replica batch tuner (training/batch_tuner.h) -----------------------------------
+  bool batch_auto = false;      // choose `batch` by goodput, starting at the value above
+  int tune_min = 8, tune_max = 1024;  // the candidate batches: tune_min, 2 tune_min, ... <= tune_max
+  int64_t tune_every = 200;     // steps between decisions
+  int64_t noise_every = 10;     // steps between gradient-noise samples
+  int64_t lr_ramp_steps = 50;   // steps over which the learning rate moves to a new batch's
+  int tune_reps = 10;           // timed steps per candidate batch
   int threads = 0;  // compute threads (0: every hardware thread)
   int loader_threads = 1;
   std::string log;           // JSON-lines log file ("" : none); appended to
@@ -60,6 +79,8 @@ Metrics summarize(const nn::LossTotals& totals, float val_lambda);
 
 struct TrainResult {
   int64_t step = 0;                      // steps done in total (including those before a resume)
+  int batch = 0;                         // the per-replica batch at the end (the tuner's last choice)
+  double noise_scale = 0;                // the last gradient noise scale estimate (NaN when none)
   bool interrupted = false;              // stopped early by `stop` or `stop_after`; the checkpoint holds the state
   Metrics last_train;                    // over the last log interval
   Metrics test;                          // at the end (samples == 0 without --test)
@@ -67,7 +88,8 @@ struct TrainResult {
   double loader_samples_per_second = 0;  // the loader alone: its positions per second of worker time, times its threads
 };
 
-// Runs the training the config describes. Throws std::runtime_error (or invalid_argument) with a
+// Runs the training the config describes: on one replica, on several (threads), or as this
+// process's rank of an mpirun job. Throws std::runtime_error (or invalid_argument) with a
 // message for the user on bad input: unreadable data, a checkpoint of another run, bad options.
 TrainResult train(const TrainConfig& config);
 

@@ -16,7 +16,10 @@
 // gradient (cuBLAS), then the units in reverse: BN + activation backward (two kernels: per-channel
 // sums, then the input gradient, which also writes the skip connection's gradient), cuDNN backward
 // filter (bf16 weight gradient) and backward data (adding into the block input's gradient for
-// conv1). Last, the bf16 convolution weight gradients become fp32.
+// conv1). As each stage (the heads, a block, the stem) finishes, its bf16 convolution weight
+// gradients become fp32 and, with several replicas on NCCL, every bucket of gradients that is then
+// complete starts its all-reduce on the communication stream, overlapping the stages still to run
+// (training/buckets.h); the step waits for the last bucket before the optimizer.
 // The optimizer step: the global gradient norm (for clipping and the log), then one fused kernel per
 // group of tensors (with and without weight decay) updating the fp32 weights, the optimizer state
 // and the bf16 copy.
@@ -44,7 +47,17 @@
 
 #include "nn/cuda/cuda_util.h"
 #include "nn/cuda/fused_conv.h"
+#include "training/buckets.h"
 #include "training/cuda/train_kernels.h"
+
+#if JIRIKI_HAVE_NCCL
+#include <nccl.h>
+#define JIRIKI_NCCL_CHECK(call)                                                                       \
+  do {                                                                                                \
+    if (ncclResult_t r_ = (call); r_ != ncclSuccess)                                                  \
+      throw std::runtime_error(std::string("NCCL: ") + #call + ": " + ncclGetErrorString(r_));        \
+  } while (0)
+#endif
 
 namespace jiriki::training::cuda {
 
@@ -287,6 +300,26 @@ struct GpuTrainer::Impl {
   std::string forward_text;
   Graph gradients_graph, update_graph, eval_graph;
 
+  // ---- data parallelism ----------------------------------------------------------------------
+  // The conv weight gradients each backward stage finishes (offset, count), converted to fp32 at
+  // its end; with NCCL, the buckets that stage completes are all-reduced (averaged) from `grads`
+  // into `reduced` on comm_stream, and the optimizer reads `reduced`. local_norm is the norm of this
+  // replica's own gradient. `communicate` false leaves the all-reduces out (timing the compute alone,
+  // captured as compute_graph).
+  std::vector<std::vector<std::pair<size_t, size_t>>> stage_conv_ranges;
+  ncclComm_t nccl = nullptr;
+  cudaStream_t comm_stream = nullptr;
+  std::vector<Bucket> buckets;
+  std::vector<cudaEvent_t> bucket_events;
+  cudaEvent_t comm_done = nullptr;
+  DeviceBuffer reduced, local_norm;
+  PinnedBuffer host_local_norm;
+  bool communicate = true;
+  Graph compute_graph;
+  const float* update_grads() const { return nccl ? at<float>(reduced) : at<float>(grads); }
+  void stage_done(int stage);
+  void enqueue_allreduce(const Bucket& b, cudaStream_t on);
+
   Impl(const nn::Model& model, const OptimizerConfig& o, int b, int gpu);
   ~Impl();
 
@@ -417,6 +450,8 @@ GpuTrainer::Impl::Impl(const nn::Model& model, const OptimizerConfig& o, int b, 
   step_params = DeviceBuffer(sizeof(StepParams));
   host_records = PinnedBuffer(size_t(batch) * LOSS_RECORD * sizeof(float));
   host_norm = PinnedBuffer(sizeof(float));
+  host_local_norm = PinnedBuffer(sizeof(float));
+  local_norm = DeviceBuffer(sizeof(float));
   upload_step_params();
 }
 
@@ -424,8 +459,12 @@ GpuTrainer::Impl::~Impl() {
   // Members are released after this body, on this thread: make their device the current one.
   cudaSetDevice(device);
   cudaStreamSynchronize(stream);
-  for (Graph* g : {&gradients_graph, &update_graph, &eval_graph})
+  if (comm_stream) cudaStreamSynchronize(comm_stream);
+  for (Graph* g : {&gradients_graph, &update_graph, &eval_graph, &compute_graph})
     if (g->exec) cudaGraphExecDestroy(g->exec);
+  for (cudaEvent_t e : bucket_events) cudaEventDestroy(e);
+  if (comm_done) cudaEventDestroy(comm_done);
+  if (comm_stream) cudaStreamDestroy(comm_stream);
   stem_conv.reset();
   block_conv.reset();
   if (cublas) cublasDestroy(cublas);
@@ -454,6 +493,11 @@ void GpuTrainer::Impl::build_layout(const nn::Model& model) {
       s.offset = t.name == "value.conv.weight" ? offset : round_up(offset, ALIGN);
       offset = s.offset + s.count;
       if (s.layout == Slot::KRSC) conv_end = offset;
+      if (s.layout == Slot::KRSC) {
+        const size_t stage = size_t(backward_stage(t.name, arch.blocks));
+        if (stage_conv_ranges.size() <= stage) stage_conv_ranges.resize(stage + 1);
+        stage_conv_ranges[stage].emplace_back(s.offset, s.count);
+      }
       slots[t.name] = s;
     }
     if (decayed) decayed_end = offset = round_up(offset, ALIGN);
@@ -733,6 +777,7 @@ void GpuTrainer::Impl::enqueue_backward() {
   gemm_backward_data(at(dh[0]), at(d_value_conv), weight16("value.conv.weight"), int(rows), channels, VALUE_CHANNELS,
                      1.0f);
   mark("heads backward");
+  stage_done(0);
 
   // Residual blocks, last to first. dh[cur] holds the gradient of the block's output; the block's
   // input gradient goes to dh[1 - cur]: the skip connection's share first, then conv1's.
@@ -754,6 +799,7 @@ void GpuTrainer::Impl::enqueue_backward() {
     mark("conv backward filter");
     block_conv->backward_data(cudnn, at(scratch_a), weight16(unit_weight(bn[u1])), din, 1.0f, ws);
     mark("conv backward data");
+    stage_done(arch.blocks - i);
     cur = 1 - cur;
   }
 
@@ -763,12 +809,46 @@ void GpuTrainer::Impl::enqueue_backward() {
   stem_conv->backward_filter(cudnn, at(x0), at(scratch_a), at(wgrad16, slot("stem.conv.weight").offset),
                              cudnn_workspace.get());
   mark("conv backward filter");
-  launch_bf16_to_f32(at(wgrad16), at<float>(grads), int64_t(conv_end), stream);
-  mark("gradients to fp32");
+  stage_done(arch.blocks + 1);
+  launch_norm(at<float>(grads), int64_t(total), at<float>(local_norm), at<double>(norm_scratch), stream);
+  if (nccl && communicate) {  // the step goes on once the last bucket is averaged
+    JIRIKI_CUDA_CHECK(cudaEventRecord(comm_done, comm_stream));
+    JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(stream, comm_done, 0));
+  }
+  mark("gradients to fp32, all-reduce");
+}
+
+// The end of a backward stage: its convolutions' weight gradients to fp32, then the all-reduce of
+// every bucket it completes, on comm_stream after what `stream` has done so far.
+void GpuTrainer::Impl::stage_done(int stage) {
+  if (size_t(stage) < stage_conv_ranges.size())
+    for (const auto& [offset, count] : stage_conv_ranges[size_t(stage)])
+      launch_bf16_to_f32(at(wgrad16, offset), at<float>(grads, offset), int64_t(count), stream);
+  if (!nccl || !communicate) return;
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    if (buckets[k].ready_stage != stage) continue;
+    JIRIKI_CUDA_CHECK(cudaEventRecord(bucket_events[k], stream));
+    JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, bucket_events[k], 0));
+    enqueue_allreduce(buckets[k], comm_stream);
+  }
+}
+
+// One bucket: one NCCL group of all-reduces (averages), one per range, from grads into reduced.
+void GpuTrainer::Impl::enqueue_allreduce(const Bucket& b, cudaStream_t on) {
+#if JIRIKI_HAVE_NCCL
+  JIRIKI_NCCL_CHECK(ncclGroupStart());
+  for (const auto& [offset, count] : b.ranges)
+    JIRIKI_NCCL_CHECK(
+        ncclAllReduce(at<float>(grads, offset), at<float>(reduced, offset), count, ncclFloat, ncclAvg, nccl, on));
+  JIRIKI_NCCL_CHECK(ncclGroupEnd());
+#else
+  (void)b, (void)on;
+  throw std::logic_error("GPU trainer: NCCL all-reduce in a build without NCCL");
+#endif
 }
 
 void GpuTrainer::Impl::enqueue_update() {
-  launch_norm(at<float>(grads), int64_t(total), at<float>(norm), at<double>(norm_scratch), stream);
+  launch_norm(update_grads(), int64_t(total), at<float>(norm), at<double>(norm_scratch), stream);
   mark("gradient norm");
   const float wd = float(opt.weight_decay);
   // Two groups: [0, decayed_end) with weight decay and its bf16 copy, then the rest without.
@@ -776,7 +856,7 @@ void GpuTrainer::Impl::enqueue_update() {
   const size_t first[2] = {0, decayed_end};
   for (int k = 0; k < 2; ++k) {
     float* w = at<float>(params, first[k]);
-    const float* g = at<float>(grads, first[k]);
+    const float* g = update_grads() + first[k];
     uint16_t* w16 = k == 0 ? at(params16) : nullptr;
     if (opt.kind == OptimizerKind::SGD)
       launch_sgd(w, g, at<float>(opt_first, first[k]), w16, n[k], k == 0 ? wd : 0.0f, float(opt.momentum),
@@ -1026,8 +1106,11 @@ GpuTrainer::StepResult GpuTrainer::train_step(const Batch& batch, float val_lamb
   JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_records.get(), m.records.get(), size_t(m.batch) * LOSS_RECORD * sizeof(float),
                                     cudaMemcpyDeviceToHost, m.stream));
   JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_norm.get(), m.norm.get(), sizeof(float), cudaMemcpyDeviceToHost, m.stream));
+  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_local_norm.get(), m.local_norm.get(), sizeof(float),
+                                    cudaMemcpyDeviceToHost, m.stream));
   JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
-  return {m.read_records(m.batch), *m.host_norm.get<float>()};
+  const double local = *m.host_local_norm.get<float>();
+  return {m.read_records(m.batch), *m.host_norm.get<float>(), local * local};
 }
 
 nn::LossTotals GpuTrainer::evaluate(const Batch& batch, float val_lambda) {
@@ -1047,7 +1130,7 @@ nn::LossTotals GpuTrainer::evaluate(const Batch& batch, float val_lambda) {
   return m.read_records(batch.size);
 }
 
-double GpuTrainer::device_seconds_per_step(int reps) {
+GpuTrainer::Timing GpuTrainer::time_step(int reps) {
   Impl& m = *impl_;
   if (reps < 1) throw std::invalid_argument("reps must be at least 1");
   JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
@@ -1055,18 +1138,99 @@ double GpuTrainer::device_seconds_per_step(int reps) {
   cudaEvent_t begin, end;
   JIRIKI_CUDA_CHECK(cudaEventCreate(&begin));
   JIRIKI_CUDA_CHECK(cudaEventCreate(&end));
-  JIRIKI_CUDA_CHECK(cudaEventRecord(begin, m.stream));
-  for (int r = 0; r < reps; ++r) {
+  // Seconds per repetition of what `enqueue` puts on `on`.
+  auto seconds = [&](cudaStream_t on, const std::function<void()>& enqueue) {
+    JIRIKI_CUDA_CHECK(cudaEventRecord(begin, on));
+    for (int r = 0; r < reps; ++r) enqueue();
+    JIRIKI_CUDA_CHECK(cudaEventRecord(end, on));
+    JIRIKI_CUDA_CHECK(cudaEventSynchronize(end));
+    float ms = 0.0f;
+    JIRIKI_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+    return 1e-3 * ms / reps;
+  };
+  Timing t;
+  t.step = seconds(m.stream, [&] {
     m.run(m.gradients_graph, &Impl::enqueue_gradients);
     m.run(m.update_graph, &Impl::enqueue_update);
+  });
+  t.compute = t.step;
+  if (m.nccl) {
+    m.communicate = false;
+    t.compute = seconds(m.stream, [&] {
+      m.run(m.compute_graph, &Impl::enqueue_gradients);
+      m.run(m.update_graph, &Impl::enqueue_update);
+    });
+    m.communicate = true;
+    t.comm = seconds(m.comm_stream, [&] {
+      for (const Bucket& b : m.buckets) m.enqueue_allreduce(b, m.comm_stream);
+    });
   }
-  JIRIKI_CUDA_CHECK(cudaEventRecord(end, m.stream));
-  JIRIKI_CUDA_CHECK(cudaEventSynchronize(end));
-  float ms = 0.0f;
-  JIRIKI_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
-  return 1e-3 * ms / reps;
+  return t;
+}
+
+void GpuTrainer::attach_nccl(ncclComm_t nccl, size_t bucket_bytes) {
+  Impl& m = *impl_;
+#if !JIRIKI_HAVE_NCCL
+  (void)nccl, (void)bucket_bytes;
+  throw std::runtime_error("this jiriki was built without NCCL: use --allreduce host");
+#else
+  if (m.nccl) throw std::logic_error("GPU trainer: NCCL attached twice");
+  JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
+  // Graphs captured so far hold no all-reduce.
+  for (Graph* g : {&m.gradients_graph, &m.update_graph, &m.compute_graph})
+    if (g->exec) cudaGraphExecDestroy(g->exec), *g = Graph{};
+  std::vector<GradientSlot> slots;
+  for (const auto& [name, slot] : m.slots) slots.push_back({name, slot.offset, slot.count, backward_stage(name, m.arch.blocks)});
+  m.buckets = plan_buckets(slots, std::max<size_t>(1, bucket_bytes / sizeof(float)), ALIGN);
+  for (size_t k = 0; k < m.buckets.size(); ++k) {
+    cudaEvent_t e;
+    JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    m.bucket_events.push_back(e);
+  }
+  JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(&m.comm_done, cudaEventDisableTiming));
+  JIRIKI_CUDA_CHECK(cudaStreamCreateWithFlags(&m.comm_stream, cudaStreamNonBlocking));
+  m.reduced = DeviceBuffer(m.total * sizeof(float));
+  m.zero(m.reduced);  // pads no range covers stay zero
+  JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.nccl = nccl;
+#endif
+}
+
+std::string GpuTrainer::bucket_summary() const {
+  const Impl& m = *impl_;
+  std::string s = std::to_string(m.buckets.size()) + " buckets (MB, last stage of the backward pass first):";
+  char buf[32];
+  for (const Bucket& b : m.buckets) {
+    std::snprintf(buf, sizeof buf, " %.2f", double(b.floats) * sizeof(float) / 1e6);
+    s += buf;
+  }
+  return s;
+}
+
+size_t GpuTrainer::gradient_floats() const { return impl_->total; }
+
+void GpuTrainer::copy_gradients_to_host(float* host) {
+  Impl& m = *impl_;
+  JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
+  m.copy(host, m.grads.get(), m.total * sizeof(float), cudaMemcpyDeviceToHost);
+}
+
+void GpuTrainer::copy_gradients_from_host(const float* host) {
+  Impl& m = *impl_;
+  JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
+  m.copy(m.grads.get(), host, m.total * sizeof(float), cudaMemcpyHostToDevice);
+}
+
+uint64_t GpuTrainer::weights_checksum() {
+  Impl& m = *impl_;
+  JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
+  std::vector<uint32_t> bits(m.total);
+  m.copy(bits.data(), m.params.get(), m.total * sizeof(float), cudaMemcpyDeviceToHost);
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over 32-bit words
+  for (uint32_t w : bits) h = (h ^ w) * 0x100000001b3ULL;
+  return h;
 }
 
 std::string GpuTrainer::description() const { return impl_->description(); }

@@ -26,6 +26,9 @@
 #include "training/batch.h"
 #include "training/optimizer.h"
 
+// NCCL's communicator handle (nccl.h declares it the same way), so that this header needs no NCCL.
+typedef struct ncclComm* ncclComm_t;
+
 namespace jiriki::training::cuda {
 
 class GpuTrainer {
@@ -62,9 +65,11 @@ class GpuTrainer {
   double apply_gradients(double lr, double clip_grad_norm);
 
   // compute_gradients (grad_scale 1 / batch size) and apply_gradients with a single synchronisation.
+  // With NCCL attached the gradients are averaged with the other replicas' in between.
   struct StepResult {
     nn::LossTotals totals;
-    double grad_norm = 0;
+    double grad_norm = 0;    // of the gradient the optimizer used (averaged over the replicas), before clipping
+    double local_norm2 = 0;  // squared norm of this replica's own gradient, before averaging
   };
   StepResult train_step(const Batch& batch, float val_lambda, float bn_momentum, double lr, double clip_grad_norm);
 
@@ -73,8 +78,28 @@ class GpuTrainer {
 
   // Seconds per training step on the device alone: `reps` replays of the step (forward, loss,
   // backward, optimizer) on the batch of the last train_step, timed with CUDA events. The weights
-  // are updated as by real steps.
-  double device_seconds_per_step(int reps);
+  // are updated as by real steps. With NCCL attached (every replica must call it together) also the
+  // step without communication, and the all-reduce of every bucket alone.
+  struct Timing {
+    double step = 0, compute = 0, comm = 0;  // seconds
+  };
+  Timing time_step(int reps);
+  double device_seconds_per_step(int reps) { return time_step(reps).step; }
+
+  // ---- data parallelism (training/comm.h, training/buckets.h) ------------------------------------
+  // From now on every training step averages its gradients with the other replicas' through `nccl`
+  // (this GPU's communicator), in buckets of about `bucket_bytes` all-reduced on a stream of their own
+  // as soon as the backward pass has finished them.
+  void attach_nccl(ncclComm_t nccl, size_t bucket_bytes);
+  // The buckets of attach_nccl, for logs: "7 buckets: 1.2, 4.1, ... MB".
+  std::string bucket_summary() const;
+  // The gradients in the device's flat layout (the same on every replica): gradient_floats() floats,
+  // to host memory after compute_gradients and back before apply_gradients (host aggregation).
+  size_t gradient_floats() const;
+  void copy_gradients_to_host(float* host);
+  void copy_gradients_from_host(const float* host);
+  // A hash of every weight's bits: replicas that stay in step have equal ones.
+  uint64_t weights_checksum();
 
   // The device and the algorithms chosen, for logs.
   std::string description() const;

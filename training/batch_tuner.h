@@ -1,0 +1,138 @@
+// The arithmetic behind choosing the per-GPU minibatch: no I/O, no CUDA.
+//
+// The tuner maximises goodput = throughput x statistical efficiency, as Pollux (Qiao et al., OSDI 2021)
+// does. Throughput comes from a model of one step's time fitted to measured steps; efficiency comes
+// from the gradient noise scale of McCandlish et al. 2018 ("An Empirical Model of Large-Batch
+// Training"), which says how much of each sample's progress survives when the global batch grows.
+// A larger batch amortises the fixed costs of a step (kernel launches, the all-reduce) but, past the
+// noise scale, averages away noise that no longer limits progress; the best batch balances the two.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace jiriki::training {
+
+// Estimates the gradient noise scale B_noise = tr(Sigma) / |G|^2 (Sigma: covariance of a per-sample
+// gradient, G: the true gradient) from gradient norms measured at two batch sizes, with the unbiased
+// two-batch estimators of McCandlish et al., appendix A.1. With E|g_B|^2 = |G|^2 + tr(Sigma)/B:
+//   |G|^2    ~ (B_big |g_big|^2 - B_small |g_small|^2) / (B_big - B_small)
+//   tr(Sigma) ~ (|g_small|^2 - |g_big|^2) / (1/B_small - 1/B_big)
+// Each single-step estimate is very noisy (|G|^2 can come out negative), so the two are averaged
+// separately and the noise scale is the ratio of the averages: a ratio of noisy quantities is biased,
+// an average of ratios more so. The averages are exponential moving averages, bias-corrected as in
+// Adam, so that early values are not pulled towards zero and old training states fade out.
+class NoiseScaleEstimator {
+ public:
+  // decay: EMA factor in [0, 1); min_samples: steps needed before ready() (early EMAs rest on few,
+  // very noisy estimates). Throws std::invalid_argument on a decay outside [0, 1).
+  explicit NoiseScaleEstimator(double decay = 0.99, int64_t min_samples = 20);
+
+  // One step's measurement. small_norm2 = |g_small|^2 of a gradient averaged over small_batch samples
+  // (data parallel: the mean over replicas of each replica's squared local gradient norm, batch b);
+  // big_norm2 = |g_big|^2 of the gradient averaged over big_batch samples (the all-reduced one, N b).
+  // Throws std::invalid_argument unless 0 < small_batch < big_batch. A non-finite norm (a step whose
+  // mixed-precision gradients overflowed) is ignored rather than poisoning the averages.
+  void add(double small_norm2, double small_batch, double big_norm2, double big_batch);
+
+  // True once min_samples steps were added and the average |G|^2 is positive.
+  bool ready() const;
+  // EMA(tr Sigma) / EMA(|G|^2), clamped at 0 below (a negative trace is estimation noise); NaN while
+  // !ready().
+  double noise_scale() const;
+
+  // Bias-corrected EMA of the tr(Sigma) estimates (0 before any sample).
+  double trace_sigma() const;
+  // Bias-corrected EMA of the |G|^2 estimates (0 before any sample).
+  double grad_norm2() const;
+  // Number of samples taken into the averages.
+  int64_t samples() const { return samples_; }
+
+ private:
+  double decay_;
+  int64_t min_samples_;
+  double ema_trace_ = 0, ema_g2_ = 0;  // raw EMAs, before bias correction
+  double decay_pow_ = 1;               // decay^samples, for the bias correction
+  int64_t samples_ = 0;
+};
+
+// One measured training step at per-GPU batch `batch`: its whole time, its time without the gradient
+// communication, and the time of the all-reduce measured alone (all in seconds).
+struct StepSample {
+  double batch, step_seconds, compute_seconds, comm_seconds;
+};
+
+// Pollux's step-time model: T(b) = (T_c(b)^gamma + T_n^gamma)^(1/gamma), T_c(b) = alpha_c + beta_c b,
+// T_n constant (the all-reduce moves a gradient of fixed size whatever the batch). gamma interpolates
+// between no overlap of compute and communication (gamma = 1: T = T_c + T_n) and perfect overlap
+// (gamma -> infinity: T = max(T_c, T_n)).
+struct StepTimeModel {
+  double alpha_c = 0, beta_c = 0, t_n = 0, gamma = 1;
+
+  // Modelled seconds of one step at per-GPU batch b.
+  double step_seconds(double b) const;
+  // Modelled seconds of the computation alone, alpha_c + beta_c b.
+  double compute_seconds(double b) const;
+};
+
+// Fits a StepTimeModel to measured steps (several samples per batch are welcome: they average out
+// timing noise). alpha_c, beta_c: least squares on (batch, compute_seconds), kept >= 0; t_n: the
+// median of comm_seconds (robust to the odd slow all-reduce); gamma: a search in [1, 10] minimising
+// the squared relative error of step_seconds. Throws std::invalid_argument with fewer than 2 distinct
+// batches or a non-positive step_seconds.
+StepTimeModel fit_step_time(const std::vector<StepSample>& samples);
+
+// The fraction of a sample's progress kept at global batch B relative to batch B0:
+// (B_noise + B0) / (B_noise + B). McCandlish's steps S(B) = S_min (1 + B_noise/B) give per-sample
+// progress proportional to 1 / (B_noise + B); this is the same ratio as AdaScale's gain divided by the
+// scale B/B0. A noise scale below 0 is taken as 0. noise_scale must not be NaN (see choose_batch).
+double batch_efficiency(double global_batch, double noise_scale, double base_batch);
+
+// One candidate batch as the tuner judged it (times in milliseconds, rates per second).
+struct TunerRow {
+  int batch;
+  double step_ms, compute_ms, exposed_comm_ms, samples_per_second, efficiency, goodput;
+};
+
+// The chosen per-GPU batch, every candidate's row (in the order given), and the noise scale used.
+struct TunerDecision {
+  int batch;
+  std::vector<TunerRow> table;
+  double noise_scale;
+};
+
+// Scores each per-GPU candidate batch b on `replicas` GPUs: samples/s = replicas b / T(b), efficiency
+// = batch_efficiency(replicas b, noise_scale, base_global_batch), goodput = their product, and picks
+// the highest goodput (ties go to the smaller batch: same progress, less memory, smaller lr change).
+// A NaN or infinite noise_scale (not measured yet) makes every efficiency 1, so the choice is pure
+// throughput. Throws std::invalid_argument on no candidates, a candidate < 1 or replicas < 1.
+TunerDecision choose_batch(const StepTimeModel& model, const std::vector<int>& candidates, int replicas,
+                           double noise_scale, double base_global_batch);
+
+// The decision as a fixed-width table for logs, the chosen row marked with '*'.
+std::string format_table(const TunerDecision& decision);
+
+// lo, 2 lo, 4 lo, ... up to hi: hi itself is included only when it is lo times a power of two (the
+// list stays geometric). Empty when lo > hi; throws std::invalid_argument when lo < 1.
+std::vector<int> geometric_batches(int lo, int hi);
+
+// The learning rate for global batch B given one tuned at B0: linear scaling B/B0 for SGD (Goyal et
+// al. 2017), square-root scaling sqrt(B/B0) for Adam(W), whose update is already normalised by the
+// gradient's second moment (Malladi et al. 2022). Throws std::invalid_argument on a batch <= 0.
+double scaled_lr(double base_lr, double base_global_batch, double global_batch, bool adam);
+
+// A linear ramp of the learning rate after a batch change, so that the optimiser's momentum, tuned to
+// the old step size, is not hit by a jump of the new one.
+class LrRamp {
+ public:
+  // From from_lr (at 0 steps) to to_lr (at `steps` steps and after); steps <= 0 means no ramp.
+  LrRamp(double from_lr, double to_lr, int64_t steps);
+  // The learning rate `steps_since_change` steps after the change (negative counts as 0).
+  double at(int64_t steps_since_change) const;
+
+ private:
+  double from_, to_;
+  int64_t steps_;
+};
+
+}  // namespace jiriki::training

@@ -1,0 +1,79 @@
+// Collective operations on host memory between the replicas of data-parallel training: the
+// gradients of `--allreduce host`, and the few numbers every mode exchanges (loss totals, gradient
+// norms for the noise scale, step times for the tuner, weight checksums).
+//
+// Three implementations behind one interface: one replica (nothing to exchange), threads of one
+// process (ThreadGroup: each rank's thread sums its own slice of every buffer, so the CPU work of an
+// all-reduce is shared), and processes started by mpirun (MPI). Every sum adds the ranks' values in
+// rank order, so every rank receives bit-identical results: replicas that apply the same averaged
+// gradients keep bit-identical weights.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace jiriki::training {
+
+class HostComm {
+ public:
+  virtual ~HostComm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // On every rank, data[0, n) becomes the sum over the ranks (added in rank order, in double).
+  virtual void sum(float* data, size_t n) = 0;
+  virtual void sum(double* data, size_t n) = 0;
+  // Copies `bytes` at `data` from rank `root` to every rank.
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+
+  // True on every rank when every rank passed the same value (weight checksums).
+  bool all_equal(uint64_t value);
+  // The mean over the ranks (a convenience over sum()).
+  double mean(double value);
+  // The maximum over the ranks (step times: a step lasts as long as its slowest replica).
+  double max(double value);
+};
+
+// One replica: every collective is the identity.
+class SoloComm final : public HostComm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void sum(float*, size_t) override {}
+  void sum(double*, size_t) override {}
+  void broadcast(void*, size_t, int) override {}
+};
+
+// `ranks` replicas on threads of this process; comm(r) is rank r's handle, used by its thread only.
+// Every rank must enter each collective, in the same order (as with MPI).
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int ranks);
+  ~ThreadGroup();
+  HostComm& comm(int rank);
+  int size() const;
+  // Makes every collective in progress or to come throw (a replica failed: the others must not wait
+  // for it forever).
+  void abort();
+
+  struct Shared;
+
+ private:
+  std::unique_ptr<Shared> shared_;
+  std::vector<std::unique_ptr<HostComm>> comms_;
+};
+
+// The process's place in an mpirun job: rank, size, and the rank within its host (which picks the
+// GPU). Without mpirun (or without MPI in the build) the process is rank 0 of 1.
+struct ProcessLayout {
+  int rank = 0, size = 1, local_rank = 0, local_size = 1;
+};
+// Reads the launcher's environment (OMPI_COMM_WORLD_* / PMI_* variables) without initialising MPI.
+ProcessLayout process_layout();
+// Initialises MPI (once) when the process was started by mpirun with more than one rank; returns
+// its communicator, or null for a single process. Throws when mpirun started several ranks but this
+// jiriki was built without MPI.
+std::unique_ptr<HostComm> mpi_comm();
+
+}  // namespace jiriki::training
