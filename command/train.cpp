@@ -14,9 +14,16 @@
 #include "nn/model_file.h"
 #include "training/data.h"
 #include "training/loader.h"
+#include "training/comm.h"
 #include "training/trainer.h"
 #if JIRIKI_HAVE_CUDA
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
+
 #include "training/cuda/gpu_trainer.h"
+#include "training/cuda/nccl_setup.h"
 #endif
 
 namespace jiriki {
@@ -217,6 +224,130 @@ double gpu_step_seconds(const training::TrainConfig& c, int reps, const std::str
   return seconds;
 }
 
+// Data parallelism on the device alone: a fresh network on every GPU of `gpus` (one thread each), each
+// on its slice of the first global batch, gradients averaged by NCCL in buckets (comms) or on the
+// host (comms empty). Seconds per step with the average, without it and of the average alone, of the
+// slowest GPU. NCCL: CUDA events around graph replays; host: wall-clock steps.
+training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainConfig& c, const std::vector<int>& gpus,
+                                                         const std::vector<ncclComm_t>& comms,
+                                                         const training::Dataset& data, int reps) {
+  using Clock = std::chrono::steady_clock;
+  const int n = int(gpus.size());
+  training::ThreadGroup group(n);
+  training::cuda::GpuTrainer::Timing slowest;
+  std::mutex mutex;
+  std::exception_ptr error;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        training::HostComm& comm = group.comm(r);
+        nn::Model model(c.arch);
+        nn::init_model(model, c.seed);
+        training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, gpus[size_t(r)]);
+        if (!comms.empty()) gpu.attach_nccl(comms[size_t(r)], size_t(c.bucket_mb * 1e6));
+        training::Loader loader(data, {.batch_size = c.batch,
+                                       .seed = c.seed,
+                                       .stride = uint64_t(c.batch) * uint64_t(n),
+                                       .offset = uint64_t(r) * uint64_t(c.batch),
+                                       .allocator = gpu.host_allocator()});
+        const training::Batch* b = loader.acquire();
+        std::vector<float> g(gpu.gradient_floats());
+        auto average = [&] {
+          gpu.copy_gradients_to_host(g.data());
+          training::average_on_host(comm, g.data(), g.size());
+          gpu.copy_gradients_from_host(g.data());
+        };
+        auto host_step = [&] {
+          gpu.compute_gradients(*b, c.val_lambda, c.bn_momentum, 1.0f / float(c.batch));
+          average();
+          gpu.apply_gradients(0.01, 0.0);
+        };
+        auto wall = [&](const std::function<void()>& fn) {
+          comm.max(0);  // start together
+          const auto t0 = Clock::now();
+          for (int i = 0; i < reps; ++i) fn();
+          return std::chrono::duration<double>(Clock::now() - t0).count() / reps;
+        };
+        training::cuda::GpuTrainer::Timing t;
+        for (int i = 0; i < 3; ++i) comms.empty() ? host_step() : (void)gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
+        if (comms.empty()) {
+          t.step = wall(host_step);
+          t.compute = gpu.time_step(reps).step;
+          t.comm = wall(average);
+        } else {
+          comm.max(0);
+          t = gpu.time_step(reps);
+        }
+        loader.release(b);
+        t.step = comm.max(t.step), t.compute = comm.max(t.compute), t.comm = comm.max(t.comm);
+        if (r == 0) {
+          std::lock_guard lock(mutex);
+          slowest = t;
+          if (!comms.empty()) std::fprintf(stderr, "batch %d: %s\n", c.batch, gpu.bucket_summary().c_str());
+        }
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (!error) error = std::current_exception();
+        group.abort();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+  return slowest;
+}
+
+// `jiriki bench train --gpus LIST`: per per-GPU batch, one GPU alone against all of them with the
+// gradients averaged, on the device alone; then NCCL's bandwidth for one message of the gradient's
+// size against what the buckets reach.
+int bench_data_parallel(const training::TrainConfig& base, const std::vector<int>& gpus, bool nccl,
+                        const std::vector<int64_t>& batches, int reps, const training::Dataset& data) {
+  const int n = int(gpus.size());
+  std::vector<ncclComm_t> comms;
+  if (nccl) comms = training::cuda::nccl_communicators(gpus);
+  struct Release {
+    std::vector<ncclComm_t>& comms;
+    ~Release() {
+      for (auto c : comms) training::cuda::nccl_destroy(c);
+    }
+  } release{comms};
+  std::printf("%d GPUs (%s), gradients averaged by %s\n", n,
+              [&] {
+                std::string s;
+                for (int g : gpus) s += (s.empty() ? "" : ",") + std::to_string(g);
+                return s;
+              }()
+                  .c_str(),
+              nccl ? "NCCL all-reduce in buckets, overlapped with the backward pass" : "the host (CPU threads)");
+  std::printf("%8s %14s %14s %10s %11s %13s %11s %10s\n", "batch/GPU", "1 GPU samp/s", "all samp/s", "step ms",
+              "compute ms", "exposed comm", "comm alone", "scaling");
+  size_t floats = 0;
+  double comm_alone = 0;
+  for (int64_t b : batches) {
+    training::TrainConfig c = base;
+    c.batch = int(b);
+    const double one = data_parallel_timing(c, {gpus[0]}, {}, data, reps).step;
+    const auto t = data_parallel_timing(c, gpus, comms, data, reps);
+    const double single = double(b) / one, all = double(b) * n / t.step;
+    std::printf("%8lld %14.0f %14.0f %10.3f %11.3f %13.3f %11.3f %9.1f%%\n", (long long)b, single, all, 1e3 * t.step,
+                1e3 * t.compute, 1e3 * std::max(0.0, t.step - t.compute), 1e3 * t.comm, 100.0 * all / (single * n));
+    std::fflush(stdout);
+    comm_alone = t.comm;
+  }
+  if (nccl) {
+    nn::Model model(base.arch);
+    training::cuda::GpuTrainer probe(model, base.optimizer, 8, gpus[0]);
+    floats = probe.gradient_floats();
+    const double bytes = double(floats) * sizeof(float), factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
+    const double one_message = training::cuda::nccl_allreduce_seconds(comms, gpus, floats, 20);
+    std::printf("all-reduce of the %.1f MB gradient: one NCCL call %.3f ms (bus %.1f GB/s); our buckets alone %.3f ms "
+                "(bus %.1f GB/s)\n",
+                bytes / 1e6, 1e3 * one_message, factor * bytes / one_message / 1e9, 1e3 * comm_alone,
+                factor * bytes / comm_alone / 1e9);
+  }
+  return 0;
+}
+
 }  // namespace
 #endif
 
@@ -242,7 +373,10 @@ int bench_train(int argc, char** argv) {
       .option("loader-steps", "500", "batches the loader alone builds per batch size")
       .option("positions", "4096", "random-game positions to train on")
       .option("threads", "0", "compute threads (0: all)")
-      .option("loader-threads", "1", "data loader threads");
+      .option("loader-threads", "1", "data loader threads")
+      .option("gpus", "", "cuda: data parallelism on these GPUs (device-only timing against one GPU)")
+      .option("allreduce", "nccl", "with --gpus: nccl or host")
+      .option("bucket-mb", "4", "with --gpus: NCCL bucket size in MB");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   // Removed on every way out, errors (no GPU, say) included.
   struct TempDir {
@@ -291,6 +425,18 @@ int bench_train(int argc, char** argv) {
   std::printf("%8s %18s %18s", "batch", "trainer samples/s", "loader samples/s");
   if (gpu) std::printf(" %16s %12s %12s", "GPU samples/s", "GPU ms/step", "GPU TFLOP/s");
   std::printf("\n");
+  if (args.has("gpus")) {
+#if JIRIKI_HAVE_CUDA
+    if (!gpu) throw std::invalid_argument("--gpus needs --backend cuda");
+    const std::string mode = args.str("allreduce");
+    if (mode != "nccl" && mode != "host") throw std::invalid_argument("--allreduce must be nccl or host");
+    std::vector<int> gpus;
+    for (int64_t g : args.int_list("gpus")) gpus.push_back(int(g));
+    c.bucket_mb = args.real("bucket-mb");
+    const training::Dataset loaded = training::load_dataset(c.data, {});
+    return bench_data_parallel(c, gpus, mode == "nccl", args.int_list("batch"), device_steps, loaded);
+#endif
+  }
   const int64_t train_steps = c.steps, loader_steps = args.integer("loader-steps");
   std::string dump = args.str("dump");
   for (int64_t batch : args.int_list("batch")) {

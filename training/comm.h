@@ -64,6 +64,11 @@ class ThreadGroup {
   std::vector<std::unique_ptr<HostComm>> comms_;
 };
 
+// The classic host-side gradient aggregation: data[0, n) becomes the mean over the ranks (summed
+// by their CPU threads). Returns the squared norm the local values had before (the noise scale's
+// small-batch gradient norm).
+double average_on_host(HostComm& comm, float* data, size_t n);
+
 // The process's place in an mpirun job: rank, size, and the rank within its host (which picks the
 // GPU). Without mpirun (or without MPI in the build) the process is rank 0 of 1.
 struct ProcessLayout {

@@ -97,9 +97,11 @@ void check_config(const TrainConfig& c) {
   if (c.backend == "cpu" && c.allreduce == "nccl") fail("--allreduce nccl needs --backend cuda (the CPU replicas use host)");
   if (c.backend == "cpu" && !c.gpus.empty()) fail("--gpus needs --backend cuda (CPU replicas: --replicas N)");
   if (c.backend == "cuda" && c.replicas > 1) fail("--replicas is for the CPU backend: give the GPUs with --gpus");
+  // Two replicas on one GPU: NCCL refuses it, the host aggregation does not (tests on one GPU use it).
   for (size_t i = 0; i < c.gpus.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      if (c.gpus[i] == c.gpus[j]) fail("--gpus lists GPU " + std::to_string(c.gpus[i]) + " twice");
+      if (c.gpus[i] == c.gpus[j] && c.allreduce != "host")
+        fail("--gpus lists GPU " + std::to_string(c.gpus[i]) + " twice (allowed only with --allreduce host)");
   if (!(c.bucket_mb > 0)) fail("--bucket-mb must be positive");
   if (c.batch_auto && (c.tune_min < 1 || c.tune_max < c.tune_min || c.tune_every < 1 || c.tune_reps < 1))
     fail("--batch auto needs 1 <= --tune-min <= --tune-max, --tune-every >= 1, --tune-reps >= 1");
@@ -207,19 +209,6 @@ class Device {
   virtual HostAllocator* allocator() { return nullptr; }
   virtual std::string name() const = 0;
 };
-
-// The classic host-side aggregation: this replica's gradient (flat) summed with the others' by CPU
-// threads (training/comm.h) and divided by their number. Returns the squared norm it had before.
-double average_on_host(HostComm& comm, float* g, size_t n) {
-  double local = 0;
-  for (size_t i = 0; i < n; ++i) local += double(g[i]) * g[i];
-  if (comm.size() > 1) {
-    comm.sum(g, n);
-    const float inv = 1.0f / float(comm.size());
-    for (size_t i = 0; i < n; ++i) g[i] *= inv;
-  }
-  return local;
-}
 
 // Every trainable (or every non-trainable: BN running statistics) tensor of a model into one flat
 // vector, and back.
@@ -841,9 +830,23 @@ TrainResult train(const TrainConfig& config) {
     return r;
   }
   if (local == 1) {
+    // One GPU with `--allreduce nccl` asked for explicitly still runs the all-reduce (of one rank):
+    // it measures its cost and checks the buckets on a machine with one GPU.
     SoloComm solo;
     ThreadPool pool(threads);
-    return run_replica(c, data, test, total_steps, solo, {.gpu = c.gpus[0]}, pool);
+    ReplicaPlace place{.gpu = c.gpus[0]};
+#if JIRIKI_HAVE_CUDA
+    std::vector<::ncclComm_t> nccl;
+    if (cuda && config.allreduce == "nccl") nccl = cuda::nccl_communicators(c.gpus);
+    if (!nccl.empty()) place.nccl = nccl[0];
+    struct Release {
+      std::vector<::ncclComm_t>& comms;
+      ~Release() {
+        for (auto n : comms) cuda::nccl_destroy(n);
+      }
+    } release{nccl};
+#endif
+    return run_replica(c, data, test, total_steps, solo, place, pool);
   }
 
   // Several replicas on threads: one per GPU, or CPU replicas sharing the cores.

@@ -13,8 +13,22 @@ fi
 export LD_LIBRARY_PATH=$(dirname "$CUDNN_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "cuDNN: $CUDNN_INC, $CUDNN_LIB"
 
+# NCCL: the system's, else PyTorch's wheel; a wheel without the header uses the nccl.h carried in
+# .carry/nccl (the same 2.28 release).
+NCCL_LIB=$(ls /usr/lib/x86_64-linux-gnu/libnccl.so.2 /usr/local/cuda/lib64/libnccl.so.2 2>/dev/null | head -1)
+NCCL_INC=$(ls -d /usr/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null | head -1 | xargs -r dirname)
+if [[ -z "$NCCL_LIB" ]]; then
+  NCCL_WHEEL=$(python3 -c 'import nvidia.nccl, os; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+  NCCL_LIB=$(ls "$NCCL_WHEEL"/lib/libnccl.so.2 2>/dev/null | head -1)
+  [[ -f "$NCCL_WHEEL/include/nccl.h" ]] && NCCL_INC=$NCCL_WHEEL/include
+  [[ -n "$NCCL_LIB" ]] && export LD_LIBRARY_PATH=$(dirname "$NCCL_LIB"):$LD_LIBRARY_PATH
+fi
+[[ -z "$NCCL_INC" && -f .carry/nccl/nccl.h ]] && NCCL_INC=$PWD/.carry/nccl
+echo "NCCL: ${NCCL_INC:-none}, ${NCCL_LIB:-none}"
+
 configure() {
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" -DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2" \
+    ${NCCL_INC:+-DNCCL_INCLUDE_DIR="$NCCL_INC"} ${NCCL_LIB:+-DNCCL_LIBRARY="$NCCL_LIB"} \
     | grep -E "jiriki|Error|error"
 }
