@@ -225,11 +225,12 @@ double gpu_step_seconds(const training::TrainConfig& c, int reps, const std::str
 }
 
 // Data parallelism on the device alone: a fresh network on every GPU of `gpus` (one thread each), each
-// on its slice of the first global batch, gradients averaged by NCCL in buckets (comms) or on the
-// host (comms empty). Seconds per step with the average, without it and of the average alone, of the
-// slowest GPU. NCCL: CUDA events around graph replays; host: wall-clock steps.
+// on its slice of the first global batch, gradients averaged by NCCL in buckets (comms), on the host
+// (host), or not at all (a GPU alone: neither). Seconds per step with the average, without it and of
+// the average alone, of the slowest GPU. NCCL and alone: CUDA events around graph replays; host:
+// wall-clock steps.
 training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainConfig& c, const std::vector<int>& gpus,
-                                                         const std::vector<ncclComm_t>& comms,
+                                                         const std::vector<ncclComm_t>& comms, bool host,
                                                          const training::Dataset& data, int reps) {
   using Clock = std::chrono::steady_clock;
   const int n = int(gpus.size());
@@ -252,11 +253,18 @@ training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainCon
                                        .offset = uint64_t(r) * uint64_t(c.batch),
                                        .allocator = gpu.host_allocator()});
         const training::Batch* b = loader.acquire();
-        std::vector<float> g(gpu.gradient_floats());
+        const size_t floats = gpu.gradient_floats();
+        float* g = static_cast<float*>(gpu.host_allocator()->allocate(floats * sizeof(float)));
+        training::HostAllocator* allocator = gpu.host_allocator();
+        struct Free {
+          training::HostAllocator* a;
+          float* p;
+          ~Free() { a->deallocate(p); }
+        } free_g{allocator, g};
         auto average = [&] {
-          gpu.copy_gradients_to_host(g.data());
-          training::average_on_host(comm, g.data(), g.size());
-          gpu.copy_gradients_from_host(g.data());
+          gpu.copy_gradients_to_host(g);
+          training::average_on_host(comm, g, floats, false);
+          gpu.copy_gradients_from_host(g);
         };
         auto host_step = [&] {
           gpu.compute_gradients(*b, c.val_lambda, c.bn_momentum, 1.0f / float(c.batch));
@@ -270,8 +278,8 @@ training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainCon
           return std::chrono::duration<double>(Clock::now() - t0).count() / reps;
         };
         training::cuda::GpuTrainer::Timing t;
-        for (int i = 0; i < 3; ++i) comms.empty() ? host_step() : (void)gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
-        if (comms.empty()) {
+        for (int i = 0; i < 3; ++i) host ? host_step() : (void)gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
+        if (host) {
           t.step = wall(host_step);
           t.compute = gpu.time_step(reps).step;
           t.comm = wall(average);
@@ -326,8 +334,8 @@ int bench_data_parallel(const training::TrainConfig& base, const std::vector<int
   for (int64_t b : batches) {
     training::TrainConfig c = base;
     c.batch = int(b);
-    const double one = data_parallel_timing(c, {gpus[0]}, {}, data, reps).step;
-    const auto t = data_parallel_timing(c, gpus, comms, data, reps);
+    const double one = data_parallel_timing(c, {gpus[0]}, {}, false, data, reps).step;
+    const auto t = data_parallel_timing(c, gpus, comms, !nccl, data, reps);
     const double single = double(b) / one, all = double(b) * n / t.step;
     std::printf("%8lld %14.0f %14.0f %10.3f %11.3f %13.3f %11.3f %9.1f%%\n", (long long)b, single, all, 1e3 * t.step,
                 1e3 * t.compute, 1e3 * std::max(0.0, t.step - t.compute), 1e3 * t.comm, 100.0 * all / (single * n));

@@ -378,10 +378,11 @@ TEST_CASE("GPU trainer: `train --backend cuda` learns as the CPU trainer does an
   CHECK(relative(gpu.test.loss, cpu_loss) < 3e-2);
 }
 
-// Data parallelism on one GPU. A one-rank NCCL all-reduce in buckets (ncclAvg of one rank is a
-// copy) must leave every step bit-identical: a gradient range missing from the buckets would reach
-// the optimizer as zero. Two replicas on the same GPU with host aggregation must train as two CPU
-// replicas do, up to bf16.
+// Data parallelism on one GPU. A one-rank NCCL all-reduce in buckets (ncclAvg of one rank is a copy)
+// must leave a step's update as it is: a gradient range missing from the buckets would reach the
+// optimizer as zero and leave its tensor unmoved. (Two runs are compared update by update, not bit
+// for bit: each run times cuDNN's algorithms anew and may pick others.) Two replicas on the same GPU
+// with host aggregation must train as two CPU replicas do, up to bf16.
 TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][train][dp]") {
   if (!have_gpu()) return;
   const TrainingData files;
@@ -390,9 +391,10 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   c.arch.blocks = 2;
   c.arch.channels = 16;
   c.batch = 16;
-  c.steps = 30;
+  c.steps = 1;
   c.quiet = true;
   c.optimizer.kind = OptimizerKind::SGD;
+  c.optimizer.weight_decay = 0;  // an unmoved tensor then stays exactly where it started
   c.schedule.kind = Schedule::CONSTANT;
   c.schedule.lr = 0.02;
   c.backend = "cuda";
@@ -402,13 +404,26 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   c.allreduce = "nccl";
   c.model_out = (files.dir / "nccl.bin").string();
   train(c);
+  nn::Model start(c.arch);
+  nn::init_model(start, c.seed);
   const nn::Model plain = nn::load_model((files.dir / "plain.bin").string());
   const nn::Model nccl = nn::load_model(c.model_out);
   for (size_t t = 0; t < plain.tensors().size(); ++t) {
-    CAPTURE(plain.tensors()[t].name);
-    CHECK(plain.tensors()[t].tensor->data == nccl.tensors()[t].tensor->data);
+    if (!plain.tensors()[t].trainable) continue;
+    const auto& w0 = start.tensors()[t].tensor->data;
+    const auto& a = plain.tensors()[t].tensor->data;
+    const auto& b = nccl.tensors()[t].tensor->data;
+    double update = 0, difference = 0;
+    for (size_t i = 0; i < w0.size(); ++i) {
+      update += (double(a[i]) - w0[i]) * (double(a[i]) - w0[i]);
+      difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    }
+    CAPTURE(plain.tensors()[t].name, std::sqrt(update), std::sqrt(difference));
+    CHECK(update > 0);
+    CHECK(std::sqrt(difference) < 0.05 * std::sqrt(update));
   }
 
+  c.steps = 30;
   c.allreduce = "host";
   c.gpus = {0, 0};
   c.check_every = 5;

@@ -35,9 +35,10 @@ double HostComm::max(double value) {
   return *std::max_element(all.begin(), all.end());
 }
 
-double average_on_host(HostComm& comm, float* g, size_t n) {
+double average_on_host(HostComm& comm, float* g, size_t n, bool norm) {
   double local = 0;
-  for (size_t i = 0; i < n; ++i) local += double(g[i]) * g[i];
+  if (norm)
+    for (size_t i = 0; i < n; ++i) local += double(g[i]) * g[i];
   if (comm.size() > 1) {
     comm.sum(g, n);
     const float inv = 1.0f / float(comm.size());

@@ -66,8 +66,8 @@ class ThreadGroup {
 
 // The classic host-side gradient aggregation: data[0, n) becomes the mean over the ranks (summed
 // by their CPU threads). Returns the squared norm the local values had before (the noise scale's
-// small-batch gradient norm).
-double average_on_host(HostComm& comm, float* data, size_t n);
+// small-batch gradient norm), or 0 when `norm` is false (the caller has it already).
+double average_on_host(HostComm& comm, float* data, size_t n, bool norm = true);
 
 // The process's place in an mpirun job: rank, size, and the rank within its host (which picks the
 // GPU). Without mpirun (or without MPI in the build) the process is rank 0 of 1.

@@ -297,18 +297,19 @@ class GpuDevice final : public Device {
       : c_(c), model_(model), optimizer_(optimizer), comm_(comm), gpu_(model, c.optimizer, batch, gpu) {
     gpu_.upload_optimizer(optimizer);
     if (nccl) gpu_.attach_nccl(nccl, size_t(c.bucket_mb * 1e6));
-    else if (comm.size() > 1) host_grads_.assign(gpu_.gradient_floats(), 0.0f);
+    else if (comm.size() > 1)  // page-locked, so that the copies are DMA at full speed
+      host_grads_ = {static_cast<float*>(gpu_.host_allocator()->allocate(gpu_.gradient_floats() * sizeof(float))),
+                     Free{gpu_.host_allocator()}};
   }
   Step step(const Batch& batch, double lr) override {
-    if (host_grads_.empty()) {  // one replica, or NCCL inside the step
+    if (!host_grads_) {  // one replica, or NCCL inside the step
       const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm);
       return {r.totals, r.grad_norm, r.local_norm2};
     }
     Step s;
     s.totals = gpu_.compute_gradients(batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size));
-    gpu_.copy_gradients_to_host(host_grads_.data());
-    s.local_norm2 = average_on_host(comm_, host_grads_.data(), host_grads_.size());
-    gpu_.copy_gradients_from_host(host_grads_.data());
+    s.local_norm2 = gpu_.local_norm2();
+    average();
     s.grad_norm = gpu_.apply_gradients(lr, c_.clip_grad_norm);
     return s;
   }
@@ -323,15 +324,11 @@ class GpuDevice final : public Device {
   }
   StepSample time_step(const Batch& batch, int reps) override {
     for (int i = 0; i < 3; ++i) step(batch, 0.0);  // the first runs eagerly, then graphs are captured
-    if (!host_grads_.empty()) {                    // host aggregation: wall-clock time of real steps
+    if (host_grads_) {                             // host aggregation: wall-clock time of real steps
       StepSample t{double(batch.size), 0, 0, 0};
       t.step_seconds = seconds_of(reps, [&] { step(batch, 0.0); });
       t.compute_seconds = gpu_.time_step(reps).step;
-      t.comm_seconds = seconds_of(reps, [&] {
-        gpu_.copy_gradients_to_host(host_grads_.data());
-        average_on_host(comm_, host_grads_.data(), host_grads_.size());
-        gpu_.copy_gradients_from_host(host_grads_.data());
-      });
+      t.comm_seconds = seconds_of(reps, [&] { average(); });
       return t;
     }
     const auto t = gpu_.time_step(reps);
@@ -343,7 +340,7 @@ class GpuDevice final : public Device {
     std::string s = gpu_.description();
     if (comm_.size() > 1)
       s += ", " + std::to_string(comm_.size()) + " replicas, " +
-           (host_grads_.empty() ? "NCCL all-reduce, " + gpu_.bucket_summary() : std::string("host all-reduce"));
+           (!host_grads_ ? "NCCL all-reduce, " + gpu_.bucket_summary() : std::string("host all-reduce"));
     return s;
   }
 
@@ -352,8 +349,18 @@ class GpuDevice final : public Device {
   nn::Model& model_;
   Optimizer& optimizer_;
   HostComm& comm_;
+  // Host aggregation: the flat gradients to page-locked host memory, averaged there, and back.
+  void average() {
+    gpu_.copy_gradients_to_host(host_grads_.get());
+    average_on_host(comm_, host_grads_.get(), gpu_.gradient_floats(), false);
+    gpu_.copy_gradients_from_host(host_grads_.get());
+  }
+  struct Free {
+    HostAllocator* allocator;
+    void operator()(float* p) const noexcept { allocator->deallocate(p); }
+  };
   cuda::GpuTrainer gpu_;
-  std::vector<float> host_grads_;  // host aggregation: the flat gradients in pinned-size host memory
+  std::unique_ptr<float[], Free> host_grads_{nullptr, Free{nullptr}};  // host aggregation only
 };
 #endif
 

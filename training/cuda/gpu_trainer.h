@@ -56,6 +56,8 @@ class GpuTrainer {
   // one batch of exactly the constructor's size, as training::compute_gradients does. The gradients
   // stay on the device (download_gradients copies them out); returns the batch's loss totals.
   nn::LossTotals compute_gradients(const Batch& batch, float val_lambda, float bn_momentum, float grad_scale);
+  // The squared norm of the last compute_gradients' gradient (this replica's own).
+  double local_norm2() const;
   // The gradients of the last compute_gradients, into a gradient model of the same architecture;
   // and gradients from the host for the next apply_gradients (gradients averaged elsewhere).
   void download_gradients(nn::Model& grads);
