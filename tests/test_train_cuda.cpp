@@ -382,7 +382,7 @@ TEST_CASE("GPU trainer: `train --backend cuda` learns as the CPU trainer does an
 // must leave a step's update as it is: a gradient range missing from the buckets would reach the
 // optimizer as zero and leave its tensor unmoved. (Two runs are compared update by update, not bit
 // for bit: each run times cuDNN's algorithms anew and may pick others.) Two replicas on the same GPU
-// with host aggregation must train as two CPU replicas do, up to bf16.
+// with host aggregation must make the update two CPU replicas make, up to bf16.
 TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][train][dp]") {
   if (!have_gpu()) return;
   const TrainingData files;
@@ -406,37 +406,39 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   train(c);
   nn::Model start(c.arch);
   nn::init_model(start, c.seed);
-  const nn::Model plain = nn::load_model((files.dir / "plain.bin").string());
-  const nn::Model nccl = nn::load_model(c.model_out);
-  for (size_t t = 0; t < plain.tensors().size(); ++t) {
-    if (!plain.tensors()[t].trainable) continue;
-    const auto& w0 = start.tensors()[t].tensor->data;
-    const auto& a = plain.tensors()[t].tensor->data;
-    const auto& b = nccl.tensors()[t].tensor->data;
-    double update = 0, difference = 0;
-    for (size_t i = 0; i < w0.size(); ++i) {
-      update += (double(a[i]) - w0[i]) * (double(a[i]) - w0[i]);
-      difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+  // Each trainable tensor moved from `start` in both models, the same way within `tolerance` of the
+  // move: 5% between two GPU runs; 20% between the GPU and the CPU, whose gradients differ by up to
+  // about 10% per tensor (bf16, see the gradient test above), while a lost or misplaced replica's
+  // gradient would be 50% to 100% off.
+  auto same_update = [&](const nn::Model& x, const nn::Model& y, double tolerance) {
+    for (size_t t = 0; t < x.tensors().size(); ++t) {
+      if (!x.tensors()[t].trainable) continue;
+      const auto& w0 = start.tensors()[t].tensor->data;
+      const auto& a = x.tensors()[t].tensor->data;
+      const auto& b = y.tensors()[t].tensor->data;
+      double update = 0, difference = 0;
+      for (size_t i = 0; i < w0.size(); ++i) {
+        update += (double(a[i]) - w0[i]) * (double(a[i]) - w0[i]);
+        difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+      }
+      CAPTURE(x.tensors()[t].name, std::sqrt(update), std::sqrt(difference));
+      CHECK(update > 0);
+      CHECK(std::sqrt(difference) < tolerance * std::sqrt(update));
     }
-    CAPTURE(plain.tensors()[t].name, std::sqrt(update), std::sqrt(difference));
-    CHECK(update > 0);
-    CHECK(std::sqrt(difference) < 0.05 * std::sqrt(update));
-  }
+  };
+  same_update(nn::load_model((files.dir / "plain.bin").string()), nn::load_model(c.model_out), 0.05);
 
-  c.steps = 30;
   c.allreduce = "host";
   c.gpus = {0, 0};
-  c.check_every = 5;
-  c.test = {files.file};
   c.model_out = (files.dir / "two_gpu.bin").string();
-  const TrainResult gpu = train(c);
+  train(c);
   c.backend = "cpu";
   c.gpus.clear();
   c.replicas = 2;
   c.model_out = (files.dir / "two_cpu.bin").string();
-  const TrainResult cpu = train(c);
-  std::printf("2 replicas x 16, 30 steps: held-out loss GPU %.4f, CPU %.4f\n", gpu.test.loss, cpu.test.loss);
-  CHECK(relative(gpu.test.loss, cpu.test.loss) < 3e-2);
+  train(c);
+  same_update(nn::load_model((files.dir / "two_cpu.bin").string()), nn::load_model((files.dir / "two_gpu.bin").string()),
+              0.2);
 }
 
 #endif  // JIRIKI_HAVE_CUDA
