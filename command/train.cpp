@@ -41,7 +41,9 @@ void on_sigint(int) {
 int cmd_train(int argc, char** argv) {
   Args args("jiriki train --data PATH... --model-out FILE [--init FILE | --blocks N --channels C] [OPTIONS]",
             "Trains a network on hcpe / hcpe3 records (files, directories, globs). Ctrl-C stops after the current\n"
-            "step and writes the checkpoint; --resume continues exactly where it stopped.");
+            "step and writes the checkpoint; --resume continues exactly where it stopped.\n"
+            "Several GPUs: --gpus 0,1,... (one thread each), or `mpirun -np K jiriki train ...` (one process per GPU,\n"
+            "GPU = local rank); --batch auto picks the per-GPU batch by measured goodput.");
   args.option("data", "", "training data: .hcpe / .hcpe3 files, directories, glob patterns", true)
       .option("model-out", "", "the trained model file to write (required)")
       .option("init", "", "start from this model file instead of a fresh network")

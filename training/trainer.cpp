@@ -395,6 +395,19 @@ void average_running_statistics(Device& device, nn::Model& model, HostComm& comm
   device.load_host();
 }
 
+// Loss totals summed over the replicas (collective).
+nn::LossTotals sum_over_replicas(const nn::LossTotals& t, HostComm& comm) {
+  double v[7] = {t.policy,
+                 t.value_result,
+                 t.value_eval,
+                 double(t.samples),
+                 double(t.policy_correct),
+                 double(t.value_decisive),
+                 double(t.value_correct)};
+  comm.sum(v, 7);
+  return {v[0], v[1], v[2], int64_t(v[3]), int64_t(v[4]), int64_t(v[5]), int64_t(v[6])};
+}
+
 // Held-out metrics: the first `limit` positions (0: all) in file order, batch norm in EVAL mode,
 // split among the replicas (replica r takes every r-th batch) and summed. Collective.
 Metrics evaluate(Device& device, const Dataset& test, const TrainConfig& c, HostComm& comm) {
@@ -417,16 +430,7 @@ Metrics evaluate(Device& device, const Dataset& test, const TrainConfig& c, Host
       loader.release(b);
     }
   }
-  double t[7] = {totals.policy,
-                 totals.value_result,
-                 totals.value_eval,
-                 double(totals.samples),
-                 double(totals.policy_correct),
-                 double(totals.value_decisive),
-                 double(totals.value_correct)};
-  comm.sum(t, 7);
-  nn::LossTotals all{t[0], t[1], t[2], int64_t(t[3]), int64_t(t[4]), int64_t(t[5]), int64_t(t[6])};
-  return summarize(all, c.val_lambda);
+  return summarize(sum_over_replicas(totals, comm), c.val_lambda);
 }
 
 nn::Model fresh_model(const TrainConfig& c) {
@@ -661,15 +665,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     }
 
     if (step % c.log_every == 0 || stream >= total_samples) {
-      double t[7] = {interval.policy,
-                     interval.value_result,
-                     interval.value_eval,
-                     double(interval.samples),
-                     double(interval.policy_correct),
-                     double(interval.value_decisive),
-                     double(interval.value_correct)};
-      comm.sum(t, 7);
-      const nn::LossTotals all{t[0], t[1], t[2], int64_t(t[3]), int64_t(t[4]), int64_t(t[5]), int64_t(t[6])};
+      const nn::LossTotals all = sum_over_replicas(interval, comm);
       const double elapsed = seconds_since(interval_start);
       const double rate = double(all.samples) / elapsed;
       const double loader_rate = loader->samples_built() / std::max(1e-9, loader->busy_seconds()) * loader->threads();
