@@ -86,7 +86,10 @@ int bench_search(int argc, char** argv) {
             << seconds << " s on " << args.str("sfen") << "\n";
 
   // Warm-up: the first calls of a backend pay for its setup (kernels chosen, memory allocated).
+  const auto warm_start = std::chrono::steady_clock::now();
   queue->warm_up();
+  std::cout << "warm-up (every evaluator at each batch size's first use) "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - warm_start).count() << " s\n";
   search::SearchLimits warm;
   warm.nodes = int64_t(batch) * threads * 4;
   searcher.run(warm);

@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <thread>
 
 #include "nn/backend.h"
 #include "nn/cuda/cuda_backend.h"
+#include "nn/cuda/fused_conv.h"
 #include "tests/nn_random.h"
 
 using namespace jiriki;
@@ -193,6 +195,30 @@ TEST_CASE("cuda backend: every GPU of the machine gives the same results", "[nn]
     CHECK(relative_error(got.policy, want.policy) < 1e-2);
     // The first evaluator still works after another one was made and used.
     CHECK(relative_error(run(*first, features, 8).policy, want.policy) < 1e-2);
+  }
+}
+
+TEST_CASE("cuda backend: evaluators on one GPU tune each shape once and share the choice", "[nn][cuda]") {
+  if (!have_gpu()) return;
+  // Four evaluators (a search's threads) meet the same bucket at the same time: one tunes its three
+  // convolution shapes (stem, conv1, conv2), the others wait and take its engines. 44 channels: a
+  // shape no other test here tunes.
+  Model m = random_model(2, 44, Activation::RELU, 61);
+  auto features = random_features(16, 62);
+  auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 16});
+  const Output want = run(*reference, features, 16);
+  const int tuned_before = cuda::shapes_tuned();
+  std::vector<std::unique_ptr<Evaluator>> evals;
+  for (int i = 0; i < 4; ++i) evals.push_back(make_evaluator(m, cuda_options(16)));
+  std::vector<Output> got(evals.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < evals.size(); ++i) threads.emplace_back([&, i] { got[i] = run(*evals[i], features, 16); });
+  for (auto& t : threads) t.join();
+  CHECK(cuda::shapes_tuned() - tuned_before == 3);
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO("evaluator " << i);
+    require_close_bf16(got[i], want);
+    CHECK(relative_error(got[i].policy, got[0].policy) < 1e-6);  // the same engines on the same inputs
   }
 }
 

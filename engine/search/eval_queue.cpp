@@ -47,8 +47,11 @@ void EvalQueue::reset_stats() {
 void EvalQueue::warm_up() {
   EvalBatch batch(max_batch_);
   while (!batch.full()) std::fill_n(batch.add(), nn::INPUT_SIZE, 0.0f);
+  std::vector<int> sizes;
+  for (int n = 1; n < max_batch_; n *= 2) sizes.push_back(n);
+  sizes.push_back(max_batch_);
   for (auto& e : evaluators_)
-    for (int n : {1, max_batch_}) e->evaluate(batch.features_.data(), n, batch.policy_.data(), batch.value_.data());
+    for (int n : sizes) e->evaluate(batch.features_.data(), n, batch.policy_.data(), batch.value_.data());
 }
 
 void EvalQueue::evaluate(EvalBatch& batch) {

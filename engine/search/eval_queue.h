@@ -50,8 +50,10 @@ class EvalQueue {
   void evaluate(EvalBatch& batch);
   int max_batch() const { return max_batch_; }
   std::string name() const;  // the evaluators' description
-  // Runs every evaluator once at batch 1 and once full, so that the setup a backend does on first
-  // use (kernel choice, JIT, memory) is not paid inside a timed search. Call while no client waits.
+  // Runs every evaluator at each power of two up to max_batch() and at max_batch(), so that the
+  // setup a backend does on a batch size's first use (the CUDA backend's kernel choice and graph
+  // capture per power-of-two bucket) is not paid inside a timed search, where collisions make
+  // batches of any size. Call while no client waits.
   void warm_up();
 
   // Network calls and positions evaluated since the last reset; positions / (calls * max_batch)

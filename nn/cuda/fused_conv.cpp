@@ -14,7 +14,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include "nn/cuda/kernels.h"
@@ -96,7 +101,49 @@ struct FusedConv::Plan {
   int64_t engine = -1;       // cuDNN's global engine index
   bool runtime_compiled = false;
   float ms = -1.0f;          // measured by tune()
+  int heur_mode = 0;         // where the heuristics listed it: their mode ...
+  int heur_index = 0;        // ... and its place in their list
 };
+
+// ---- engine choices shared by the process ------------------------------------------------------
+// Tuning one shape (finalizing up to 16 plans, some compiled at run time by NVRTC, then timing
+// each) takes seconds. A search runs an evaluator per thread, all on one GPU, and each meets every
+// batch bucket: without sharing, each would tune each bucket again, stalling the search for
+// seconds at a time. So the first FusedConv of a shape on a device tunes it and publishes its
+// choice; the next ones finalize that one plan and skip the timing. One that arrives while the
+// same shape is being tuned waits for the result rather than tuning it twice.
+struct FusedConv::Choice {
+  bool fused;
+  int heur_mode, heur_index;
+  float ms;
+};
+
+namespace {
+
+struct ChoiceEntry {
+  bool tuning = false;                     // a FusedConv is tuning this shape now
+  std::optional<FusedConv::Choice> choice;
+};
+
+struct ChoiceCache {
+  std::mutex mutex;
+  int tuned = 0;  // choices published
+  std::condition_variable changed;
+  std::map<FusedConv::Key, ChoiceEntry> entries;  // std::map: references stay valid as it grows
+};
+
+ChoiceCache& choice_cache() {
+  static ChoiceCache cache;
+  return cache;
+}
+
+}  // namespace
+
+int shapes_tuned() {
+  ChoiceCache& cache = choice_cache();
+  std::lock_guard lock(cache.mutex);
+  return cache.tuned;
+}
 
 // The pointwise operation y = mode(x [, b]) with fp32 arithmetic.
 static cudnnBackendDescriptor_t add_pointwise(FusedConv::Graph& g, cudnnPointwiseMode_t mode, const Desc& x,
@@ -210,60 +257,101 @@ static std::vector<Desc> heuristic_configs(const Desc& graph, cudnnBackendHeurMo
   return cfgs;
 }
 
+// Finalizes one configuration into a plan; null when it does not run on this device or shape.
+static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& cfg, int heur_mode, int heur_index) {
+  auto p = std::make_unique<FusedConv::Plan>();
+  p->cfg = std::move(cfg);
+  p->heur_mode = heur_mode;
+  p->heur_index = heur_index;
+  auto cfg_d = p->cfg.get();
+  p->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle)
+      .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg_d);
+  if (cudnnBackendFinalize(p->plan.get()) != CUDNN_STATUS_SUCCESS) return nullptr;
+  int64_t got = 0;
+  JIRIKI_CUDNN_CHECK(cudnnBackendGetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                              CUDNN_TYPE_INT64, 1, &got, &p->workspace));
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  auto engine_d = engine.get();
+  if (cudnnBackendGetAttribute(p->cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
+                               &engine_d) == CUDNN_STATUS_SUCCESS) {
+    cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &p->engine);
+    cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    int64_t note_count = 0;
+    if (cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                 CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &note_count, notes) == CUDNN_STATUS_SUCCESS)
+      for (int64_t i = 0; i < note_count; ++i)
+        if (notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) p->runtime_compiled = true;
+  }
+  return p;
+}
+
 FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candidates) : shape_(shape) {
   const auto start = std::chrono::steady_clock::now();
   // The fused graph needs cuDNN's runtime-fusion engines, which compile kernels with NVRTC when a
   // plan is made; where they are missing (no libnvrtc, an older GPU), the unfused graph still runs.
   // JIRIKI_CUDA_UNFUSED=1 takes the unfused path at once, so that tests can check it.
   const bool force_unfused = std::getenv("JIRIKI_CUDA_UNFUSED") != nullptr;
-  for (bool fused : {true, false}) {
-    if (fused && (force_unfused || !shape.epilogue)) continue;
-    fused_ = fused;
-    try {
-      graph_ = build_graph(handle, shape, fused);
-    } catch (const std::runtime_error& e) {
-      if (!fused) throw;
-      if (verbose()) std::fprintf(stderr, "[cuda] fused graph rejected (%s); trying the unfused one\n", e.what());
-      continue;
-    }
-    for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-      std::vector<Desc> cfgs = heuristic_configs(*graph_->graph, mode);
-      if (verbose()) std::fprintf(stderr, "[cuda] heuristics mode %d: %zu configurations\n", int(mode), cfgs.size());
-      for (Desc& cfg : cfgs) {
-        if (int(candidates_.size()) >= max_candidates) break;
-        auto p = std::make_unique<Plan>();
-        p->cfg = std::move(cfg);
-        auto cfg_d = p->cfg.get();
-        p->plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle)
-            .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg_d);
-        if (cudnnBackendFinalize(p->plan.get()) != CUDNN_STATUS_SUCCESS) continue;  // not for this device or shape
-        int64_t got = 0;
-        JIRIKI_CUDNN_CHECK(cudnnBackendGetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                                    CUDNN_TYPE_INT64, 1, &got, &p->workspace));
-        Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-        auto engine_d = engine.get();
-        if (cudnnBackendGetAttribute(p->cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
-                                     &engine_d) == CUDNN_STATUS_SUCCESS) {
-          cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &p->engine);
-          cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-          int64_t note_count = 0;
-          if (cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                       CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &note_count, notes) == CUDNN_STATUS_SUCCESS)
-            for (int64_t i = 0; i < note_count; ++i)
-              if (notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) p->runtime_compiled = true;
-        }
+  int device = 0;
+  JIRIKI_CUDA_CHECK(cudaGetDevice(&device));
+  key_ = Key(device, shape.batch, shape.in_channels, shape.out_channels, shape.kernel, shape.residual,
+             int(shape.act), shape.epilogue, force_unfused);
+  std::optional<Choice> known;
+  {
+    ChoiceCache& cache = choice_cache();
+    std::unique_lock lock(cache.mutex);
+    ChoiceEntry& entry = cache.entries[key_];
+    cache.changed.wait(lock, [&] { return !entry.tuning; });
+    known = entry.choice;
+    if (!known) entry.tuning = owns_tuning_ = true;
+  }
+  if (known) {  // tuned before in this process: finalize that one plan
+    fused_ = known->fused;
+    graph_ = build_graph(handle, shape, fused_);
+    std::vector<Desc> cfgs = heuristic_configs(*graph_->graph, cudnnBackendHeurMode_t(known->heur_mode));
+    if (known->heur_index < int(cfgs.size()))
+      if (auto p = make_plan(handle, std::move(cfgs[known->heur_index]), known->heur_mode, known->heur_index)) {
+        p->ms = known->ms;
         candidates_.push_back(std::move(p));
+        tuned_ = true;
+        if (verbose())
+          std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: engine %lld as tuned before, in %.2f s\n",
+                       shape.kernel, shape.kernel, shape.in_channels, shape.out_channels,
+                       shape.residual ? " +residual" : "", shape.batch, (long long)candidates_[0]->engine,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        return;
+      }
+    graph_.reset();  // the heuristics answered differently this time: tune afresh
+  }
+  try {
+    for (bool fused : {true, false}) {
+      if (fused && (force_unfused || !shape.epilogue)) continue;
+      fused_ = fused;
+      try {
+        graph_ = build_graph(handle, shape, fused);
+      } catch (const std::runtime_error& e) {
+        if (!fused) throw;
+        if (verbose()) std::fprintf(stderr, "[cuda] fused graph rejected (%s); trying the unfused one\n", e.what());
+        continue;
+      }
+      for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+        std::vector<Desc> cfgs = heuristic_configs(*graph_->graph, mode);
+        if (verbose()) std::fprintf(stderr, "[cuda] heuristics mode %d: %zu configurations\n", int(mode), cfgs.size());
+        for (size_t i = 0; i < cfgs.size() && int(candidates_.size()) < max_candidates; ++i)
+          if (auto p = make_plan(handle, std::move(cfgs[i]), int(mode), int(i))) candidates_.push_back(std::move(p));
+        if (!candidates_.empty()) break;
       }
       if (!candidates_.empty()) break;
+      if (verbose()) std::fprintf(stderr, "[cuda] no engine for the %s graph\n", fused ? "fused" : "unfused");
     }
-    if (!candidates_.empty()) break;
-    if (verbose()) std::fprintf(stderr, "[cuda] no engine for the %s graph\n", fused ? "fused" : "unfused");
+    if (candidates_.empty())
+      throw std::runtime_error("CUDA backend: cuDNN has no engine for a " + std::to_string(shape.kernel) + "x" +
+                               std::to_string(shape.kernel) + " convolution " + std::to_string(shape.in_channels) +
+                               " -> " + std::to_string(shape.out_channels) + " channels at batch " +
+                               std::to_string(shape.batch));
+  } catch (...) {
+    release_tuning(std::nullopt);
+    throw;
   }
-  if (candidates_.empty())
-    throw std::runtime_error("CUDA backend: cuDNN has no engine for a " + std::to_string(shape.kernel) + "x" +
-                             std::to_string(shape.kernel) + " convolution " + std::to_string(shape.in_channels) +
-                             " -> " + std::to_string(shape.out_channels) + " channels at batch " +
-                             std::to_string(shape.batch));
   if (verbose()) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: %zu %s candidates in %.2f s\n", shape.kernel,
@@ -272,7 +360,24 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   }
 }
 
-FusedConv::~FusedConv() = default;
+// Ends this FusedConv's claim on tuning its shape, publishing its choice if it has one.
+void FusedConv::release_tuning(const std::optional<Choice>& choice) {
+  if (!owns_tuning_) return;
+  owns_tuning_ = false;
+  ChoiceCache& cache = choice_cache();
+  {
+    std::lock_guard lock(cache.mutex);
+    ChoiceEntry& entry = cache.entries[key_];
+    entry.tuning = false;
+    if (choice) {
+      entry.choice = choice;
+      ++cache.tuned;
+    }
+  }
+  cache.changed.notify_all();
+}
+
+FusedConv::~FusedConv() { release_tuning(std::nullopt); }
 
 void FusedConv::run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& a, void* workspace) const {
   const Plan& p = *candidates_[chosen_];
@@ -299,6 +404,7 @@ void FusedConv::run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& a
 }
 
 void FusedConv::tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& args) {
+  if (tuned_) return;  // a choice made before in this process
   constexpr int REPS = 20;
   cudaEvent_t begin, end;
   JIRIKI_CUDA_CHECK(cudaEventCreate(&begin));
@@ -328,9 +434,15 @@ void FusedConv::tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& 
   }
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
-  if (best < 0.0f) throw std::runtime_error("CUDA backend: no cuDNN engine could run the convolution");
+  if (best < 0.0f) {
+    release_tuning(std::nullopt);
+    throw std::runtime_error("CUDA backend: no cuDNN engine could run the convolution");
+  }
   for (size_t i = 0; i < candidates_.size(); ++i)
     if (candidates_[i]->ms == best) chosen_ = i;
+  tuned_ = true;
+  const Plan& p = *candidates_[chosen_];
+  release_tuning(Choice{fused_, p.heur_mode, p.heur_index, p.ms});
 }
 
 size_t FusedConv::workspace_size() const { return size_t(candidates_[chosen_]->workspace); }

@@ -5,7 +5,8 @@
 // on 9x9 boards, NHWC tensors in bf16, fp32 accumulation, one kernel where cuDNN has an
 // engine for the whole pattern. A FusedConv is built for one shape and one batch size: cuDNN's
 // heuristics list engine configurations, tune() times those that finalize on the real buffers
-// and keeps the fastest. If no engine takes the fused graph, the convolution alone runs through
+// and keeps the fastest; later FusedConvs of the same shape on the same device take that choice
+// without timing (the process shares it: fused_conv.cpp). If no engine takes the fused graph, the convolution alone runs through
 // cuDNN and a small kernel of ours applies bias, residual and activation (slower, never wrong;
 // JIRIKI_CUDA_UNFUSED=1 in the environment forces this path).
 #pragma once
@@ -13,6 +14,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -40,16 +43,22 @@ struct ConvArgs {
   uint16_t* y = nullptr;
 };
 
+// How many shapes this process has tuned (timed its engines for); the others reused a choice.
+int shapes_tuned();
+
 class FusedConv {
  public:
-  // Builds the operation graph and finalizes up to `max_candidates` engine configurations.
+  // Builds the operation graph and finalizes up to `max_candidates` engine configurations (or
+  // only the one chosen before for this shape). Call tune() next: until then, another FusedConv of
+  // the same shape on the same device waits in its constructor.
   // Throws if cuDNN has no engine at all for the convolution.
   FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candidates);
   ~FusedConv();
   FusedConv(const FusedConv&) = delete;
   FusedConv& operator=(const FusedConv&) = delete;
 
-  // Times every candidate on `args` (its output is overwritten) and keeps the fastest.
+  // Times every candidate on `args` (its output is overwritten) and keeps the fastest; does nothing
+  // when the choice was taken from an earlier FusedConv of this shape.
   void tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& args);
   // Enqueues the convolution on the handle's stream. `workspace` holds workspace_size() bytes.
   void run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& args, void* workspace) const;
@@ -60,13 +69,21 @@ class FusedConv {
 
   struct Graph;  // the cuDNN descriptors of the operation graph (fused_conv.cpp)
   struct Plan;   // one finalized engine configuration (fused_conv.cpp)
+  struct Choice;  // a tuned shape's engine, shared by the process (fused_conv.cpp)
+  // The device, the shape, and whether the unfused path is forced: what a Choice is for.
+  using Key = std::tuple<int, int, int, int, int, bool, int, bool, bool>;
 
  private:
+  void release_tuning(const std::optional<Choice>& choice);
+
   ConvShape shape_;
   std::unique_ptr<Graph> graph_;
   bool fused_ = true;  // false: the graph is the convolution alone, our kernel does the rest
   std::vector<std::unique_ptr<Plan>> candidates_;
   size_t chosen_ = 0;
+  bool tuned_ = false;        // chosen_ is final
+  bool owns_tuning_ = false;  // this one tunes the shape; the others wait for its choice
+  Key key_;
 };
 
 }  // namespace jiriki::nn::cuda

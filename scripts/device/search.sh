@@ -3,7 +3,8 @@
 # 192-channel network (random weights: speed does not depend on them) at a few thread and batch
 # settings, plus `jiriki bench nn` at the same batch sizes for the network's own throughput.
 #
-#   run with carry [".carry"]:  bash scripts/device/search.sh ["THREADS:BATCH ..."] [SECONDS]
+#   run with carry [".carry"]:  [TESTS=1] bash scripts/device/search.sh ["THREADS:BATCH ..."] [SECONDS]
+# TESTS=1 first runs the CUDA backend's tests ("[nn][cuda]").
 set -uo pipefail
 OUT=${OUT:-/tmp/jiriki-out}
 CONFIGS=${1:-"4:128 8:128 8:256"}
@@ -14,6 +15,10 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 source scripts/device/env.sh
 configure || exit 1
 cmake --build build-device -j "$(nproc)" --target jiriki > /dev/null || exit 1
+if [[ "${TESTS:-0}" == 1 ]]; then
+  cmake --build build-device -j "$(nproc)" --target jiriki_tests 2>&1 | grep -E "error|FAILED"
+  build-device/jiriki_tests "[nn][cuda]" 2>&1 | tail -5
+fi
 build-device/jiriki nn init --blocks 10 --channels 192 --seed 1 -o /tmp/net10x192.jnn
 batches=$(for c in $CONFIGS; do echo "${c#*:}"; done | sort -un | paste -sd,)
 echo "\$ jiriki bench nn --model /tmp/net10x192.jnn --backend cuda --batch $batches --seconds 2"
