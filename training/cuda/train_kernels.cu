@@ -155,6 +155,28 @@ __global__ void fill_random_kernel(bf16* x, int64_t n, uint32_t seed) {
   }
 }
 
+// ---- batch-norm thread layout ----------------------------------------------------------------
+// Every batch-norm kernel gives each thread V channels (a group) for its whole life and a lane of
+// rows: the per-channel constants are read once into registers instead of at every element (those
+// scalar loads, eight per 16-byte access and constant, made the kernels 2-3x slower than their
+// bytes). A block is (channels / V) groups x `lanes` lanes; a row's groups are adjacent threads, so
+// the accesses of a block cover whole rows, contiguous in memory.
+
+// The saved statistics of V channels from c0: saved = [4][channels] of mean, invstd, scale, shift.
+template <int V>
+struct BnConstants {
+  float mean[V], invstd[V], scale[V], shift[V];
+  __device__ void load(const float* saved, int channels, int c0) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      mean[j] = saved[c0 + j];
+      invstd[j] = saved[channels + c0 + j];
+      scale[j] = saved[2 * channels + c0 + j];
+      shift[j] = saved[3 * channels + c0 + j];
+    }
+  }
+};
+
 // ---- per-channel sums over the rows of a [rows][channels] matrix --------------------------------
 // Each thread owns V channels and a lane of rows; the block's lanes are summed in shared memory and
 // each block writes partial[block][2][channels] (two sums per channel). `blockDim.x` is
@@ -185,10 +207,12 @@ __global__ void channel_sums_kernel(Term term, int64_t rows, int channels, int64
   float sa[V], sb[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) sa[k] = sb[k] = 0.0f;
+  Term t = term;
+  t.setup(g * V);  // this thread's channels' constants, into registers once
   const int64_t r0 = blockIdx.x * rows_per_block, r1 = min(rows, r0 + rows_per_block);
   for (int64_t r = r0 + lane; r < r1; r += lanes) {
     float a[V], b[V];
-    term(r * channels + g * V, g * V, a, b);
+    t(r * channels + g * V, a, b);
 #pragma unroll
     for (int k = 0; k < V; ++k) sa[k] += a[k], sb[k] += b[k];
   }
@@ -223,7 +247,8 @@ void launch_channel_sums(const Term& term8, const auto& term1, int64_t rows, int
 template <int V>
 struct MomentTerm {
   const bf16* x;
-  __device__ void operator()(int64_t e, int, float (&a)[V], float (&b)[V]) const {
+  __device__ void setup(int) {}
+  __device__ void operator()(int64_t e, float (&a)[V], float (&b)[V]) const {
     load<V>(x + e, a);
 #pragma unroll
     for (int k = 0; k < V; ++k) b[k] = a[k] * a[k];
@@ -237,31 +262,63 @@ struct BackwardTerm {
   const float* saved;
   int channels;
   Activation act;
-  __device__ void operator()(int64_t e, int c0, float (&a)[V], float (&b)[V]) const {
+  BnConstants<V> k;
+  __device__ void setup(int c0) { k.load(saved, channels, c0); }
+  __device__ void operator()(int64_t e, float (&a)[V], float (&b)[V]) const {
     float d[V], xv[V], r[V] = {};
     load<V>(dy + e, d);
     load<V>(x + e, xv);
     if (residual) load<V>(residual + e, r);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int c = c0 + k;
-      const float z = pre_activation(xv[k], saved[2 * channels + c], saved[3 * channels + c], r[k]);
-      const float dz = d[k] * activate_grad(z, act);
-      a[k] = dz;
-      b[k] = dz * (xv[k] - saved[c]) * saved[channels + c];
+    for (int j = 0; j < V; ++j) {
+      const float z = pre_activation(xv[j], k.scale[j], k.shift[j], r[j]);
+      const float dz = d[j] * activate_grad(z, act);
+      a[j] = dz;
+      b[j] = dz * (xv[j] - k.mean[j]) * k.invstd[j];
     }
   }
 };
 
 // ---- batch norm ------------------------------------------------------------------------------
 
+// The finalize kernels sum the reduction's per-block partials for FINALIZE_CHANNELS channels per
+// block: FINALIZE_SLICES rows of threads each add every FINALIZE_SLICES-th partial in double, then
+// one row adds the slices in a fixed order (deterministic). One thread per channel walking all
+// partials in sequence took tens of microseconds per call, a large share of a batch norm at batch
+// 256, since 42 such calls run per training step of a 10-block network.
+constexpr int FINALIZE_CHANNELS = 32, FINALIZE_SLICES = 16;
+
+// Channel `c`'s two sums over the `blocks` partials; true in the one thread per channel that holds
+// the result.
+__device__ bool sum_partials(const float* partial, int blocks, int channels, int& c, double& a, double& b) {
+  __shared__ double slices[2][FINALIZE_SLICES][FINALIZE_CHANNELS];
+  const int lc = threadIdx.x % FINALIZE_CHANNELS, slice = threadIdx.x / FINALIZE_CHANNELS;
+  c = blockIdx.x * FINALIZE_CHANNELS + lc;
+  a = b = 0;
+  if (c < channels)
+    for (int k = slice; k < blocks; k += FINALIZE_SLICES)
+      a += partial[(2 * k) * channels + c], b += partial[(2 * k + 1) * channels + c];
+  slices[0][slice][lc] = a;
+  slices[1][slice][lc] = b;
+  __syncthreads();
+  if (slice != 0 || c >= channels) return false;
+  a = b = 0;
+  for (int k = 0; k < FINALIZE_SLICES; ++k) a += slices[0][k][lc], b += slices[1][k][lc];
+  return true;
+}
+
+void launch_finalize(auto kernel, int channels, cudaStream_t stream, auto... args) {
+  kernel<<<(channels + FINALIZE_CHANNELS - 1) / FINALIZE_CHANNELS, FINALIZE_CHANNELS * FINALIZE_SLICES, 0, stream>>>(
+      args...);
+  JIRIKI_CUDA_CHECK_LAUNCH();
+}
+
 __global__ void bn_train_finalize_kernel(const float* partial, int blocks, int channels, double count,
                                          const float* gamma, const float* beta, float* running_mean,
                                          float* running_var, float eps, const StepParams* params, float* saved) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
-  double s = 0, ss = 0;
-  for (int b = 0; b < blocks; ++b) s += partial[(2 * b) * channels + c], ss += partial[(2 * b + 1) * channels + c];
+  int c;
+  double s, ss;
+  if (!sum_partials(partial, blocks, channels, c, s, ss)) return;
   const double mean = s / count, var = fmax(ss / count - mean * mean, 0.0);
   const float m = float(mean), invstd = float(1.0 / sqrt(var + double(eps)));
   const float scale = invstd * gamma[c];
@@ -288,17 +345,18 @@ __global__ void bn_eval_kernel(int channels, const float* gamma, const float* be
 
 template <int V>
 __global__ void bn_act_forward_kernel(const bf16* x, const float* saved, const bf16* residual, bf16* out,
-                                      int64_t vectors, int channels, Activation act) {
-  const float* scale = saved + 2 * channels;
-  const float* shift = saved + 3 * channels;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t e = i * V;
-    const int c0 = int(e % channels);
+                                      int64_t rows, int channels, Activation act) {
+  const int groups = channels / V, lanes = blockDim.x / groups;
+  const int g = threadIdx.x % groups, lane = threadIdx.x / groups;
+  BnConstants<V> k;
+  k.load(saved, channels, g * V);
+  for (int64_t row = int64_t(blockIdx.x) * lanes + lane; row < rows; row += int64_t(gridDim.x) * lanes) {
+    const int64_t e = row * channels + g * V;
     float v[V], r[V] = {};
     load<V>(x + e, v);
     if (residual) load<V>(residual + e, r);
 #pragma unroll
-    for (int k = 0; k < V; ++k) v[k] = activate(pre_activation(v[k], scale[c0 + k], shift[c0 + k], r[k]), act);
+    for (int j = 0; j < V; ++j) v[j] = activate(pre_activation(v[j], k.scale[j], k.shift[j], r[j]), act);
     store<V>(out + e, v);
   }
 }
@@ -308,10 +366,9 @@ __global__ void bn_act_forward_kernel(const bf16* x, const float* saved, const b
 __global__ void bn_backward_finalize_kernel(const float* partial, int blocks, int channels, double count,
                                             const float* saved, const float* gamma, float* dgamma, float* dbeta,
                                             float* coeff) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
-  double s = 0, sx = 0;
-  for (int b = 0; b < blocks; ++b) s += partial[(2 * b) * channels + c], sx += partial[(2 * b + 1) * channels + c];
+  int c;
+  double s, sx;
+  if (!sum_partials(partial, blocks, channels, c, s, sx)) return;
   dbeta[c] = float(s);
   dgamma[c] = float(sx);
   coeff[c] = gamma[c] * saved[channels + c];
@@ -321,23 +378,32 @@ __global__ void bn_backward_finalize_kernel(const float* partial, int blocks, in
 
 template <int V>
 __global__ void bn_act_backward_kernel(const bf16* dy, const bf16* x, const bf16* residual, const float* saved,
-                                       const float* coeff, bf16* dx, bf16* dresidual, int64_t vectors, int channels,
+                                       const float* coeff, bf16* dx, bf16* dresidual, int64_t rows, int channels,
                                        Activation act) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t e = i * V;
-    const int c0 = int(e % channels);
+  const int groups = channels / V, lanes = blockDim.x / groups;
+  const int g = threadIdx.x % groups, lane = threadIdx.x / groups, c0 = g * V;
+  BnConstants<V> k;
+  k.load(saved, channels, c0);
+  float gain[V], mean_dz[V], mean_dz_xhat[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    gain[j] = coeff[c0 + j];
+    mean_dz[j] = coeff[channels + c0 + j];
+    mean_dz_xhat[j] = coeff[2 * channels + c0 + j];
+  }
+  for (int64_t row = int64_t(blockIdx.x) * lanes + lane; row < rows; row += int64_t(gridDim.x) * lanes) {
+    const int64_t e = row * channels + c0;
     float d[V], xv[V], r[V] = {}, out[V];
     load<V>(dy + e, d);
     load<V>(x + e, xv);
     if (residual) load<V>(residual + e, r);
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int c = c0 + k;
-      const float z = pre_activation(xv[k], saved[2 * channels + c], saved[3 * channels + c], r[k]);
-      const float dz = d[k] * activate_grad(z, act);
-      const float xhat = (xv[k] - saved[c]) * saved[channels + c];
-      out[k] = coeff[c] * (dz - coeff[channels + c] - xhat * coeff[2 * channels + c]);
-      r[k] = dz;
+    for (int j = 0; j < V; ++j) {
+      const float z = pre_activation(xv[j], k.scale[j], k.shift[j], r[j]);
+      const float dz = d[j] * activate_grad(z, act);
+      const float xhat = (xv[j] - k.mean[j]) * k.invstd[j];
+      out[j] = gain[j] * (dz - mean_dz[j] - xhat * mean_dz_xhat[j]);
+      r[j] = dz;
     }
     store<V>(dx + e, out);
     if (dresidual) store<V>(dresidual + e, r);
@@ -528,6 +594,11 @@ __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, bf16*
 size_t channel_sums_scratch(int channels) { return size_t(MAX_REDUCE_BLOCKS) * 2 * channels; }
 size_t column_sums_scratch(int cols) { return size_t(MAX_COLUMN_CHUNKS) * cols; }
 
+// Blocks for a batch-norm apply kernel over `rows` rows: enough for a few waves, no more.
+int apply_blocks(int64_t rows, const ReduceShape& s) {
+  return int(std::clamp<int64_t>((rows + s.lanes - 1) / s.lanes, 1, 4 * 132 * 8));
+}
+
 void launch_features_to_nhwc(const float* features, uint16_t* x, int n, cudaStream_t stream) {
   features_to_nhwc_kernel<<<n, THREADS, 0, stream>>>(features, as_bf16(x));
   JIRIKI_CUDA_CHECK_LAUNCH();
@@ -543,10 +614,8 @@ void launch_bn_train_statistics(const uint16_t* x, int64_t rows, int channels, c
                                 float* saved, float* scratch, cudaStream_t stream) {
   const ReduceShape s = reduce_shape(rows, channels);
   launch_channel_sums(MomentTerm<8>{as_bf16(x)}, MomentTerm<1>{as_bf16(x)}, rows, channels, scratch, stream, s);
-  bn_train_finalize_kernel<<<(channels + 127) / 128, 128, 0, stream>>>(scratch, s.blocks, channels, double(rows), gamma,
-                                                                      beta, running_mean, running_var, eps, params,
-                                                                      saved);
-  JIRIKI_CUDA_CHECK_LAUNCH();
+  launch_finalize(bn_train_finalize_kernel, channels, stream, (const float*)scratch, s.blocks, channels, double(rows),
+                  gamma, beta, running_mean, running_var, eps, params, saved);
 }
 
 void launch_bn_eval_statistics(int channels, const float* gamma, const float* beta, const float* running_mean,
@@ -558,13 +627,14 @@ void launch_bn_eval_statistics(int channels, const float* gamma, const float* be
 
 void launch_bn_act_forward(const uint16_t* x, const float* saved, const uint16_t* residual, uint16_t* out,
                            int64_t rows, int channels, Activation act, cudaStream_t stream) {
-  const int64_t count = rows * channels;
-  if (channels % 8 == 0)
-    bn_act_forward_kernel<8><<<grid_for(count / 8), THREADS, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
-                                                                          as_bf16(out), count / 8, channels, act);
+  const ReduceShape s = reduce_shape(rows, channels);
+  const int threads = s.groups * s.lanes;
+  if (s.vector == 8)
+    bn_act_forward_kernel<8><<<apply_blocks(rows, s), threads, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
+                                                                            as_bf16(out), rows, channels, act);
   else
-    bn_act_forward_kernel<1><<<grid_for(count), THREADS, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
-                                                                      as_bf16(out), count, channels, act);
+    bn_act_forward_kernel<1><<<apply_blocks(rows, s), threads, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
+                                                                            as_bf16(out), rows, channels, act);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 
@@ -576,16 +646,15 @@ void launch_bn_act_backward(const uint16_t* dy, const uint16_t* x, const uint16_
   launch_channel_sums(BackwardTerm<8>{d, xv, r, saved, channels, act}, BackwardTerm<1>{d, xv, r, saved, channels, act},
                       rows, channels, scratch, stream, s);
   float* coeff = scratch + channel_sums_scratch(channels);
-  bn_backward_finalize_kernel<<<(channels + 127) / 128, 128, 0, stream>>>(scratch, s.blocks, channels, double(rows),
-                                                                         saved, gamma, dgamma, dbeta, coeff);
-  JIRIKI_CUDA_CHECK_LAUNCH();
-  const int64_t count = rows * channels;
-  if (channels % 8 == 0)
-    bn_act_backward_kernel<8><<<grid_for(count / 8), THREADS, 0, stream>>>(d, xv, r, saved, coeff, as_bf16(dx),
-                                                                           as_bf16(dresidual), count / 8, channels, act);
+  launch_finalize(bn_backward_finalize_kernel, channels, stream, (const float*)scratch, s.blocks, channels,
+                  double(rows), saved, gamma, dgamma, dbeta, coeff);
+  const int threads = s.groups * s.lanes;
+  if (s.vector == 8)
+    bn_act_backward_kernel<8><<<apply_blocks(rows, s), threads, 0, stream>>>(
+        d, xv, r, saved, coeff, as_bf16(dx), as_bf16(dresidual), rows, channels, act);
   else
-    bn_act_backward_kernel<1><<<grid_for(count), THREADS, 0, stream>>>(d, xv, r, saved, coeff, as_bf16(dx),
-                                                                       as_bf16(dresidual), count, channels, act);
+    bn_act_backward_kernel<1><<<apply_blocks(rows, s), threads, 0, stream>>>(
+        d, xv, r, saved, coeff, as_bf16(dx), as_bf16(dresidual), rows, channels, act);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 
