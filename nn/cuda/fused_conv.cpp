@@ -100,6 +100,7 @@ struct FusedConv::Plan {
   int64_t workspace = 0;
   int64_t engine = -1;       // cuDNN's global engine index
   bool runtime_compiled = false;
+  bool nondeterministic = false;  // cuDNN says results may vary from run to run (atomics)
   float ms = -1.0f;          // measured by tune()
   int heur_mode = 0;         // where the heuristics listed it: their mode ...
   int heur_index = 0;        // ... and its place in their list
@@ -197,6 +198,25 @@ static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const
       .finalize("convolution descriptor");
   const float alpha = 1.0f, beta = 0.0f;
   auto x_d = x.get(), w_d = w.get(), c_d = conv_out.get(), conv_d = conv.get();
+  if (s.pass == ConvPass::BACKWARD_FILTER) {  // dw = conv_filter_grad(x, dy): W is the output, Y the input
+    Desc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, &x_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, &c_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, &w_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &conv_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, &alpha)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, &beta)
+        .finalize("convolution backward filter operation");
+    g->parts.push_back(std::move(conv));
+    auto op_d = g->add_op(std::move(op));
+    Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+    graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &op_d, 1)
+        .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle)
+        .finalize("operation graph");
+    g->parts.push_back(std::move(graph));
+    g->graph = &g->parts.back();
+    return g;
+  }
   Desc conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
   conv_op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, &x_d)
       .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, &w_d)
@@ -281,6 +301,11 @@ static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& c
                                  CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &note_count, notes) == CUDNN_STATUS_SUCCESS)
       for (int64_t i = 0; i < note_count; ++i)
         if (notes[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) p->runtime_compiled = true;
+    cudnnBackendNumericalNote_t numerical[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    if (cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                 CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &note_count, numerical) == CUDNN_STATUS_SUCCESS)
+      for (int64_t i = 0; i < note_count; ++i)
+        if (numerical[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC) p->nondeterministic = true;
   }
   return p;
 }
@@ -293,8 +318,10 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   const bool force_unfused = std::getenv("JIRIKI_CUDA_UNFUSED") != nullptr;
   int device = 0;
   JIRIKI_CUDA_CHECK(cudaGetDevice(&device));
+  if (shape.pass == ConvPass::BACKWARD_FILTER && shape.epilogue)
+    throw std::invalid_argument("FusedConv: the backward filter pass has no epilogue");
   key_ = Key(device, shape.batch, shape.in_channels, shape.out_channels, shape.kernel, shape.residual,
-             int(shape.act), shape.epilogue, force_unfused);
+             int(shape.act), shape.epilogue, force_unfused, int(shape.pass));
   std::optional<Choice> known;
   {
     ChoiceCache& cache = choice_cache();
@@ -336,8 +363,11 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
       for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
         std::vector<Desc> cfgs = heuristic_configs(*graph_->graph, mode);
         if (verbose()) std::fprintf(stderr, "[cuda] heuristics mode %d: %zu configurations\n", int(mode), cfgs.size());
-        for (size_t i = 0; i < cfgs.size() && int(candidates_.size()) < max_candidates; ++i)
-          if (auto p = make_plan(handle, std::move(cfgs[i]), int(mode), int(i))) candidates_.push_back(std::move(p));
+        for (size_t i = 0; i < cfgs.size() && int(candidates_.size()) < max_candidates; ++i) {
+          auto p = make_plan(handle, std::move(cfgs[i]), int(mode), int(i));
+          // Weight gradients must be the same on every run (resume, replicas): no atomics.
+          if (p && !(shape.pass == ConvPass::BACKWARD_FILTER && p->nondeterministic)) candidates_.push_back(std::move(p));
+        }
         if (!candidates_.empty()) break;
       }
       if (!candidates_.empty()) break;
@@ -382,7 +412,8 @@ FusedConv::~FusedConv() { release_tuning(std::nullopt); }
 void FusedConv::run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& a, void* workspace) const {
   const Plan& p = *candidates_[chosen_];
   std::vector<int64_t> uids = {X, W, Y};
-  std::vector<void*> ptrs = {const_cast<uint16_t*>(a.x), const_cast<uint16_t*>(a.w), a.y};
+  std::vector<void*> ptrs = {const_cast<uint16_t*>(a.x),
+                             shape_.pass == ConvPass::BACKWARD_FILTER ? a.dw : const_cast<uint16_t*>(a.w), a.y};
   if (fused_) {
     uids.push_back(BIAS);
     ptrs.push_back(const_cast<float*>(a.bias));
@@ -451,7 +482,10 @@ std::string FusedConv::description() const {
   const Plan& p = *candidates_[chosen_];
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s engine %lld%s, %.4f ms",
-                fused_ ? "fused" : shape_.epilogue ? "unfused (conv + our epilogue)" : "convolution only",
+                fused_                                         ? "fused"
+                : shape_.epilogue                              ? "unfused (conv + our epilogue)"
+                : shape_.pass == ConvPass::BACKWARD_FILTER ? "backward filter"
+                                                               : "convolution only",
                 (long long)p.engine, p.runtime_compiled ? " (runtime-compiled)" : "", p.ms);
   return buf;
 }

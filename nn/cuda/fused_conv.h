@@ -24,6 +24,10 @@
 
 namespace jiriki::nn::cuda {
 
+// Which convolution a FusedConv computes: the forward pass (with its epilogue), or the gradient of
+// the weights (the trainer's backward filter pass, no epilogue).
+enum class ConvPass { FORWARD, BACKWARD_FILTER };
+
 struct ConvShape {
   int batch = 1;
   int in_channels = 0, out_channels = 0;
@@ -31,16 +35,19 @@ struct ConvShape {
   bool residual = false;   // adds a tensor shaped like y before the activation
   Activation act = Activation::RELU;
   bool epilogue = true;    // false: y = conv(x, w) alone (the trainer's batch norm follows)
+  ConvPass pass = ConvPass::FORWARD;  // BACKWARD_FILTER needs epilogue false
 };
 
 // Device pointers of one call. x, residual, y: [batch][81][channels] bf16; w: [out][kh][kw][in]
-// (KRSC) bf16; bias: [out] fp32.
+// (KRSC) bf16; bias: [out] fp32. BACKWARD_FILTER reads x and y (the gradient of the output) and
+// writes dw, shaped like w; w and bias are unused.
 struct ConvArgs {
   const uint16_t* x = nullptr;
   const uint16_t* w = nullptr;
   const float* bias = nullptr;
   const uint16_t* residual = nullptr;
   uint16_t* y = nullptr;
+  uint16_t* dw = nullptr;
 };
 
 // How many shapes this process has tuned (timed its engines for); the others reused a choice.
@@ -71,7 +78,7 @@ class FusedConv {
   struct Plan;   // one finalized engine configuration (fused_conv.cpp)
   struct Choice;  // a tuned shape's engine, shared by the process (fused_conv.cpp)
   // The device, the shape, and whether the unfused path is forced: what a Choice is for.
-  using Key = std::tuple<int, int, int, int, int, bool, int, bool, bool>;
+  using Key = std::tuple<int, int, int, int, int, bool, int, bool, bool, int>;
 
  private:
   void release_tuning(const std::optional<Choice>& choice);

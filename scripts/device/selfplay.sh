@@ -9,7 +9,9 @@
 #
 # SECONDS per self-play run (default 60), THREADS worker threads and EVALUATORS network calls in
 # flight on the GPU (defaults 12 and 4), BATCH positions per network call (default 256). RUNS (default
-# "p800 cap") picks the self-play runs.
+# "p800 cap") picks the self-play runs; EXTRA adds self-play options to each (e.g. "--games 1280
+# --concurrent 1280" for runs whose games finish). Each run ends with a summary of its finished games
+# (results, game ends, and the stats file's resignation counts).
 set -uo pipefail
 # Fewer cuDNN engine candidates per convolution: shorter tuning at each evaluator's first batch (the
 # same setting for the benchmark and for self-play, so that the two compare).
@@ -48,8 +50,11 @@ run_selfplay() {  # NAME, then selfplay options
   step "selfplay $name"
   rm -rf "/tmp/sp_$name"
   time $J selfplay --model "$MODEL" --out "/tmp/sp_$name" --name "$name" --backend cuda --seconds "$RUN_SECONDS" \
-    --threads "$THREADS" --evaluators "$EVALUATORS" --batch "$BATCH" --report-seconds 5 "$@" | tee "$OUT/selfplay_$name.txt"
+    --threads "$THREADS" --evaluators "$EVALUATORS" --batch "$BATCH" --report-seconds 5 "$@" ${EXTRA:-} \
+    | tee "$OUT/selfplay_$name.txt"
   cp "/tmp/sp_$name/$name.stats.jsonl" "$OUT/"
+  $J records summary "/tmp/sp_$name"/*.hcpe3 2>&1 | tee "$OUT/summary_$name.txt"
+  tail -1 "/tmp/sp_$name/$name.stats.jsonl" | python3 -c 'import json,sys; r=json.load(sys.stdin); print({k: r[k] for k in ("games","ends","no_resign_games","would_resign","false_resign")})' 
 }
 [[ " $RUNS " == *" p800 "* ]] && run_selfplay p800 --playouts 800
 [[ " $RUNS " == *" cap "* ]] && run_selfplay cap --playouts 160 --playout-cap-full 800 --playout-cap-prob 0.25

@@ -32,8 +32,9 @@
 // Convolutions use cuDNN's legacy API (cudnnConvolutionForward / BackwardData / BackwardFilter with
 // the algorithms cudnnFind*AlgorithmEx measures fastest on this GPU): deprecated in cuDNN 9 but
 // complete, and it covers the three passes with one set of descriptors. The forward pass goes
-// through the graph API instead (the inference backend's FusedConv, convolution only) when that
-// is faster; see graph_forward().
+// and the weight-gradient passes go through the graph API instead (the inference backend's
+// FusedConv without an epilogue, deterministic engines only for the gradients) when that is
+// faster; see graph_conv().
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // cuDNN 9 marks the legacy convolution API
 #include "training/cuda/gpu_trainer.h"
 
@@ -296,8 +297,8 @@ struct GpuTrainer::Impl {
   // CUDA graph most of that difference vanished (the whole step 5.09 -> 4.91 ms at batch 256,
   // 12.52 -> 12.51 ms at 1024), so the legacy cost is mostly host work per call, which the first,
   // eager step and any run without graphs still pay.
-  std::unique_ptr<nn::cuda::FusedConv> stem_forward, block_forward;
-  std::string forward_text;
+  std::unique_ptr<nn::cuda::FusedConv> stem_forward, block_forward, stem_filter, block_filter;
+  std::string graph_text;
   Graph gradients_graph, update_graph, eval_graph;
 
   // ---- data parallelism ----------------------------------------------------------------------
@@ -339,10 +340,11 @@ struct GpuTrainer::Impl {
   void build_layout(const nn::Model& model);
   void allocate_activations();
   void tune_convolutions();  // after the weights are uploaded
-  std::unique_ptr<nn::cuda::FusedConv> graph_forward(int in_channels, const Conv& legacy, const uint16_t* x,
-                                                     const uint16_t* w, uint16_t* y);
+  std::unique_ptr<nn::cuda::FusedConv> graph_conv(nn::cuda::ConvPass pass, int in_channels,
+                                                  const nn::cuda::ConvArgs& args, const std::function<void()>& legacy);
   float milliseconds(const std::function<void()>& enqueue) const;
   void conv_forward(int unit, const uint16_t* in, uint16_t* out) const;
+  void conv_backward_filter(int unit, const uint16_t* in, const uint16_t* dy, uint16_t* dw) const;
   std::string description() const;
 
   // ---- layers: forward and backward side by side ---------------------------------------------
@@ -592,11 +594,28 @@ void GpuTrainer::Impl::tune_convolutions() {
     workspace = std::max(workspace, block_conv->workspace_size());
   }
   find_workspace = DeviceBuffer();
-  stem_forward = graph_forward(STEM_IN, *stem_conv, at(x0), weight16("stem.conv.weight"), at(conv_out[0]));
-  if (block_conv)
-    block_forward = graph_forward(channels, *block_conv, at(act_out[0]), weight16("blocks.0.conv1.weight"),
-                                  at(conv_out[1]));
-  for (const auto* f : {stem_forward.get(), block_forward.get()})
+  // The graph API's engines where they beat the legacy ones. The legacy calls are timed with a
+  // workspace of their own size (cudnn_workspace does not exist yet).
+  using nn::cuda::ConvPass;
+  DeviceBuffer legacy_ws(std::max<size_t>(workspace, 256));
+  stem_forward = graph_conv(ConvPass::FORWARD, STEM_IN, {at(x0), weight16("stem.conv.weight"), nullptr, nullptr, at(conv_out[0])},
+                            [&] { stem_conv->forward(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), legacy_ws.get()); });
+  stem_filter = graph_conv(ConvPass::BACKWARD_FILTER, STEM_IN, {at(x0), nullptr, nullptr, nullptr, at(scratch_a), at(wgrad16)},
+                           [&] { stem_conv->backward_filter(cudnn, at(x0), at(scratch_a), at(wgrad16), legacy_ws.get()); });
+  if (block_conv) {
+    block_forward = graph_conv(ConvPass::FORWARD, channels,
+                               {at(act_out[0]), weight16("blocks.0.conv1.weight"), nullptr, nullptr, at(conv_out[1])},
+                               [&] {
+                                 block_conv->forward(cudnn, at(act_out[0]), weight16("blocks.0.conv1.weight"),
+                                                     at(conv_out[1]), legacy_ws.get());
+                               });
+    block_filter = graph_conv(ConvPass::BACKWARD_FILTER, channels,
+                              {at(act_out[0]), nullptr, nullptr, nullptr, at(scratch_a), at(wgrad16)}, [&] {
+                                block_conv->backward_filter(cudnn, at(act_out[0]), at(scratch_a), at(wgrad16),
+                                                            legacy_ws.get());
+                              });
+  }
+  for (const auto* f : {stem_forward.get(), block_forward.get(), stem_filter.get(), block_filter.get()})
     if (f) workspace = std::max(workspace, f->workspace_size());
   JIRIKI_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudnn_workspace = DeviceBuffer(std::max<size_t>(workspace, 256));
@@ -623,37 +642,38 @@ float GpuTrainer::Impl::milliseconds(const std::function<void()>& enqueue) const
   return ms / REPS;
 }
 
-// The graph API's convolution-only engines for one forward shape, tuned on these buffers (y is
-// overwritten), if the best of them is faster than the legacy algorithm; null otherwise, or when
-// cuDNN offers none.
-std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_forward(int in_channels, const Conv& legacy,
-                                                                     const uint16_t* x, const uint16_t* w,
-                                                                     uint16_t* y) {
+// The graph API's engines for one convolution pass (forward, or the weights' gradient), tuned on
+// `args` (its output is overwritten), if the best of them is faster than the legacy algorithm run
+// by `legacy`; null otherwise, or when cuDNN offers none.
+std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::ConvPass pass, int in_channels,
+                                                                  const nn::cuda::ConvArgs& args,
+                                                                  const std::function<void()>& legacy) {
   nn::cuda::ConvShape shape;
   shape.batch = batch;
   shape.in_channels = in_channels;
   shape.out_channels = channels;
   shape.epilogue = false;
+  shape.pass = pass;
+  const char* what = pass == nn::cuda::ConvPass::FORWARD ? "forward" : "backward filter";
   std::unique_ptr<nn::cuda::FusedConv> f;
   float graph_ms = 0;
   try {
     f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, 16);
-    f->tune(cudnn, stream, {x, w, nullptr, nullptr, y});
+    f->tune(cudnn, stream, args);
     DeviceBuffer ws(f->workspace_size());
-    graph_ms = milliseconds([&] { f->run(cudnn, stream, {x, w, nullptr, nullptr, y}, ws.get()); });
+    graph_ms = milliseconds([&] { f->run(cudnn, stream, args, ws.get()); });
   } catch (const std::runtime_error& e) {
-    forward_text += std::string("; graph API forward ") + std::to_string(in_channels) + "->" +
-                    std::to_string(channels) + " unavailable (" + e.what() + ")";
+    graph_text += std::string("; graph API ") + what + " " + std::to_string(in_channels) + "->" +
+                  std::to_string(channels) + " unavailable (" + e.what() + ")";
     return nullptr;
   }
-  DeviceBuffer ws(legacy.workspace_size());
-  const float legacy_ms = milliseconds([&] { legacy.forward(cudnn, x, w, y, ws.get()); });
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "; forward %d->%d: graph API %.4f ms, legacy %.4f ms", in_channels, channels,
+  const float legacy_ms = milliseconds(legacy);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "; %s %d->%d: graph API %.4f ms, legacy %.4f ms", what, in_channels, channels,
                 graph_ms, legacy_ms);
-  forward_text += buf;
+  graph_text += buf;
   if (graph_ms >= legacy_ms) return nullptr;
-  forward_text += " (" + f->description() + ")";
+  graph_text += " (" + f->description() + ")";
   return f;
 }
 
@@ -665,11 +685,18 @@ void GpuTrainer::Impl::conv_forward(int unit, const uint16_t* in, uint16_t* out)
     (unit == 0 ? *stem_conv : *block_conv).forward(cudnn, in, w, out, cudnn_workspace.get());
 }
 
+void GpuTrainer::Impl::conv_backward_filter(int unit, const uint16_t* in, const uint16_t* dy, uint16_t* dw) const {
+  if (const nn::cuda::FusedConv* f = (unit == 0 ? stem_filter : block_filter).get())
+    f->run(cudnn, stream, {in, nullptr, nullptr, nullptr, const_cast<uint16_t*>(dy), dw}, cudnn_workspace.get());
+  else
+    (unit == 0 ? *stem_conv : *block_conv).backward_filter(cudnn, in, dy, dw, cudnn_workspace.get());
+}
+
 std::string GpuTrainer::Impl::description() const {
   std::string s = "cuda (" + device_name + ", bf16), batch " + std::to_string(batch) + "; cuDNN algorithms: stem " +
                   stem_conv->description();
   if (block_conv) s += "; blocks " + block_conv->description();
-  return s + forward_text;
+  return s + graph_text;
 }
 
 // ---- layers ----------------------------------------------------------------------------------
@@ -789,13 +816,13 @@ void GpuTrainer::Impl::enqueue_backward() {
     void* ws = cudnn_workspace.get();
     bn_backward(bn[u2], at(dh[cur]), at(conv_out[u2]), in, at(scratch_a), din);
     mark("batch norm backward");
-    block_conv->backward_filter(cudnn, at(act_out[u1]), at(scratch_a), at(wgrad16, slot(unit_weight(bn[u2])).offset), ws);
+    conv_backward_filter(u2, at(act_out[u1]), at(scratch_a), at(wgrad16, slot(unit_weight(bn[u2])).offset));
     mark("conv backward filter");
     block_conv->backward_data(cudnn, at(scratch_a), weight16(unit_weight(bn[u2])), at(scratch_b), 0.0f, ws);
     mark("conv backward data");
     bn_backward(bn[u1], at(scratch_b), at(conv_out[u1]), nullptr, at(scratch_a), nullptr);
     mark("batch norm backward");
-    block_conv->backward_filter(cudnn, in, at(scratch_a), at(wgrad16, slot(unit_weight(bn[u1])).offset), ws);
+    conv_backward_filter(u1, in, at(scratch_a), at(wgrad16, slot(unit_weight(bn[u1])).offset));
     mark("conv backward filter");
     block_conv->backward_data(cudnn, at(scratch_a), weight16(unit_weight(bn[u1])), din, 1.0f, ws);
     mark("conv backward data");
@@ -806,8 +833,7 @@ void GpuTrainer::Impl::enqueue_backward() {
   // The stem: no input gradient.
   bn_backward(bn[0], at(dh[cur]), at(conv_out[0]), nullptr, at(scratch_a), nullptr);
   mark("batch norm backward");
-  stem_conv->backward_filter(cudnn, at(x0), at(scratch_a), at(wgrad16, slot("stem.conv.weight").offset),
-                             cudnn_workspace.get());
+  conv_backward_filter(0, at(x0), at(scratch_a), at(wgrad16, slot("stem.conv.weight").offset));
   mark("conv backward filter");
   stage_done(arch.blocks + 1);
   launch_norm(at<float>(grads), int64_t(total), at<float>(local_norm), at<double>(norm_scratch), stream);
