@@ -53,7 +53,7 @@ run_selfplay() {  # NAME, then selfplay options
     --threads "$THREADS" --evaluators "$EVALUATORS" --batch "$BATCH" --report-seconds 5 "$@" ${EXTRA:-} \
     | tee "$OUT/selfplay_$name.txt"
   cp "/tmp/sp_$name/$name.stats.jsonl" "$OUT/"
-  $J records summary "/tmp/sp_$name"/*.hcpe3 2>&1 | tee "$OUT/summary_$name.txt"
+  $J records summary "/tmp/sp_$name" 2>&1 | tee "$OUT/summary_$name.txt"
   tail -1 "/tmp/sp_$name/$name.stats.jsonl" | python3 -c 'import json,sys; r=json.load(sys.stdin); print({k: r[k] for k in ("games","ends","no_resign_games","would_resign","false_resign")})' 
 }
 [[ " $RUNS " == *" p800 "* ]] && run_selfplay p800 --playouts 800
