@@ -7,7 +7,9 @@
 #
 #   run with carry [".carry"]:  bash scripts/device/train.sh [BATCHES]
 #
-# STEPS (default "tests compare") picks what runs after the build: tests, compare.
+# STEPS (default "tests compare") picks what runs after the build: tests, compare, profile (ncu's
+# durations of the kernels of one training step at each batch size, summarised by
+# scripts/ncu_summary.py).
 # That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
 # use the single header carried in .carry/catch2.
 set -uo pipefail
@@ -51,4 +53,21 @@ if [[ " $STEPS " == *" compare "* ]]; then
   step "PyTorch comparison and benchmark"
   time JIRIKI_CUDA_VERBOSE=1 python3 scripts/torch_train_reference.py --jiriki build-device/jiriki --batch "$BATCHES" \
     2>&1 | tee "$OUT/train_cuda_bench.txt"
+fi
+
+if [[ " $STEPS " == *" profile "* ]]; then
+  for b in ${BATCHES//,/ }; do
+    step "kernels of one step at batch $b (ncu)"
+    JIRIKI_CUDA_PROFILE=1 /usr/local/cuda/bin/ncu --profile-from-start off --cache-control none --clock-control none \
+      --metrics gpu__time_duration.sum --csv --page raw build-device/jiriki bench train --backend cuda --blocks 10 \
+      --channels 192 --batch "$b" --steps 5 > "$OUT/ncu_$b.csv" 2> "$OUT/ncu_$b.log"
+    python3 scripts/ncu_summary.py "$OUT/ncu_$b.csv" || tail -20 "$OUT/ncu_$b.log"
+    step "batch-norm kernels at batch $b in detail (ncu)"
+    JIRIKI_CUDA_PROFILE=1 /usr/local/cuda/bin/ncu --profile-from-start off --cache-control none --clock-control none \
+      -k regex:"bn_act|channel_sums" --launch-count 5 --section SpeedOfLight --section Occupancy \
+      --section MemoryWorkloadAnalysis build-device/jiriki bench train --backend cuda --blocks 10 --channels 192 \
+      --batch "$b" --steps 5 > "$OUT/ncu_bn_$b.txt" 2>&1
+    grep -E "^  [a-z_]+.*kernel|Duration|DRAM Throughput|L2 Hit Rate|Achieved Occupancy|Registers Per|Block Limit Reg|Mem Busy|Memory Throughput" \
+      "$OUT/ncu_bn_$b.txt" | sed -E 's/\(const .*//'
+  done
 fi

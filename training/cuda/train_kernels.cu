@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cfloat>
 #include <climits>
+#include <cstdint>
+#include <initializer_list>
 
 #include "nn/cuda/cuda_util.h"
 #include "training/cuda/train_kernels.h"
@@ -95,6 +97,19 @@ __device__ __forceinline__ void store(bf16* p, const float (&f)[V]) {
   }
 }
 
+// V consecutive floats (per-channel constants) into registers: two 16-byte loads when V == 8 (the
+// launchers check the alignment).
+template <int V>
+__device__ __forceinline__ void load_floats(const float* p, float (&f)[V]) {
+  if constexpr (V == 8) {
+    const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = p[k];
+  }
+}
+
 // Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
 template <class T>
 __device__ T block_sum(T v) {
@@ -160,20 +175,19 @@ __global__ void fill_random_kernel(bf16* x, int64_t n, uint32_t seed) {
 // rows: the per-channel constants are read once into registers instead of at every element (those
 // scalar loads, eight per 16-byte access and constant, made the kernels 2-3x slower than their
 // bytes). A block is (channels / V) groups x `lanes` lanes; a row's groups are adjacent threads, so
-// the accesses of a block cover whole rows, contiguous in memory.
+// the accesses of a block cover whole rows, contiguous in memory. The grids stay within what the
+// GPU holds at once, so that each thread walks several rows and its constants pay off; the loops
+// take two rows per iteration, issuing both rows' loads before using either.
 
 // The saved statistics of V channels from c0: saved = [4][channels] of mean, invstd, scale, shift.
 template <int V>
 struct BnConstants {
   float mean[V], invstd[V], scale[V], shift[V];
   __device__ void load(const float* saved, int channels, int c0) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      mean[j] = saved[c0 + j];
-      invstd[j] = saved[channels + c0 + j];
-      scale[j] = saved[2 * channels + c0 + j];
-      shift[j] = saved[3 * channels + c0 + j];
-    }
+    load_floats<V>(saved + c0, mean);
+    load_floats<V>(saved + channels + c0, invstd);
+    load_floats<V>(saved + 2 * channels + c0, scale);
+    load_floats<V>(saved + 3 * channels + c0, shift);
   }
 };
 
@@ -188,9 +202,12 @@ struct ReduceShape {
   size_t shared_bytes(int channels) const { return size_t(lanes) * 2 * channels * sizeof(float); }
 };
 
-ReduceShape reduce_shape(int64_t rows, int channels) {
+// `constants`: the per-channel float arrays the kernels will read 8 at a time.
+ReduceShape reduce_shape(int64_t rows, int channels, std::initializer_list<const float*> constants = {}) {
   ReduceShape s;
   s.vector = channels % 8 == 0 ? 8 : 1;
+  for (const float* p : constants)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) s.vector = 1;
   s.groups = channels / s.vector;
   if (s.groups > 1024) throw std::invalid_argument("GPU trainer: too many channels for the batch-norm kernels");
   s.lanes = std::max(1, THREADS / s.groups);
@@ -210,11 +227,19 @@ __global__ void channel_sums_kernel(Term term, int64_t rows, int channels, int64
   Term t = term;
   t.setup(g * V);  // this thread's channels' constants, into registers once
   const int64_t r0 = blockIdx.x * rows_per_block, r1 = min(rows, r0 + rows_per_block);
-  for (int64_t r = r0 + lane; r < r1; r += lanes) {
-    float a[V], b[V];
-    t(r * channels + g * V, a, b);
+  for (int64_t r = r0 + lane; r < r1; r += 2 * lanes) {
+    float a[2][V], b[2][V];
+    t.load(r * channels + g * V, 0);
+    const bool second = r + lanes < r1;
+    if (second) t.load((r + lanes) * channels + g * V, 1);
+    t.terms(0, a[0], b[0]);
 #pragma unroll
-    for (int k = 0; k < V; ++k) sa[k] += a[k], sb[k] += b[k];
+    for (int k = 0; k < V; ++k) sa[k] += a[0][k], sb[k] += b[0][k];
+    if (second) {
+      t.terms(1, a[1], b[1]);
+#pragma unroll
+      for (int k = 0; k < V; ++k) sa[k] += a[1][k], sb[k] += b[1][k];
+    }
   }
 #pragma unroll
   for (int k = 0; k < V; ++k) {
@@ -243,15 +268,19 @@ void launch_channel_sums(const Term& term8, const auto& term1, int64_t rows, int
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 
+// The terms summed per channel. A Term loads a row's values into one of two slots (load), then
+// turns a slot into the row's two terms (terms), so that two rows' loads are in flight together.
+
 // x and x^2, for the statistics.
 template <int V>
 struct MomentTerm {
   const bf16* x;
+  float v[2][V];
   __device__ void setup(int) {}
-  __device__ void operator()(int64_t e, float (&a)[V], float (&b)[V]) const {
-    load<V>(x + e, a);
+  __device__ void load(int64_t e, int slot) { ::jiriki::training::cuda::load<V>(x + e, v[slot]); }
+  __device__ void terms(int slot, float (&a)[V], float (&b)[V]) const {
 #pragma unroll
-    for (int k = 0; k < V; ++k) b[k] = a[k] * a[k];
+    for (int k = 0; k < V; ++k) a[k] = v[slot][k], b[k] = v[slot][k] * v[slot][k];
   }
 };
 
@@ -263,18 +292,20 @@ struct BackwardTerm {
   int channels;
   Activation act;
   BnConstants<V> k;
+  float d[2][V], xv[2][V], r[2][V];
   __device__ void setup(int c0) { k.load(saved, channels, c0); }
-  __device__ void operator()(int64_t e, float (&a)[V], float (&b)[V]) const {
-    float d[V], xv[V], r[V] = {};
-    load<V>(dy + e, d);
-    load<V>(x + e, xv);
-    if (residual) load<V>(residual + e, r);
+  __device__ void load(int64_t e, int slot) {
+    ::jiriki::training::cuda::load<V>(dy + e, d[slot]);
+    ::jiriki::training::cuda::load<V>(x + e, xv[slot]);
+    if (residual) ::jiriki::training::cuda::load<V>(residual + e, r[slot]);
+  }
+  __device__ void terms(int slot, float (&a)[V], float (&b)[V]) const {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float z = pre_activation(xv[j], k.scale[j], k.shift[j], r[j]);
-      const float dz = d[j] * activate_grad(z, act);
+      const float z = pre_activation(xv[slot][j], k.scale[j], k.shift[j], residual ? r[slot][j] : 0.0f);
+      const float dz = d[slot][j] * activate_grad(z, act);
       a[j] = dz;
-      b[j] = dz * (xv[j] - k.mean[j]) * k.invstd[j];
+      b[j] = dz * (xv[slot][j] - k.mean[j]) * k.invstd[j];
     }
   }
 };
@@ -350,14 +381,24 @@ __global__ void bn_act_forward_kernel(const bf16* x, const float* saved, const b
   const int g = threadIdx.x % groups, lane = threadIdx.x / groups;
   BnConstants<V> k;
   k.load(saved, channels, g * V);
-  for (int64_t row = int64_t(blockIdx.x) * lanes + lane; row < rows; row += int64_t(gridDim.x) * lanes) {
-    const int64_t e = row * channels + g * V;
-    float v[V], r[V] = {};
-    load<V>(x + e, v);
-    if (residual) load<V>(residual + e, r);
+  const int64_t stride = int64_t(gridDim.x) * lanes;
+  for (int64_t row = int64_t(blockIdx.x) * lanes + lane; row < rows; row += 2 * stride) {
+    const int64_t e[2] = {row * channels + g * V, (row + stride) * channels + g * V};
+    const int n = row + stride < rows ? 2 : 1;
+    float v[2][V], r[2][V] = {};
 #pragma unroll
-    for (int j = 0; j < V; ++j) v[j] = activate(pre_activation(v[j], k.scale[j], k.shift[j], r[j]), act);
-    store<V>(out + e, v);
+    for (int i = 0; i < 2; ++i)
+      if (i < n) {
+        load<V>(x + e[i], v[i]);
+        if (residual) load<V>(residual + e[i], r[i]);
+      }
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (i < n) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[i][j] = activate(pre_activation(v[i][j], k.scale[j], k.shift[j], r[i][j]), act);
+        store<V>(out + e[i], v[i]);
+      }
   }
 }
 
@@ -385,28 +426,36 @@ __global__ void bn_act_backward_kernel(const bf16* dy, const bf16* x, const bf16
   BnConstants<V> k;
   k.load(saved, channels, c0);
   float gain[V], mean_dz[V], mean_dz_xhat[V];
+  load_floats<V>(coeff + c0, gain);
+  load_floats<V>(coeff + channels + c0, mean_dz);
+  load_floats<V>(coeff + 2 * channels + c0, mean_dz_xhat);
+  const int64_t stride = int64_t(gridDim.x) * lanes;
+  for (int64_t row = int64_t(blockIdx.x) * lanes + lane; row < rows; row += 2 * stride) {
+    const int64_t e[2] = {row * channels + c0, (row + stride) * channels + c0};
+    const int n = row + stride < rows ? 2 : 1;
+    float d[2][V], xv[2][V], r[2][V] = {};
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    gain[j] = coeff[c0 + j];
-    mean_dz[j] = coeff[channels + c0 + j];
-    mean_dz_xhat[j] = coeff[2 * channels + c0 + j];
-  }
-  for (int64_t row = int64_t(blockIdx.x) * lanes + lane; row < rows; row += int64_t(gridDim.x) * lanes) {
-    const int64_t e = row * channels + c0;
-    float d[V], xv[V], r[V] = {}, out[V];
-    load<V>(dy + e, d);
-    load<V>(x + e, xv);
-    if (residual) load<V>(residual + e, r);
+    for (int i = 0; i < 2; ++i)
+      if (i < n) {
+        load<V>(dy + e[i], d[i]);
+        load<V>(x + e[i], xv[i]);
+        if (residual) load<V>(residual + e[i], r[i]);
+      }
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float z = pre_activation(xv[j], k.scale[j], k.shift[j], r[j]);
-      const float dz = d[j] * activate_grad(z, act);
-      const float xhat = (xv[j] - k.mean[j]) * k.invstd[j];
-      out[j] = gain[j] * (dz - mean_dz[j] - xhat * mean_dz_xhat[j]);
-      r[j] = dz;
-    }
-    store<V>(dx + e, out);
-    if (dresidual) store<V>(dresidual + e, r);
+    for (int i = 0; i < 2; ++i)
+      if (i < n) {
+        float out[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float z = pre_activation(xv[i][j], k.scale[j], k.shift[j], r[i][j]);
+          const float dz = d[i][j] * activate_grad(z, act);
+          const float xhat = (xv[i][j] - k.mean[j]) * k.invstd[j];
+          out[j] = gain[j] * (dz - mean_dz[j] - xhat * mean_dz_xhat[j]);
+          r[i][j] = dz;
+        }
+        store<V>(dx + e[i], out);
+        if (dresidual) store<V>(dresidual + e[i], r[i]);
+      }
   }
 }
 
@@ -594,9 +643,18 @@ __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, bf16*
 size_t channel_sums_scratch(int channels) { return size_t(MAX_REDUCE_BLOCKS) * 2 * channels; }
 size_t column_sums_scratch(int cols) { return size_t(MAX_COLUMN_CHUNKS) * cols; }
 
-// Blocks for a batch-norm apply kernel over `rows` rows: enough for a few waves, no more.
-int apply_blocks(int64_t rows, const ReduceShape& s) {
-  return int(std::clamp<int64_t>((rows + s.lanes - 1) / s.lanes, 1, 4 * 132 * 8));
+// Blocks of `kernel` (with `threads` threads) that the current GPU holds at once.
+int resident_blocks(const void* kernel, int threads) {
+  int device = 0, sms = 0, per_sm = 0;
+  JIRIKI_CUDA_CHECK(cudaGetDevice(&device));
+  JIRIKI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  JIRIKI_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  return sms * std::max(1, per_sm);
+}
+
+// Blocks for a batch-norm apply kernel over `rows` rows: one wave at most (see the thread layout).
+int apply_blocks(const void* kernel, int64_t rows, const ReduceShape& s) {
+  return int(std::clamp<int64_t>((rows + s.lanes - 1) / s.lanes, 1, resident_blocks(kernel, s.groups * s.lanes)));
 }
 
 void launch_features_to_nhwc(const float* features, uint16_t* x, int n, cudaStream_t stream) {
@@ -627,13 +685,13 @@ void launch_bn_eval_statistics(int channels, const float* gamma, const float* be
 
 void launch_bn_act_forward(const uint16_t* x, const float* saved, const uint16_t* residual, uint16_t* out,
                            int64_t rows, int channels, Activation act, cudaStream_t stream) {
-  const ReduceShape s = reduce_shape(rows, channels);
+  const ReduceShape s = reduce_shape(rows, channels, {saved});
   const int threads = s.groups * s.lanes;
   if (s.vector == 8)
-    bn_act_forward_kernel<8><<<apply_blocks(rows, s), threads, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
+    bn_act_forward_kernel<8><<<apply_blocks((const void*)bn_act_forward_kernel<8>, rows, s), threads, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
                                                                             as_bf16(out), rows, channels, act);
   else
-    bn_act_forward_kernel<1><<<apply_blocks(rows, s), threads, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
+    bn_act_forward_kernel<1><<<apply_blocks((const void*)bn_act_forward_kernel<1>, rows, s), threads, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
                                                                             as_bf16(out), rows, channels, act);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
@@ -641,7 +699,7 @@ void launch_bn_act_forward(const uint16_t* x, const float* saved, const uint16_t
 void launch_bn_act_backward(const uint16_t* dy, const uint16_t* x, const uint16_t* residual, const float* saved,
                             const float* gamma, float* dgamma, float* dbeta, uint16_t* dx, uint16_t* dresidual,
                             int64_t rows, int channels, Activation act, float* scratch, cudaStream_t stream) {
-  const ReduceShape s = reduce_shape(rows, channels);
+  const ReduceShape s = reduce_shape(rows, channels, {saved, scratch + channel_sums_scratch(channels)});
   const bf16 *d = as_bf16(dy), *xv = as_bf16(x), *r = as_bf16(residual);
   launch_channel_sums(BackwardTerm<8>{d, xv, r, saved, channels, act}, BackwardTerm<1>{d, xv, r, saved, channels, act},
                       rows, channels, scratch, stream, s);
@@ -650,10 +708,10 @@ void launch_bn_act_backward(const uint16_t* dy, const uint16_t* x, const uint16_
                   double(rows), saved, gamma, dgamma, dbeta, coeff);
   const int threads = s.groups * s.lanes;
   if (s.vector == 8)
-    bn_act_backward_kernel<8><<<apply_blocks(rows, s), threads, 0, stream>>>(
+    bn_act_backward_kernel<8><<<apply_blocks((const void*)bn_act_backward_kernel<8>, rows, s), threads, 0, stream>>>(
         d, xv, r, saved, coeff, as_bf16(dx), as_bf16(dresidual), rows, channels, act);
   else
-    bn_act_backward_kernel<1><<<apply_blocks(rows, s), threads, 0, stream>>>(
+    bn_act_backward_kernel<1><<<apply_blocks((const void*)bn_act_backward_kernel<1>, rows, s), threads, 0, stream>>>(
         d, xv, r, saved, coeff, as_bf16(dx), as_bf16(dresidual), rows, channels, act);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
