@@ -171,7 +171,8 @@ static cudnnBackendDescriptor_t add_pointwise(FusedConv::Graph& g, cudnnPointwis
   return g.add_op(std::move(op));
 }
 
-// Builds the graph: fused (conv, bias, residual, activation) or the convolution alone.
+// Builds the graph: fused (conv, bias, residual, activation; or conv and identity when the shape has
+// no epilogue) or the convolution alone.
 static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const ConvShape& s, bool fused) {
   auto g = std::make_unique<FusedConv::Graph>();
   const int64_t n = s.batch, k = s.kernel;
@@ -228,7 +229,9 @@ static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const
   g->parts.push_back(std::move(conv));
   std::vector<cudnnBackendDescriptor_t> ops = {g->add_op(std::move(conv_op))};
 
-  if (fused) {
+  if (fused && !s.epilogue) {  // the identity graph
+    ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_IDENTITY, conv_out, nullptr, y));
+  } else if (fused) {
     Desc& bias = tensor(BIAS, CUDNN_DATA_FLOAT, s.out_channels, 1, 1, false, 1);
     Desc& biased = tensor(BIASED, CUDNN_DATA_FLOAT, s.out_channels, 9, 9, true, n);
     ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_ADD, conv_out, &bias, biased));
@@ -318,10 +321,11 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   const bool force_unfused = std::getenv("JIRIKI_CUDA_UNFUSED") != nullptr;
   int device = 0;
   JIRIKI_CUDA_CHECK(cudaGetDevice(&device));
-  if (shape.pass == ConvPass::BACKWARD_FILTER && shape.epilogue)
+  if (shape.pass == ConvPass::BACKWARD_FILTER && (shape.epilogue || shape.identity))
     throw std::invalid_argument("FusedConv: the backward filter pass has no epilogue");
+  if (shape.identity && shape.epilogue) throw std::invalid_argument("FusedConv: identity is for epilogue false");
   key_ = Key(device, shape.batch, shape.in_channels, shape.out_channels, shape.kernel, shape.residual,
-             int(shape.act), shape.epilogue, force_unfused, int(shape.pass));
+             int(shape.act), shape.epilogue, force_unfused, int(shape.pass), shape.identity);
   std::optional<Choice> known;
   {
     ChoiceCache& cache = choice_cache();
@@ -351,7 +355,7 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   }
   try {
     for (bool fused : {true, false}) {
-      if (fused && (force_unfused || !shape.epilogue)) continue;
+      if (fused && (force_unfused || !(shape.epilogue || shape.identity))) continue;
       fused_ = fused;
       try {
         graph_ = build_graph(handle, shape, fused);
@@ -414,7 +418,7 @@ void FusedConv::run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& a
   std::vector<int64_t> uids = {X, W, Y};
   std::vector<void*> ptrs = {const_cast<uint16_t*>(a.x),
                              shape_.pass == ConvPass::BACKWARD_FILTER ? a.dw : const_cast<uint16_t*>(a.w), a.y};
-  if (fused_) {
+  if (fused_ && shape_.epilogue) {
     uids.push_back(BIAS);
     ptrs.push_back(const_cast<float*>(a.bias));
     if (shape_.residual) {
@@ -482,7 +486,8 @@ std::string FusedConv::description() const {
   const Plan& p = *candidates_[chosen_];
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s engine %lld%s, %.4f ms",
-                fused_                                         ? "fused"
+                fused_ && !shape_.epilogue                     ? "convolution through identity"
+                : fused_                                       ? "fused"
                 : shape_.epilogue                              ? "unfused (conv + our epilogue)"
                 : shape_.pass == ConvPass::BACKWARD_FILTER ? "backward filter"
                                                                : "convolution only",

@@ -670,37 +670,45 @@ float GpuTrainer::Impl::milliseconds(const std::function<void()>& enqueue) const
 
 // The graph API's engines for one convolution pass (forward, or the weights' gradient), tuned on
 // `args` (its output is overwritten), if the best of them is faster than the legacy algorithm run
-// by `legacy`; null otherwise, or when cuDNN offers none.
+// by `legacy`; null otherwise, or when cuDNN offers none. The forward pass tries two graphs: the
+// bare convolution and the convolution through an identity (ConvShape::identity).
 std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::ConvPass pass, int in_channels,
                                                                   const nn::cuda::ConvArgs& args,
                                                                   const std::function<void()>& legacy) {
-  nn::cuda::ConvShape shape;
-  shape.batch = batch;
-  shape.in_channels = in_channels;
-  shape.out_channels = channels;
-  shape.epilogue = false;
-  shape.pass = pass;
-  const char* what = pass == nn::cuda::ConvPass::FORWARD ? "forward" : "backward filter";
-  std::unique_ptr<nn::cuda::FusedConv> f;
-  float graph_ms = 0;
-  try {
-    f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, 16);
-    f->tune(cudnn, stream, args);
-    DeviceBuffer ws(f->workspace_size());
-    graph_ms = milliseconds([&] { f->run(cudnn, stream, args, ws.get()); });
-  } catch (const std::runtime_error& e) {
-    graph_text += std::string("; graph API ") + what + " " + std::to_string(in_channels) + "->" +
-                  std::to_string(channels) + " unavailable (" + e.what() + ")";
-    return nullptr;
+  const bool forward = pass == nn::cuda::ConvPass::FORWARD;
+  const char* what = forward ? "forward" : "backward filter";
+  char buf[200];
+  std::unique_ptr<nn::cuda::FusedConv> best;
+  float best_ms = 0;
+  for (bool identity : {false, true}) {
+    if (identity && !forward) continue;
+    nn::cuda::ConvShape shape;
+    shape.batch = batch;
+    shape.in_channels = in_channels;
+    shape.out_channels = channels;
+    shape.epilogue = false;
+    shape.identity = identity;
+    shape.pass = pass;
+    try {
+      auto f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, 16);
+      f->tune(cudnn, stream, args);
+      DeviceBuffer ws(f->workspace_size());
+      const float ms = milliseconds([&] { f->run(cudnn, stream, args, ws.get()); });
+      std::snprintf(buf, sizeof buf, "; %s %d->%d: graph API %.4f ms (%s)", what, in_channels, channels, ms,
+                    f->description().c_str());
+      graph_text += buf;
+      if (!best || ms < best_ms) best = std::move(f), best_ms = ms;
+    } catch (const std::runtime_error& e) {
+      graph_text += std::string("; graph API ") + what + (identity ? " through identity " : " ") +
+                    std::to_string(in_channels) + "->" + std::to_string(channels) + " unavailable (" + e.what() + ")";
+    }
   }
+  if (!best) return nullptr;
   const float legacy_ms = milliseconds(legacy);
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "; %s %d->%d: graph API %.4f ms, legacy %.4f ms", what, in_channels, channels,
-                graph_ms, legacy_ms);
+  std::snprintf(buf, sizeof buf, "; %s %d->%d: legacy %.4f ms", what, in_channels, channels, legacy_ms);
   graph_text += buf;
-  if (graph_ms >= legacy_ms) return nullptr;
-  graph_text += " (" + f->description() + ")";
-  return f;
+  if (best_ms >= legacy_ms) return nullptr;
+  return best;
 }
 
 void GpuTrainer::Impl::conv_forward(int unit, const uint16_t* in, uint16_t* out) const {

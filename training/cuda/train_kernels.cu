@@ -65,12 +65,32 @@ __device__ __forceinline__ float pre_activation(float x, float scale, float shif
   return fmaf(x, scale, shift) + residual;
 }
 
-// V consecutive bf16 values as floats: one 16-byte access when V == 8.
+// V consecutive bf16 values as loaded (one 16-byte access when V == 8), kept packed until used:
+// half the registers of floats, which lets the batch-norm kernels keep two rows in flight.
 template <int V>
-__device__ __forceinline__ void load(const bf16* p, float (&f)[V]) {
+struct Raw {
+  bf16 h[V];
+};
+template <>
+struct Raw<8> {
+  uint4 u;
+};
+
+template <int V>
+__device__ __forceinline__ Raw<V> load_raw(const bf16* p) {
+  Raw<V> r;
+  if constexpr (V == 8)
+    r.u = *reinterpret_cast<const uint4*>(p);
+  else
+#pragma unroll
+    for (int k = 0; k < V; ++k) r.h[k] = p[k];
+  return r;
+}
+
+template <int V>
+__device__ __forceinline__ void unpack(const Raw<V>& r, float (&f)[V]) {
   if constexpr (V == 8) {
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&r.u);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const float2 t = __bfloat1622float2(h[k]);
@@ -79,7 +99,7 @@ __device__ __forceinline__ void load(const bf16* p, float (&f)[V]) {
     }
   } else {
 #pragma unroll
-    for (int k = 0; k < V; ++k) f[k] = __bfloat162float(p[k]);
+    for (int k = 0; k < V; ++k) f[k] = __bfloat162float(r.h[k]);
   }
 }
 
@@ -211,6 +231,7 @@ ReduceShape reduce_shape(int64_t rows, int channels, std::initializer_list<const
   s.groups = channels / s.vector;
   if (s.groups > 1024) throw std::invalid_argument("GPU trainer: too many channels for the batch-norm kernels");
   s.lanes = std::max(1, THREADS / s.groups);
+  // 8 rows per thread or more (4 made the sums and the finalize that adds the partials slower).
   s.blocks = int(std::clamp<int64_t>((rows + 8 * s.lanes - 1) / (8 * s.lanes), 1, MAX_REDUCE_BLOCKS));
   s.rows_per_block = (rows + s.blocks - 1) / s.blocks;
   return s;
@@ -275,12 +296,13 @@ void launch_channel_sums(const Term& term8, const auto& term1, int64_t rows, int
 template <int V>
 struct MomentTerm {
   const bf16* x;
-  float v[2][V];
+  Raw<V> v[2];
   __device__ void setup(int) {}
-  __device__ void load(int64_t e, int slot) { ::jiriki::training::cuda::load<V>(x + e, v[slot]); }
+  __device__ void load(int64_t e, int slot) { v[slot] = load_raw<V>(x + e); }
   __device__ void terms(int slot, float (&a)[V], float (&b)[V]) const {
+    unpack(v[slot], a);
 #pragma unroll
-    for (int k = 0; k < V; ++k) a[k] = v[slot][k], b[k] = v[slot][k] * v[slot][k];
+    for (int k = 0; k < V; ++k) b[k] = a[k] * a[k];
   }
 };
 
@@ -292,20 +314,24 @@ struct BackwardTerm {
   int channels;
   Activation act;
   BnConstants<V> k;
-  float d[2][V], xv[2][V], r[2][V];
+  Raw<V> d[2], xv[2], r[2];
   __device__ void setup(int c0) { k.load(saved, channels, c0); }
   __device__ void load(int64_t e, int slot) {
-    ::jiriki::training::cuda::load<V>(dy + e, d[slot]);
-    ::jiriki::training::cuda::load<V>(x + e, xv[slot]);
-    if (residual) ::jiriki::training::cuda::load<V>(residual + e, r[slot]);
+    d[slot] = load_raw<V>(dy + e);
+    xv[slot] = load_raw<V>(x + e);
+    if (residual) r[slot] = load_raw<V>(residual + e);
   }
   __device__ void terms(int slot, float (&a)[V], float (&b)[V]) const {
+    float dv[V], xf[V], rv[V] = {};
+    unpack(d[slot], dv);
+    unpack(xv[slot], xf);
+    if (residual) unpack(r[slot], rv);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const float z = pre_activation(xv[slot][j], k.scale[j], k.shift[j], residual ? r[slot][j] : 0.0f);
-      const float dz = d[slot][j] * activate_grad(z, act);
+      const float z = pre_activation(xf[j], k.scale[j], k.shift[j], rv[j]);
+      const float dz = dv[j] * activate_grad(z, act);
       a[j] = dz;
-      b[j] = dz * (xv[slot][j] - k.mean[j]) * k.invstd[j];
+      b[j] = dz * (xf[j] - k.mean[j]) * k.invstd[j];
     }
   }
 };
@@ -316,8 +342,10 @@ struct BackwardTerm {
 // block: FINALIZE_SLICES rows of threads each add every FINALIZE_SLICES-th partial in double, then
 // one row adds the slices in a fixed order (deterministic). One thread per channel walking all
 // partials in sequence took tens of microseconds per call, a large share of a batch norm at batch
-// 256, since 42 such calls run per training step of a 10-block network.
-constexpr int FINALIZE_CHANNELS = 32, FINALIZE_SLICES = 16;
+// 256, since 42 such calls run per training step of a 10-block network; each thread's loads are
+// issued FINALIZE_UNROLL at a time, since a loop waiting out one L2 round trip per partial made
+// the call 4-6 us (ncu).
+constexpr int FINALIZE_CHANNELS = 32, FINALIZE_SLICES = 32, FINALIZE_UNROLL = 8;
 
 // Channel `c`'s two sums over the `blocks` partials; true in the one thread per channel that holds
 // the result.
@@ -327,8 +355,17 @@ __device__ bool sum_partials(const float* partial, int blocks, int channels, int
   c = blockIdx.x * FINALIZE_CHANNELS + lc;
   a = b = 0;
   if (c < channels)
-    for (int k = slice; k < blocks; k += FINALIZE_SLICES)
-      a += partial[(2 * k) * channels + c], b += partial[(2 * k + 1) * channels + c];
+    for (int k0 = slice; k0 < blocks; k0 += FINALIZE_SLICES * FINALIZE_UNROLL) {
+      float pa[FINALIZE_UNROLL], pb[FINALIZE_UNROLL];
+#pragma unroll
+      for (int u = 0; u < FINALIZE_UNROLL; ++u) {
+        const int k = k0 + u * FINALIZE_SLICES;
+        pa[u] = k < blocks ? partial[(2 * k) * channels + c] : 0.0f;
+        pb[u] = k < blocks ? partial[(2 * k + 1) * channels + c] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < FINALIZE_UNROLL; ++u) a += pa[u], b += pb[u];
+    }
   slices[0][slice][lc] = a;
   slices[1][slice][lc] = b;
   __syncthreads();
@@ -375,7 +412,7 @@ __global__ void bn_eval_kernel(int channels, const float* gamma, const float* be
 }
 
 template <int V>
-__global__ void bn_act_forward_kernel(const bf16* x, const float* saved, const bf16* residual, bf16* out,
+__global__ void __launch_bounds__(THREADS, 4) bn_act_forward_kernel(const bf16* x, const float* saved, const bf16* residual, bf16* out,
                                       int64_t rows, int channels, Activation act) {
   const int groups = channels / V, lanes = blockDim.x / groups;
   const int g = threadIdx.x % groups, lane = threadIdx.x / groups;
@@ -385,25 +422,30 @@ __global__ void bn_act_forward_kernel(const bf16* x, const float* saved, const b
   for (int64_t row = int64_t(blockIdx.x) * lanes + lane; row < rows; row += 2 * stride) {
     const int64_t e[2] = {row * channels + g * V, (row + stride) * channels + g * V};
     const int n = row + stride < rows ? 2 : 1;
-    float v[2][V], r[2][V] = {};
+    Raw<V> xr[2], rr[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       if (i < n) {
-        load<V>(x + e[i], v[i]);
-        if (residual) load<V>(residual + e[i], r[i]);
+        xr[i] = load_raw<V>(x + e[i]);
+        if (residual) rr[i] = load_raw<V>(residual + e[i]);
       }
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       if (i < n) {
+        float v[V], r[V] = {};
+        unpack(xr[i], v);
+        if (residual) unpack(rr[i], r);
 #pragma unroll
-        for (int j = 0; j < V; ++j) v[i][j] = activate(pre_activation(v[i][j], k.scale[j], k.shift[j], r[i][j]), act);
-        store<V>(out + e[i], v[i]);
+        for (int j = 0; j < V; ++j) v[j] = activate(pre_activation(v[j], k.scale[j], k.shift[j], r[j]), act);
+        store<V>(out + e[i], v);
       }
   }
 }
 
-// Parameter gradients and the coefficients of the input gradient: coeff = [3][channels] of
-// gamma * invstd, mean(dz), mean(dz xhat).
+// Parameter gradients and the coefficients of the input gradient, coeff = [3][channels] of
+//   gain = gamma invstd,  p = -gain invstd mean(dz xhat),  q = gain (mean invstd mean(dz xhat) - mean(dz)),
+// so that dx = gain (dz - mean(dz) - xhat mean(dz xhat)) = gain dz + p x + q: five constants per
+// channel in the apply kernel instead of seven.
 __global__ void bn_backward_finalize_kernel(const float* partial, int blocks, int channels, double count,
                                             const float* saved, const float* gamma, float* dgamma, float* dbeta,
                                             float* coeff) {
@@ -412,9 +454,11 @@ __global__ void bn_backward_finalize_kernel(const float* partial, int blocks, in
   if (!sum_partials(partial, blocks, channels, c, s, sx)) return;
   dbeta[c] = float(s);
   dgamma[c] = float(sx);
-  coeff[c] = gamma[c] * saved[channels + c];
-  coeff[channels + c] = float(s / count);
-  coeff[2 * channels + c] = float(sx / count);
+  const double mean = saved[c], invstd = saved[channels + c], gain = double(gamma[c]) * invstd;
+  const double mean_dz = s / count, mean_dz_xhat = sx / count;
+  coeff[c] = float(gain);
+  coeff[channels + c] = float(-gain * invstd * mean_dz_xhat);
+  coeff[2 * channels + c] = float(gain * (mean * invstd * mean_dz_xhat - mean_dz));
 }
 
 template <int V>
@@ -425,36 +469,38 @@ __global__ void bn_act_backward_kernel(const bf16* dy, const bf16* x, const bf16
   const int g = threadIdx.x % groups, lane = threadIdx.x / groups, c0 = g * V;
   BnConstants<V> k;
   k.load(saved, channels, c0);
-  float gain[V], mean_dz[V], mean_dz_xhat[V];
+  float gain[V], p[V], q[V];
   load_floats<V>(coeff + c0, gain);
-  load_floats<V>(coeff + channels + c0, mean_dz);
-  load_floats<V>(coeff + 2 * channels + c0, mean_dz_xhat);
+  load_floats<V>(coeff + channels + c0, p);
+  load_floats<V>(coeff + 2 * channels + c0, q);
   const int64_t stride = int64_t(gridDim.x) * lanes;
   for (int64_t row = int64_t(blockIdx.x) * lanes + lane; row < rows; row += 2 * stride) {
     const int64_t e[2] = {row * channels + c0, (row + stride) * channels + c0};
     const int n = row + stride < rows ? 2 : 1;
-    float d[2][V], xv[2][V], r[2][V] = {};
+    Raw<V> dr[2], xr[2], rr[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       if (i < n) {
-        load<V>(dy + e[i], d[i]);
-        load<V>(x + e[i], xv[i]);
-        if (residual) load<V>(residual + e[i], r[i]);
+        dr[i] = load_raw<V>(dy + e[i]);
+        xr[i] = load_raw<V>(x + e[i]);
+        if (residual) rr[i] = load_raw<V>(residual + e[i]);
       }
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       if (i < n) {
-        float out[V];
+        float d[V], xv[V], r[V] = {}, out[V];
+        unpack(dr[i], d);
+        unpack(xr[i], xv);
+        if (residual) unpack(rr[i], r);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float z = pre_activation(xv[i][j], k.scale[j], k.shift[j], r[i][j]);
-          const float dz = d[i][j] * activate_grad(z, act);
-          const float xhat = (xv[i][j] - k.mean[j]) * k.invstd[j];
-          out[j] = gain[j] * (dz - mean_dz[j] - xhat * mean_dz_xhat[j]);
-          r[i][j] = dz;
+          const float z = pre_activation(xv[j], k.scale[j], k.shift[j], r[j]);
+          const float dz = d[j] * activate_grad(z, act);
+          out[j] = fmaf(gain[j], dz, fmaf(p[j], xv[j], q[j]));
+          r[j] = dz;
         }
         store<V>(dx + e[i], out);
-        if (dresidual) store<V>(dresidual + e[i], r[i]);
+        if (dresidual) store<V>(dresidual + e[i], r);
       }
   }
 }
