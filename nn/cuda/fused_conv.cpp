@@ -183,7 +183,11 @@ static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const
   Desc& x = tensor(X, CUDNN_DATA_BFLOAT16, s.in_channels, 9, 9, false, n);
   Desc& w = tensor(W, CUDNN_DATA_BFLOAT16, s.in_channels, k, k, false, s.out_channels);
   Desc& y = tensor(Y, CUDNN_DATA_BFLOAT16, s.out_channels, 9, 9, false, n);
-  Desc& conv_out = fused ? tensor(CONV_OUT, CUDNN_DATA_FLOAT, s.out_channels, 9, 9, true, n) : y;
+  // The convolution's own result: y, or for a fused graph a virtual fp32 tensor the pointwise
+  // operations read (shaped like x for the backward data pass).
+  const bool data = s.pass == ConvPass::BACKWARD_DATA;
+  Desc& conv_out = !fused ? (data ? x : y)
+                          : tensor(CONV_OUT, CUDNN_DATA_FLOAT, data ? s.in_channels : s.out_channels, 9, 9, true, n);
 
   const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
@@ -218,19 +222,40 @@ static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const
     g->graph = &g->parts.back();
     return g;
   }
-  Desc conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-  conv_op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, &x_d)
-      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, &w_d)
-      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, &c_d)
-      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &conv_d)
-      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha)
-      .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta)
-      .finalize("convolution operation");
-  g->parts.push_back(std::move(conv));
-  std::vector<cudnnBackendDescriptor_t> ops = {g->add_op(std::move(conv_op))};
+  std::vector<cudnnBackendDescriptor_t> ops;
+  if (data) {  // dx = conv_data_grad(w, dy): X is the output, Y the input
+    auto y_d = y.get();
+    Desc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
+    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, &w_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, &y_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_TYPE_BACKEND_DESCRIPTOR, &c_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &conv_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, &alpha)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, &beta)
+        .finalize("convolution backward data operation");
+    g->parts.push_back(std::move(conv));
+    ops.push_back(g->add_op(std::move(op)));
+  } else {
+    Desc conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
+    conv_op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, &x_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, &w_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, &c_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &conv_d)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha)
+        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta)
+        .finalize("convolution operation");
+    g->parts.push_back(std::move(conv));
+    ops.push_back(g->add_op(std::move(conv_op)));
+  }
 
-  if (fused && !s.epilogue) {  // the identity graph
-    ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_IDENTITY, conv_out, nullptr, y));
+  if (fused && !s.epilogue) {  // the identity graph, or the addition of the residual
+    Desc& out = data ? x : y;
+    if (s.residual) {
+      Desc& residual = tensor(RESIDUAL, CUDNN_DATA_BFLOAT16, data ? s.in_channels : s.out_channels, 9, 9, false, n);
+      ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_ADD, conv_out, &residual, out));
+    } else {
+      ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_IDENTITY, conv_out, nullptr, out));
+    }
   } else if (fused) {
     Desc& bias = tensor(BIAS, CUDNN_DATA_FLOAT, s.out_channels, 1, 1, false, 1);
     Desc& biased = tensor(BIASED, CUDNN_DATA_FLOAT, s.out_channels, 9, 9, true, n);
@@ -323,6 +348,8 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   JIRIKI_CUDA_CHECK(cudaGetDevice(&device));
   if (shape.pass == ConvPass::BACKWARD_FILTER && (shape.epilogue || shape.identity))
     throw std::invalid_argument("FusedConv: the backward filter pass has no epilogue");
+  if (shape.pass == ConvPass::BACKWARD_DATA && (shape.epilogue || (shape.residual && !shape.identity)))
+    throw std::invalid_argument("FusedConv: the backward data pass adds a residual only through identity");
   if (shape.identity && shape.epilogue) throw std::invalid_argument("FusedConv: identity is for epilogue false");
   key_ = Key(device, shape.batch, shape.in_channels, shape.out_channels, shape.kernel, shape.residual,
              int(shape.act), shape.epilogue, force_unfused, int(shape.pass), shape.identity);
@@ -356,6 +383,7 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   try {
     for (bool fused : {true, false}) {
       if (fused && (force_unfused || !(shape.epilogue || shape.identity))) continue;
+      if (!fused && !shape.epilogue && shape.residual) continue;  // the bare convolution would drop the residual
       fused_ = fused;
       try {
         graph_ = build_graph(handle, shape, fused);
@@ -416,15 +444,15 @@ FusedConv::~FusedConv() { release_tuning(std::nullopt); }
 void FusedConv::run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& a, void* workspace) const {
   const Plan& p = *candidates_[chosen_];
   std::vector<int64_t> uids = {X, W, Y};
-  std::vector<void*> ptrs = {const_cast<uint16_t*>(a.x),
+  std::vector<void*> ptrs = {shape_.pass == ConvPass::BACKWARD_DATA ? a.dx : const_cast<uint16_t*>(a.x),
                              shape_.pass == ConvPass::BACKWARD_FILTER ? a.dw : const_cast<uint16_t*>(a.w), a.y};
   if (fused_ && shape_.epilogue) {
     uids.push_back(BIAS);
     ptrs.push_back(const_cast<float*>(a.bias));
-    if (shape_.residual) {
-      uids.push_back(RESIDUAL);
-      ptrs.push_back(const_cast<uint16_t*>(a.residual));
-    }
+  }
+  if (fused_ && shape_.residual) {
+    uids.push_back(RESIDUAL);
+    ptrs.push_back(const_cast<uint16_t*>(a.residual));
   }
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), int64_t(uids.size()))
@@ -486,10 +514,14 @@ std::string FusedConv::description() const {
   const Plan& p = *candidates_[chosen_];
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s engine %lld%s, %.4f ms",
-                fused_ && !shape_.epilogue                     ? "convolution through identity"
+                fused_ && !shape_.epilogue                     ? (shape_.pass == ConvPass::BACKWARD_DATA
+                                                                      ? (shape_.residual ? "backward data + residual"
+                                                                                         : "backward data through identity")
+                                                                      : "convolution through identity")
                 : fused_                                       ? "fused"
                 : shape_.epilogue                              ? "unfused (conv + our epilogue)"
-                : shape_.pass == ConvPass::BACKWARD_FILTER ? "backward filter"
+                : shape_.pass == ConvPass::BACKWARD_FILTER     ? "backward filter"
+                : shape_.pass == ConvPass::BACKWARD_DATA       ? "backward data"
                                                                : "convolution only",
                 (long long)p.engine, p.runtime_compiled ? " (runtime-compiled)" : "", p.ms);
   return buf;

@@ -292,7 +292,7 @@ struct GpuTrainer::Impl {
   std::vector<DeviceBuffer> conv_out, act_out;  // per unit
   DeviceBuffer heads, policy, value_conv, value_act, fc1, value_logit;      // heads, policy, fc1, logit fp32
   DeviceBuffer dpolicy, dpolicy_nhwc, dvalue, dfc1, dfc1_16, fc2_terms;     // dpolicy, dvalue, dfc1, terms fp32
-  DeviceBuffer d_value_act, d_value_conv, dh[2], scratch;
+  DeviceBuffer d_value_act, d_value_conv, dh[2], scratch, skip;
   DeviceBuffer records, norm, reduce_scratch, column_scratch, norm_scratch;
   DeviceBuffer step_params, cudnn_workspace, cublas_workspace;
 
@@ -315,6 +315,9 @@ struct GpuTrainer::Impl {
   // 12.52 -> 12.51 ms at 1024), so the legacy cost is mostly host work per call, which the first,
   // eager step and any run without graphs still pay.
   std::unique_ptr<nn::cuda::FusedConv> stem_forward, block_forward, stem_filter, block_filter;
+  // The blocks' backward data passes likewise: conv2's (dx written) and conv1's, which adds the skip
+  // connection's gradient (dx = its gradient + skip) where the graph API runs that addition.
+  std::unique_ptr<nn::cuda::FusedConv> block_data, block_data_add;
   std::string graph_text;
   Graph gradients_graph, update_graph, eval_graph;
 
@@ -357,11 +360,12 @@ struct GpuTrainer::Impl {
   void build_layout(const nn::Model& model);
   void allocate_activations();
   void tune_convolutions();  // after the weights are uploaded
-  std::unique_ptr<nn::cuda::FusedConv> graph_conv(nn::cuda::ConvPass pass, int in_channels,
+  std::unique_ptr<nn::cuda::FusedConv> graph_conv(nn::cuda::ConvPass pass, int in_channels, bool residual,
                                                   const nn::cuda::ConvArgs& args, const std::function<void()>& legacy);
   float milliseconds(const std::function<void()>& enqueue) const;
   void conv_forward(int unit, const uint16_t* in, uint16_t* out) const;
   void conv_backward_filter(int unit, const uint16_t* in, const uint16_t* dy, uint16_t* dw) const;
+  void conv_backward_data(const uint16_t* dy, const uint16_t* w, uint16_t* dx, const uint16_t* add) const;
   std::string description() const;
 
   // ---- layers: forward and backward side by side ---------------------------------------------
@@ -591,6 +595,7 @@ void GpuTrainer::Impl::allocate_activations() {
   d_value_conv = bf16s(r * VALUE_CHANNELS);
   for (auto& d : dh) d = bf16s(r * c);
   scratch = bf16s(r * c);
+  skip = bf16s(r * c);
   for (auto& d : dz_ring) d = bf16s(r * c);
   records = floats(b * LOSS_RECORD);
   norm = floats(1);
@@ -623,24 +628,33 @@ void GpuTrainer::Impl::tune_convolutions() {
   // workspace of their own size (cudnn_workspace does not exist yet).
   using nn::cuda::ConvPass;
   DeviceBuffer legacy_ws(std::max<size_t>(workspace, 256));
-  stem_forward = graph_conv(ConvPass::FORWARD, STEM_IN, {at(x0), weight16("stem.conv.weight"), nullptr, nullptr, at(conv_out[0])},
+  stem_forward = graph_conv(ConvPass::FORWARD, STEM_IN, false, {at(x0), weight16("stem.conv.weight"), nullptr, nullptr, at(conv_out[0])},
                             [&] { stem_conv->forward(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), legacy_ws.get()); });
-  stem_filter = graph_conv(ConvPass::BACKWARD_FILTER, STEM_IN, {at(x0), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)},
+  stem_filter = graph_conv(ConvPass::BACKWARD_FILTER, STEM_IN, false, {at(x0), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)},
                            [&] { stem_conv->backward_filter(cudnn, at(x0), at(dz_ring[0]), at(wgrad16), legacy_ws.get()); });
   if (block_conv) {
-    block_forward = graph_conv(ConvPass::FORWARD, channels,
+    block_forward = graph_conv(ConvPass::FORWARD, channels, false,
                                {at(act_out[0]), weight16("blocks.0.conv1.weight"), nullptr, nullptr, at(conv_out[1])},
                                [&] {
                                  block_conv->forward(cudnn, at(act_out[0]), weight16("blocks.0.conv1.weight"),
                                                      at(conv_out[1]), legacy_ws.get());
                                });
-    block_filter = graph_conv(ConvPass::BACKWARD_FILTER, channels,
+    block_filter = graph_conv(ConvPass::BACKWARD_FILTER, channels, false,
                               {at(act_out[0]), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)}, [&] {
                                 block_conv->backward_filter(cudnn, at(act_out[0]), at(dz_ring[0]), at(wgrad16),
                                                             legacy_ws.get());
                               });
+    const uint16_t* w = weight16("blocks.0.conv1.weight");
+    launch_fill_random(at(skip), rows * c, 4, stream);
+    for (bool add : {false, true})
+      (add ? block_data_add : block_data) = graph_conv(
+          ConvPass::BACKWARD_DATA, channels, add,
+          {.w = w, .residual = add ? at(skip) : nullptr, .y = at(dz_ring[0]), .dx = at(scratch)}, [&] {
+            block_conv->backward_data(cudnn, at(dz_ring[0]), w, at(scratch), add ? 1.0f : 0.0f, legacy_ws.get());
+          });
   }
-  for (const auto* f : {stem_forward.get(), block_forward.get(), stem_filter.get(), block_filter.get()})
+  for (const auto* f : {stem_forward.get(), block_forward.get(), stem_filter.get(), block_filter.get(),
+                        block_data.get(), block_data_add.get()})
     if (f) workspace = std::max(workspace, f->workspace_size());
   JIRIKI_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudnn_workspace = DeviceBuffer(std::max<size_t>(workspace, 256));
@@ -668,26 +682,31 @@ float GpuTrainer::Impl::milliseconds(const std::function<void()>& enqueue) const
   return ms / REPS;
 }
 
-// The graph API's engines for one convolution pass (forward, or the weights' gradient), tuned on
-// `args` (its output is overwritten), if the best of them is faster than the legacy algorithm run
-// by `legacy`; null otherwise, or when cuDNN offers none. The forward pass tries two graphs: the
-// bare convolution and the convolution through an identity (ConvShape::identity).
+// The graph API's engines for one convolution pass, tuned on `args` (its output is overwritten),
+// if the best of them is faster than the legacy algorithm run by `legacy`; null otherwise, or when
+// cuDNN offers none. The forward and backward data passes try two graphs: the bare convolution and
+// the convolution through an identity (ConvShape::identity); `residual` (backward data only): the
+// second alone, adding args.residual.
 std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::ConvPass pass, int in_channels,
-                                                                  const nn::cuda::ConvArgs& args,
+                                                                  bool residual, const nn::cuda::ConvArgs& args,
                                                                   const std::function<void()>& legacy) {
-  const bool forward = pass == nn::cuda::ConvPass::FORWARD;
-  const char* what = forward ? "forward" : "backward filter";
+  using nn::cuda::ConvPass;
+  const char* what = pass == ConvPass::FORWARD           ? "forward"
+                     : pass == ConvPass::BACKWARD_FILTER ? "backward filter"
+                     : residual                          ? "backward data + skip"
+                                                         : "backward data";
   char buf[200];
   std::unique_ptr<nn::cuda::FusedConv> best;
   float best_ms = 0;
   for (bool identity : {false, true}) {
-    if (identity && !forward) continue;
+    if (identity ? pass == ConvPass::BACKWARD_FILTER : residual) continue;
     nn::cuda::ConvShape shape;
     shape.batch = batch;
     shape.in_channels = in_channels;
     shape.out_channels = channels;
     shape.epilogue = false;
     shape.identity = identity;
+    shape.residual = residual;
     shape.pass = pass;
     try {
       auto f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, 16);
@@ -730,6 +749,16 @@ void GpuTrainer::Impl::conv_backward_filter(int unit, const uint16_t* in, const 
     (unit == 0 ? *stem_conv : *block_conv).backward_filter(cudnn, in, dy, dw, wgrad_workspace.get());
   }
   JIRIKI_CUDNN_CHECK(cudnnSetStream(cudnn, stream));
+}
+
+// dx = d(loss)/d(x) of a block convolution, plus `add` when not null (then dx may not be add; the
+// legacy path instead expects dx to hold `add` already, see enqueue_backward).
+void GpuTrainer::Impl::conv_backward_data(const uint16_t* dy, const uint16_t* w, uint16_t* dx,
+                                          const uint16_t* add) const {
+  if (const nn::cuda::FusedConv* f = (add ? block_data_add : block_data).get())
+    f->run(cudnn, stream, {.w = w, .residual = add, .y = const_cast<uint16_t*>(dy), .dx = dx}, cudnn_workspace.get());
+  else
+    block_conv->backward_data(cudnn, dy, w, dx, add ? 1.0f : 0.0f, cudnn_workspace.get());
 }
 
 std::string GpuTrainer::Impl::description() const {
@@ -849,22 +878,24 @@ void GpuTrainer::Impl::enqueue_backward() {
   // Residual blocks, last to first. dh[cur] holds the gradient of the block's output; the block's
   // input gradient goes to dh[1 - cur]: the skip connection's share first, then conv1's.
   int cur = 0, k = 0;  // k: units whose dz this pass has written
-  void* ws = cudnn_workspace.get();
   for (int i = arch.blocks - 1; i >= 0; --i) {
     const int u1 = 2 * i + 1, u2 = 2 * i + 2;
     const uint16_t* in = at(act_out[2 * i]);
     uint16_t* din = at(dh[1 - cur]);
+    // The skip connection's gradient goes to `skip` when conv1's backward data pass adds it (graph
+    // API), else straight into din, which the legacy pass then adds to.
+    uint16_t* skip_grad = block_data_add ? at(skip) : din;
     uint16_t* dz2 = dz_buffer(k);
-    bn_backward(bn[u2], at(dh[cur]), at(conv_out[u2]), in, dz2, din);
+    bn_backward(bn[u2], at(dh[cur]), at(conv_out[u2]), in, dz2, skip_grad);
     mark("batch norm backward");
     weight_gradient(u2, at(act_out[u1]), dz2, k++);
-    block_conv->backward_data(cudnn, dz2, weight16(unit_weight(bn[u2])), at(scratch), 0.0f, ws);
+    conv_backward_data(dz2, weight16(unit_weight(bn[u2])), at(scratch), nullptr);
     mark("conv backward data");
     uint16_t* dz1 = dz_buffer(k);
     bn_backward(bn[u1], at(scratch), at(conv_out[u1]), nullptr, dz1, nullptr);
     mark("batch norm backward");
     weight_gradient(u1, in, dz1, k++);
-    block_conv->backward_data(cudnn, dz1, weight16(unit_weight(bn[u1])), din, 1.0f, ws);
+    conv_backward_data(dz1, weight16(unit_weight(bn[u1])), din, skip_grad);
     mark("conv backward data");
     stage_done(arch.blocks - i);
     cur = 1 - cur;
