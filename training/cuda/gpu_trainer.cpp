@@ -15,7 +15,7 @@
 // and back: the value head (fc2, fc1 by cuBLAS, BN), both heads' 1x1 convolutions into the trunk's
 // gradient (cuBLAS), then the units in reverse: BN + activation backward (two kernels: per-channel
 // sums, then the input gradient dz, which also writes the skip connection's gradient), cuDNN
-// backward data (adding into the block input's gradient for conv1) and backward filter (bf16
+// backward data (adding the skip connection's gradient for conv1) and backward filter (bf16
 // weight gradient). Nothing later in the pass reads a weight gradient, so the backward-filter
 // convolutions run on a second stream (wgrad_stream) beside the chain of backward-data and batch
 // norms, filling the SMs those leave idle; each unit's dz has its own buffer of a small ring
@@ -33,12 +33,13 @@
 // launches whatever the number of layers. The per-step scalars (learning rate, Adam's bias
 // corrections, ...) sit in a small device struct that the host rewrites before each launch.
 //
-// Convolutions use cuDNN's legacy API (cudnnConvolutionForward / BackwardData / BackwardFilter with
-// the algorithms cudnnFind*AlgorithmEx measures fastest on this GPU): deprecated in cuDNN 9 but
-// complete, and it covers the three passes with one set of descriptors. The forward pass goes
-// and the weight-gradient passes go through the graph API instead (the inference backend's
-// FusedConv without an epilogue, deterministic engines only for the gradients) when that is
-// faster; see graph_conv().
+// Convolutions: cuDNN's legacy API (cudnnConvolutionForward / BackwardData / BackwardFilter with
+// the algorithms cudnnFind*AlgorithmEx measures fastest on this GPU; deprecated in cuDNN 9 but
+// complete) is the baseline that always runs. Each pass goes through the graph API instead (the
+// inference backend's FusedConv: the bare convolution, or the convolution written through a
+// pointwise identity, which cuDNN's runtime-fusion engines take; for conv1's backward data an
+// addition of the skip connection's gradient; deterministic engines only for weight gradients)
+// when that is faster; see graph_conv().
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // cuDNN 9 marks the legacy convolution API
 #include "training/cuda/gpu_trainer.h"
 
