@@ -104,6 +104,7 @@ struct FusedConv::Plan {
   float ms = -1.0f;          // measured by tune()
   int heur_mode = 0;         // where the heuristics listed it: their mode ...
   int heur_index = 0;        // ... and its place in their list
+  std::string knobs;         // its knob choices, for the log: "type=value ..."
 };
 
 // ---- engine choices shared by the process ------------------------------------------------------
@@ -305,6 +306,49 @@ static std::vector<Desc> heuristic_configs(const Desc& graph, cudnnBackendHeurMo
   return cfgs;
 }
 
+// A configuration's knob choices (cuDNN's knob type numbers), for the log.
+static std::string knob_choices(cudnnBackendDescriptor_t cfg) {
+  std::deque<Desc> choices;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) raw.push_back(choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR).get());
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()),
+                               &n, raw.data()) != CUDNN_STATUS_SUCCESS)
+    return "?";
+  std::string text;
+  for (int64_t i = 0; i < n; ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t value = 0, got = 0;
+    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type);
+    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value);
+    text += (text.empty() ? "" : " ") + std::to_string(int(type)) + "=" + std::to_string(value);
+  }
+  return text;
+}
+
+// An engine's knobs and their ranges (type:min..max/stride), for the log.
+static std::string knob_ranges(cudnnBackendDescriptor_t engine) {
+  std::deque<Desc> infos;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) raw.push_back(infos.emplace_back(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR).get());
+  int64_t n = 0;
+  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), &n,
+                               raw.data()) != CUDNN_STATUS_SUCCESS)
+    return "?";
+  std::string text;
+  for (int64_t i = 0; i < n; ++i) {
+    cudnnBackendKnobType_t type{};
+    int64_t lo = 0, hi = 0, stride = 0, got = 0;
+    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type);
+    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &lo);
+    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &hi);
+    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &got, &stride);
+    text += (text.empty() ? "" : " ") + std::to_string(int(type)) + ":" + std::to_string(lo) + ".." +
+            std::to_string(hi) + "/" + std::to_string(stride);
+  }
+  return text;
+}
+
 // Finalizes one configuration into a plan; null when it does not run on this device or shape.
 static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& cfg, int heur_mode, int heur_index) {
   auto p = std::make_unique<FusedConv::Plan>();
@@ -323,6 +367,7 @@ static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& c
   if (cudnnBackendGetAttribute(p->cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
                                &engine_d) == CUDNN_STATUS_SUCCESS) {
     cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &p->engine);
+    if (verbose()) p->knobs = knob_choices(p->cfg.get()) + " of " + knob_ranges(engine_d);
     cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
     int64_t note_count = 0;
     if (cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
@@ -365,19 +410,21 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   if (known) {  // tuned before in this process: finalize that one plan
     fused_ = known->fused;
     graph_ = build_graph(handle, shape, fused_);
+    std::unique_ptr<Plan> p;
     std::vector<Desc> cfgs = heuristic_configs(*graph_->graph, cudnnBackendHeurMode_t(known->heur_mode));
     if (known->heur_index < int(cfgs.size()))
-      if (auto p = make_plan(handle, std::move(cfgs[known->heur_index]), known->heur_mode, known->heur_index)) {
-        p->ms = known->ms;
-        candidates_.push_back(std::move(p));
-        tuned_ = true;
-        if (verbose())
-          std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: engine %lld as tuned before, in %.2f s\n",
-                       shape.kernel, shape.kernel, shape.in_channels, shape.out_channels,
-                       shape.residual ? " +residual" : "", shape.batch, (long long)candidates_[0]->engine,
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-        return;
-      }
+      p = make_plan(handle, std::move(cfgs[known->heur_index]), known->heur_mode, known->heur_index);
+    if (p) {
+      p->ms = known->ms;
+      candidates_.push_back(std::move(p));
+      tuned_ = true;
+      if (verbose())
+        std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: engine %lld as tuned before, in %.2f s\n",
+                     shape.kernel, shape.kernel, shape.in_channels, shape.out_channels,
+                     shape.residual ? " +residual" : "", shape.batch, (long long)candidates_[0]->engine,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return;
+    }
     graph_.reset();  // the heuristics answered differently this time: tune afresh
   }
   try {
@@ -490,9 +537,9 @@ void FusedConv::tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& 
     JIRIKI_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
     candidates_[i]->ms = ms / REPS;
     if (verbose())
-      std::fprintf(stderr, "[cuda]   engine %lld%s: %.4f ms, workspace %lld bytes\n", (long long)candidates_[i]->engine,
-                   candidates_[i]->runtime_compiled ? " (runtime-compiled)" : "", candidates_[i]->ms,
-                   (long long)candidates_[i]->workspace);
+      std::fprintf(stderr, "[cuda]   engine %lld%s: %.4f ms, workspace %lld bytes, knobs %s\n",
+                   (long long)candidates_[i]->engine, candidates_[i]->runtime_compiled ? " (runtime-compiled)" : "",
+                   candidates_[i]->ms, (long long)candidates_[i]->workspace, candidates_[i]->knobs.c_str());
     if (best < 0.0f || candidates_[i]->ms < best) best = candidates_[i]->ms;
   }
   cudaEventDestroy(begin);
