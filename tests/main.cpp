@@ -2,9 +2,14 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include "engine/position.h"
 
 int main(int argc, char** argv) {
   jiriki::Position::init();
+  // The tests never read or write the user's file of tuned cuDNN engines (nn/cuda/fused_conv.cpp);
+  // the one test of that file points it elsewhere.
+  setenv("JIRIKI_CUDNN_CACHE", "off", 1);
   return Catch::Session().run(argc, argv);
 }

@@ -6,11 +6,17 @@
 // checks that the backend says so.
 #if JIRIKI_HAVE_CUDA
 #include <cuda_runtime.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "nn/backend.h"
@@ -49,11 +55,16 @@ struct Output {
   std::vector<float> policy, value;
 };
 
-// Sets an environment variable of the backend for one scope, also when an assertion fails.
+// Sets an environment variable of the backend for one scope, also when an assertion fails; the
+// value before comes back after.
 struct ScopedEnv {
   const char* name;
-  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~ScopedEnv() { unsetenv(name); }
+  std::optional<std::string> before;
+  ScopedEnv(const char* n, const char* value) : name(n) {
+    if (const char* b = std::getenv(n)) before = b;
+    setenv(n, value, 1);
+  }
+  ~ScopedEnv() { before ? setenv(name, before->c_str(), 1) : unsetenv(name); }
 };
 
 // Outputs poisoned with NaN first, so that an element the backend fails to write cannot pass.
@@ -220,6 +231,68 @@ TEST_CASE("cuda backend: evaluators on one GPU tune each shape once and share th
     require_close_bf16(got[i], want);
     CHECK(relative_error(got[i].policy, got[0].policy) < 1e-6);  // the same engines on the same inputs
   }
+}
+
+// The lines of a text file.
+std::vector<std::string> file_lines(const std::filesystem::path& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, and a bad file costs only time",
+          "[nn][cuda]") {
+  if (!have_gpu()) return;
+  const auto dir = std::filesystem::temp_directory_path() / ("jiriki_test_choices_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const auto file = dir / "sub" / "choices.txt";  // the directory is created on the first write
+  ScopedEnv env("JIRIKI_CUDNN_CACHE", file.c_str());
+  // 40 channels, batch 8: shapes no other test here tunes. One block: stem, conv1, conv2 + residual.
+  Model m = random_model(1, 40, Activation::RELU, 71);
+  auto features = random_features(8, 72);
+  auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 8});
+  const Output want = run(*reference, features, 8);
+  auto evaluate_fresh = [&] {
+    cuda::forget_tuned_shapes();  // as a new process would: only the file remembers
+    auto gpu = make_evaluator(m, cuda_options(8));
+    return run(*gpu, features, 8);
+  };
+
+  const int tuned0 = cuda::shapes_tuned();
+  const Output first = evaluate_fresh();
+  require_close_bf16(first, want);
+  CHECK(cuda::shapes_tuned() - tuned0 == 3);
+  std::vector<std::string> lines = file_lines(file);
+  REQUIRE(lines.size() == 3);
+  for (const auto& line : lines) CHECK(line.rfind("jiriki-cudnn-1 ", 0) == 0);
+
+  SECTION("read back: nothing is tuned again, and the same engines give the same outputs") {
+    // Lines that do not parse are ignored.
+    std::ofstream(file, std::ios::app) << "garbage\njiriki-cudnn-1 only-a-key\n"
+                                       << "jiriki-cudnn-1 k 2 0 0 1.0\n" << lines[0] << " trailing\n";
+    const Output again = evaluate_fresh();
+    CHECK(cuda::shapes_tuned() - tuned0 == 3);
+    CHECK(relative_error(again.policy, first.policy) < 1e-6);
+    CHECK(relative_error(again.value, first.value) < 1e-6);
+  }
+  SECTION("a choice that no longer finalizes is tuned afresh and appended") {
+    // The same keys, pointing past the end of the heuristics' list.
+    std::ofstream out(file, std::ios::trunc);
+    for (const auto& line : lines) {
+      std::istringstream fields(line);
+      std::string magic, key;
+      fields >> magic >> key;
+      out << magic << ' ' << key << " 1 0 9999 0.5\n";
+    }
+    out.close();
+    const Output retuned = evaluate_fresh();
+    require_close_bf16(retuned, want);
+    CHECK(cuda::shapes_tuned() - tuned0 == 6);
+    CHECK(file_lines(file).size() == 6);
+  }
+  cuda::forget_tuned_shapes();
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("cuda backend: bad options and batch sizes are refused with their reason", "[nn][cuda]") {

@@ -16,9 +16,12 @@
 #include <cstdlib>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <tuple>
 #include <utility>
 
@@ -132,11 +135,82 @@ struct ChoiceCache {
   int tuned = 0;  // choices published
   std::condition_variable changed;
   std::map<FusedConv::Key, ChoiceEntry> entries;  // std::map: references stay valid as it grows
+  std::string disk_path;                            // the choice file `disk` was read from
+  std::map<std::string, FusedConv::Choice> disk;   // its choices by disk_key()
 };
 
 ChoiceCache& choice_cache() {
   static ChoiceCache cache;
   return cache;
+}
+
+// ---- choices kept on disk ----------------------------------------------------------------------
+// Tuning every shape again in each process made `isready` take 10-50 s on a GPU, so each choice is
+// also appended to a text file, one line per shape:
+//   jiriki-cudnn-1 <key> <fused 0|1> <heuristics mode> <index in their list> <ms>
+// where the key names the GPU model, its compute capability, the cuDNN version, the shape and the
+// number of candidates timed. The file is read when a process first needs it; of two lines for one
+// key the later wins. A line that does not parse is ignored, and a choice whose plan no longer
+// finalizes is tuned afresh (and appended), so a stale or damaged file costs time, never a wrong
+// result. Where: $JIRIKI_CUDNN_CACHE, else $XDG_CACHE_HOME/jiriki/cudnn-choices.txt, else
+// ~/.cache/jiriki/cudnn-choices.txt; JIRIKI_CUDNN_CACHE=off keeps nothing on disk. Delete the file
+// to tune again (after a driver update, say).
+constexpr const char* CHOICE_FILE_MAGIC = "jiriki-cudnn-1";
+
+std::string choice_file_path() {
+  if (const char* e = std::getenv("JIRIKI_CUDNN_CACHE"); e && *e) return std::string(e) == "off" ? "" : e;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/jiriki/cudnn-choices.txt";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/jiriki/cudnn-choices.txt";
+  return "";
+}
+
+// The file's name for a shape: no spaces, so that a line splits on them.
+std::string disk_key(const ConvShape& s, bool force_unfused, int max_candidates) {
+  int device = 0;
+  JIRIKI_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop;
+  JIRIKI_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::string gpu = prop.name;
+  for (char& c : gpu)
+    if (c == ' ' || c == '\t' || c == '\n') c = '_';
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s/sm%d%d/cudnn%zu/b%d,i%d,o%d,k%d,r%d,a%d,e%d,u%d,p%d,id%d,c%d", gpu.c_str(),
+                prop.major, prop.minor, size_t(cudnnGetVersion()), s.batch, s.in_channels, s.out_channels, s.kernel,
+                int(s.residual), int(s.act), int(s.epilogue), int(force_unfused), int(s.pass), int(s.identity),
+                max_candidates);
+  return buf;
+}
+
+// Reads the choice file into cache.disk if it is not the one read last. Under cache.mutex.
+void load_choice_file(ChoiceCache& cache, const std::string& path) {
+  if (path == cache.disk_path) return;
+  cache.disk_path = path;
+  cache.disk.clear();
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string magic, key, extra;
+    int fused = -1;
+    FusedConv::Choice c{};
+    if (!(fields >> magic >> key >> fused >> c.heur_mode >> c.heur_index >> c.ms) || fields >> extra ||
+        magic != CHOICE_FILE_MAGIC || (fused != 0 && fused != 1) || c.heur_index < 0 || !(c.ms > 0.0f))
+      continue;
+    c.fused = fused == 1;
+    cache.disk[key] = c;
+  }
+}
+
+// Appends one choice to the file (creating its directory); a file that cannot be written is left
+// alone: the choice still serves this process.
+void append_choice(const std::string& path, const std::string& key, const FusedConv::Choice& c) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ofstream out(path, std::ios::app);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " %d %d %d %.6f\n", int(c.fused), c.heur_mode, c.heur_index, double(c.ms));
+  out << CHOICE_FILE_MAGIC << ' ' << key << buf;
+  if (!out && verbose()) std::fprintf(stderr, "[cuda] could not write the tuning file %s\n", path.c_str());
 }
 
 }  // namespace
@@ -145,6 +219,15 @@ int shapes_tuned() {
   ChoiceCache& cache = choice_cache();
   std::lock_guard lock(cache.mutex);
   return cache.tuned;
+}
+
+void forget_tuned_shapes() {
+  ChoiceCache& cache = choice_cache();
+  std::lock_guard lock(cache.mutex);
+  for (auto it = cache.entries.begin(); it != cache.entries.end();)
+    it = it->second.tuning ? std::next(it) : cache.entries.erase(it);
+  cache.disk_path.clear();
+  cache.disk.clear();
 }
 
 // The pointwise operation y = mode(x [, b]) with fp32 arithmetic.
@@ -399,13 +482,20 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   key_ = Key(device, shape.batch, shape.in_channels, shape.out_channels, shape.kernel, shape.residual,
              int(shape.act), shape.epilogue, force_unfused, int(shape.pass), shape.identity);
   std::optional<Choice> known;
+  bool from_disk = false;  // known comes from the choice file: verified here before it is shared
+  disk_key_ = disk_key(shape, force_unfused, max_candidates);
+  disk_path_ = choice_file_path();
   {
     ChoiceCache& cache = choice_cache();
     std::unique_lock lock(cache.mutex);
     ChoiceEntry& entry = cache.entries[key_];
     cache.changed.wait(lock, [&] { return !entry.tuning; });
     known = entry.choice;
-    if (!known) entry.tuning = owns_tuning_ = true;
+    if (!known && !disk_path_.empty()) {
+      load_choice_file(cache, disk_path_);
+      if (auto it = cache.disk.find(disk_key_); it != cache.disk.end()) known = it->second, from_disk = true;
+    }
+    if (!known || from_disk) entry.tuning = owns_tuning_ = true;
   }
   if (known) {  // tuned before in this process: finalize that one plan
     fused_ = known->fused;
@@ -419,10 +509,12 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
       candidates_.push_back(std::move(p));
       tuned_ = true;
       if (verbose())
-        std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: engine %lld as tuned before, in %.2f s\n",
+        std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: engine %lld as tuned before%s, in %.2f s\n",
                      shape.kernel, shape.kernel, shape.in_channels, shape.out_channels,
                      shape.residual ? " +residual" : "", shape.batch, (long long)candidates_[0]->engine,
+                     from_disk ? " (tuning file)" : "",
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (from_disk) release_tuning(known, false);
       return;
     }
     graph_.reset();  // the heuristics answered differently this time: tune afresh
@@ -469,8 +561,9 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   }
 }
 
-// Ends this FusedConv's claim on tuning its shape, publishing its choice if it has one.
-void FusedConv::release_tuning(const std::optional<Choice>& choice) {
+// Ends this FusedConv's claim on tuning its shape, publishing its choice if it has one; `tuned`:
+// the choice was timed here (counted, and appended to the choice file), not read from that file.
+void FusedConv::release_tuning(const std::optional<Choice>& choice, bool tuned) {
   if (!owns_tuning_) return;
   owns_tuning_ = false;
   ChoiceCache& cache = choice_cache();
@@ -480,7 +573,13 @@ void FusedConv::release_tuning(const std::optional<Choice>& choice) {
     entry.tuning = false;
     if (choice) {
       entry.choice = choice;
-      ++cache.tuned;
+      if (tuned) {
+        ++cache.tuned;
+        if (!disk_path_.empty()) {
+          append_choice(disk_path_, disk_key_, *choice);
+          if (disk_path_ == cache.disk_path) cache.disk[disk_key_] = *choice;
+        }
+      }
     }
   }
   cache.changed.notify_all();

@@ -58,8 +58,12 @@ struct ConvArgs {
   uint16_t* dx = nullptr;
 };
 
-// How many shapes this process has tuned (timed its engines for); the others reused a choice.
+// How many shapes this process has tuned (timed its engines for); the others reused a choice, made
+// in this process or read from the choice file (fused_conv.cpp says where it lives).
 int shapes_tuned();
+// Forgets the choices this process made or read, so that the next FusedConvs read the choice file
+// again (tests of that file).
+void forget_tuned_shapes();
 
 class FusedConv {
  public:
@@ -89,7 +93,7 @@ class FusedConv {
   using Key = std::tuple<int, int, int, int, int, bool, int, bool, bool, int, bool>;
 
  private:
-  void release_tuning(const std::optional<Choice>& choice);
+  void release_tuning(const std::optional<Choice>& choice, bool tuned = true);
 
   ConvShape shape_;
   std::unique_ptr<Graph> graph_;
@@ -99,6 +103,7 @@ class FusedConv {
   bool tuned_ = false;        // chosen_ is final
   bool owns_tuning_ = false;  // this one tunes the shape; the others wait for its choice
   Key key_;
+  std::string disk_key_, disk_path_;  // its name in the choice file, and that file ("" for none)
 };
 
 }  // namespace jiriki::nn::cuda
