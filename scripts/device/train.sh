@@ -9,7 +9,7 @@
 #
 # STEPS (default "tests compare") picks what runs after the build: tests, compare, profile (ncu's
 # durations of the kernels of one training step at each batch size, summarised by
-# scripts/ncu_summary.py).
+# scripts/ncu_summary.py; its engine choices, timed under ncu, stay out of the choice file).
 # That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
 # use the single header carried in .carry/catch2.
 set -uo pipefail
@@ -58,12 +58,12 @@ fi
 if [[ " $STEPS " == *" profile "* ]]; then
   for b in ${BATCHES//,/ }; do
     step "kernels of one step at batch $b (ncu)"
-    JIRIKI_CUDA_PROFILE=1 /usr/local/cuda/bin/ncu --profile-from-start off --cache-control none --clock-control none \
+    JIRIKI_CUDNN_CACHE=off JIRIKI_CUDA_PROFILE=1 /usr/local/cuda/bin/ncu --profile-from-start off --cache-control none --clock-control none \
       --metrics gpu__time_duration.sum --csv --page raw build-device/jiriki bench train --backend cuda --blocks 10 \
       --channels 192 --batch "$b" --steps 5 > "$OUT/ncu_$b.csv" 2> "$OUT/ncu_$b.log"
     python3 scripts/ncu_summary.py "$OUT/ncu_$b.csv" || tail -20 "$OUT/ncu_$b.log"
     step "batch-norm kernels at batch $b in detail (ncu)"
-    JIRIKI_CUDA_PROFILE=1 /usr/local/cuda/bin/ncu --profile-from-start off --cache-control none --clock-control none \
+    JIRIKI_CUDNN_CACHE=off JIRIKI_CUDA_PROFILE=1 /usr/local/cuda/bin/ncu --profile-from-start off --cache-control none --clock-control none \
       -k regex:"bn_act|channel_sums" --launch-count 5 --section SpeedOfLight --section Occupancy \
       --section MemoryWorkloadAnalysis build-device/jiriki bench train --backend cuda --blocks 10 --channels 192 \
       --batch "$b" --steps 5 > "$OUT/ncu_bn_$b.txt" 2>&1
