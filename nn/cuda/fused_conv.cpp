@@ -8,6 +8,9 @@
 //
 // cuDNN's runtime-fusion engines generate one kernel for such a graph (the epilogue applied to the
 // accumulators before they leave the chip), so the pre-activation values never touch memory.
+// For the trainer the same class builds the bare convolution, the convolution through an identity
+// (c --identity--> y, which the runtime-fusion engines also take), the backward data pass
+// (w, dy -> dx, optionally + residual) and the backward filter pass (x, dy -> dw).
 #include "nn/cuda/fused_conv.h"
 
 #include <array>
@@ -285,52 +288,45 @@ static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const
       .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pad, 2)
       .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, pad, 2)
       .finalize("convolution descriptor");
+  // The convolution operation. cuDNN names its attributes per pass; in each, the first two tensors
+  // are read and the third written: forward (x, w) -> y, backward data (w, dy) -> dx, backward
+  // filter (x, dy) -> dw. The pass's result is conv_out; for the backward filter pass conv_out is y
+  // (never fused), read as dy, and w is written.
+  struct OpKind {
+    cudnnBackendDescriptorType_t type;
+    cudnnBackendAttributeName_t in1, in2, out, conv, alpha, beta;
+    const char* what;
+  };
+  static constexpr OpKind FORWARD_OP = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,             CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,          "convolution operation"};
+  static constexpr OpKind DATA_OP = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,               "convolution backward data operation"};
+  static constexpr OpKind FILTER_OP = {
+      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,               "convolution backward filter operation"};
+  const bool filter = s.pass == ConvPass::BACKWARD_FILTER;
+  const OpKind& kind = data ? DATA_OP : filter ? FILTER_OP : FORWARD_OP;
+  cudnnBackendDescriptor_t in1 = data ? w.get() : x.get(), in2 = data ? y.get() : filter ? conv_out.get() : w.get(),
+                           out = filter ? w.get() : conv_out.get(), conv_d = conv.get();
   const float alpha = 1.0f, beta = 0.0f;
-  auto x_d = x.get(), w_d = w.get(), c_d = conv_out.get(), conv_d = conv.get();
-  if (s.pass == ConvPass::BACKWARD_FILTER) {  // dw = conv_filter_grad(x, dy): W is the output, Y the input
-    Desc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, &x_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, &c_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, &w_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &conv_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, &alpha)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, &beta)
-        .finalize("convolution backward filter operation");
-    g->parts.push_back(std::move(conv));
-    auto op_d = g->add_op(std::move(op));
-    Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &op_d, 1)
-        .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle)
-        .finalize("operation graph");
-    g->parts.push_back(std::move(graph));
-    g->graph = &g->parts.back();
-    return g;
-  }
-  std::vector<cudnnBackendDescriptor_t> ops;
-  if (data) {  // dx = conv_data_grad(w, dy): X is the output, Y the input
-    auto y_d = y.get();
-    Desc op(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR);
-    op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, &w_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, &y_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_TYPE_BACKEND_DESCRIPTOR, &c_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &conv_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, &alpha)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, &beta)
-        .finalize("convolution backward data operation");
-    g->parts.push_back(std::move(conv));
-    ops.push_back(g->add_op(std::move(op)));
-  } else {
-    Desc conv_op(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR);
-    conv_op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, &x_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, &w_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, &c_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, &conv_d)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, &alpha)
-        .set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, &beta)
-        .finalize("convolution operation");
-    g->parts.push_back(std::move(conv));
-    ops.push_back(g->add_op(std::move(conv_op)));
-  }
+  Desc op(kind.type);
+  op.set(kind.in1, CUDNN_TYPE_BACKEND_DESCRIPTOR, &in1)
+      .set(kind.in2, CUDNN_TYPE_BACKEND_DESCRIPTOR, &in2)
+      .set(kind.out, CUDNN_TYPE_BACKEND_DESCRIPTOR, &out)
+      .set(kind.conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, &conv_d)
+      .set(kind.alpha, CUDNN_TYPE_FLOAT, &alpha)
+      .set(kind.beta, CUDNN_TYPE_FLOAT, &beta)
+      .finalize(kind.what);
+  g->parts.push_back(std::move(conv));
+  std::vector<cudnnBackendDescriptor_t> ops = {g->add_op(std::move(op))};
 
   if (fused && !s.epilogue) {  // the identity graph, or the addition of the residual
     Desc& out = data ? x : y;
@@ -389,46 +385,41 @@ static std::vector<Desc> heuristic_configs(const Desc& graph, cudnnBackendHeurMo
   return cfgs;
 }
 
-// A configuration's knob choices (cuDNN's knob type numbers), for the log.
-static std::string knob_choices(cudnnBackendDescriptor_t cfg) {
-  std::deque<Desc> choices;
+// The descriptors of `type` that backend descriptor `d` holds in its array attribute `attr`.
+static std::deque<Desc> descriptor_array(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr,
+                                         cudnnBackendDescriptorType_t type) {
+  std::deque<Desc> out;
   std::vector<cudnnBackendDescriptor_t> raw;
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) raw.push_back(choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR).get());
+  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) raw.push_back(out.emplace_back(type).get());
   int64_t n = 0;
-  if (cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()),
-                               &n, raw.data()) != CUDNN_STATUS_SUCCESS)
-    return "?";
-  std::string text;
-  for (int64_t i = 0; i < n; ++i) {
-    cudnnBackendKnobType_t type{};
-    int64_t value = 0, got = 0;
-    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type);
-    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value);
-    text += (text.empty() ? "" : " ") + std::to_string(int(type)) + "=" + std::to_string(value);
-  }
-  return text;
+  if (cudnnBackendGetAttribute(d, attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), &n, raw.data()) !=
+      CUDNN_STATUS_SUCCESS)
+    n = 0;
+  while (int64_t(out.size()) > n) out.pop_back();
+  return out;
 }
 
-// An engine's knobs and their ranges (type:min..max/stride), for the log.
-static std::string knob_ranges(cudnnBackendDescriptor_t engine) {
-  std::deque<Desc> infos;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (int i = 0; i < CUDNN_KNOB_TYPE_COUNTS; ++i) raw.push_back(infos.emplace_back(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR).get());
-  int64_t n = 0;
-  if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(raw.size()), &n,
-                               raw.data()) != CUDNN_STATUS_SUCCESS)
-    return "?";
+// For the log: a configuration's knob choices and its engine's knob ranges, in cuDNN's knob type
+// numbers: "24=40 of 17:1..128/1 24:0..55/1".
+static std::string knob_text(cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t engine) {
+  auto value = [](const Desc& d, cudnnBackendAttributeName_t attr) {
+    int64_t v = 0, got = 0;
+    cudnnBackendGetAttribute(d.get(), attr, CUDNN_TYPE_INT64, 1, &got, &v);
+    return std::to_string(v);
+  };
+  auto type = [](const Desc& d, cudnnBackendAttributeName_t attr) {
+    cudnnBackendKnobType_t t{};
+    int64_t got = 0;
+    cudnnBackendGetAttribute(d.get(), attr, CUDNN_TYPE_KNOB_TYPE, 1, &got, &t);
+    return std::to_string(int(t));
+  };
   std::string text;
-  for (int64_t i = 0; i < n; ++i) {
-    cudnnBackendKnobType_t type{};
-    int64_t lo = 0, hi = 0, stride = 0, got = 0;
-    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type);
-    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &lo);
-    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &hi);
-    cudnnBackendGetAttribute(raw[i], CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &got, &stride);
-    text += (text.empty() ? "" : " ") + std::to_string(int(type)) + ":" + std::to_string(lo) + ".." +
-            std::to_string(hi) + "/" + std::to_string(stride);
-  }
+  for (const Desc& c : descriptor_array(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR))
+    text += type(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE) + "=" + value(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE) + " ";
+  text += "of";
+  for (const Desc& k : descriptor_array(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR))
+    text += " " + type(k, CUDNN_ATTR_KNOB_INFO_TYPE) + ":" + value(k, CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE) + ".." +
+            value(k, CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE) + "/" + value(k, CUDNN_ATTR_KNOB_INFO_STRIDE);
   return text;
 }
 
@@ -450,7 +441,7 @@ static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& c
   if (cudnnBackendGetAttribute(p->cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
                                &engine_d) == CUDNN_STATUS_SUCCESS) {
     cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &p->engine);
-    if (verbose()) p->knobs = knob_choices(p->cfg.get()) + " of " + knob_ranges(engine_d);
+    if (verbose()) p->knobs = knob_text(p->cfg.get(), engine_d);
     cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
     int64_t note_count = 0;
     if (cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,

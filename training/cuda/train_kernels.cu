@@ -211,6 +211,20 @@ struct BnConstants {
   }
 };
 
+// The backward pass through act(x * scale + shift [+ residual]) for V channels of one row, from
+// the packed loads: dz = dy act'(z), z recomputed; x as floats too, for the caller's xhat.
+template <int V>
+__device__ __forceinline__ void bn_act_grad(const Raw<V>& dy, const Raw<V>& x_raw, bool has_residual,
+                                            const Raw<V>& residual, const BnConstants<V>& k, Activation act,
+                                            float (&x)[V], float (&dz)[V]) {
+  float d[V], r[V] = {};
+  unpack(dy, d);
+  unpack(x_raw, x);
+  if (has_residual) unpack(residual, r);
+#pragma unroll
+  for (int j = 0; j < V; ++j) dz[j] = d[j] * activate_grad(pre_activation(x[j], k.scale[j], k.shift[j], r[j]), act);
+}
+
 // ---- per-channel sums over the rows of a [rows][channels] matrix --------------------------------
 // Each thread owns V channels and a lane of rows; the block's lanes are summed in shared memory and
 // each block writes partial[block][2][channels] (two sums per channel). `blockDim.x` is
@@ -322,17 +336,10 @@ struct BackwardTerm {
     if (residual) r[slot] = load_raw<V>(residual + e);
   }
   __device__ void terms(int slot, float (&a)[V], float (&b)[V]) const {
-    float dv[V], xf[V], rv[V] = {};
-    unpack(d[slot], dv);
-    unpack(xv[slot], xf);
-    if (residual) unpack(r[slot], rv);
+    float xf[V];
+    bn_act_grad(d[slot], xv[slot], residual != nullptr, r[slot], k, act, xf, a);
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const float z = pre_activation(xf[j], k.scale[j], k.shift[j], rv[j]);
-      const float dz = dv[j] * activate_grad(z, act);
-      a[j] = dz;
-      b[j] = dz * (xf[j] - k.mean[j]) * k.invstd[j];
-    }
+    for (int j = 0; j < V; ++j) b[j] = a[j] * (xf[j] - k.mean[j]) * k.invstd[j];
   }
 };
 
@@ -488,19 +495,12 @@ __global__ void bn_act_backward_kernel(const bf16* dy, const bf16* x, const bf16
 #pragma unroll
     for (int i = 0; i < 2; ++i)
       if (i < n) {
-        float d[V], xv[V], r[V] = {}, out[V];
-        unpack(dr[i], d);
-        unpack(xr[i], xv);
-        if (residual) unpack(rr[i], r);
+        float xv[V], dz[V], out[V];
+        bn_act_grad(dr[i], xr[i], residual != nullptr, rr[i], k, act, xv, dz);
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float z = pre_activation(xv[j], k.scale[j], k.shift[j], r[j]);
-          const float dz = d[j] * activate_grad(z, act);
-          out[j] = fmaf(gain[j], dz, fmaf(p[j], xv[j], q[j]));
-          r[j] = dz;
-        }
+        for (int j = 0; j < V; ++j) out[j] = fmaf(gain[j], dz[j], fmaf(p[j], xv[j], q[j]));
         store<V>(dx + e[i], out);
-        if (dresidual) store<V>(dresidual + e[i], r);
+        if (dresidual) store<V>(dresidual + e[i], dz);
       }
   }
 }
