@@ -1,6 +1,10 @@
 // hcpe3 game records: byte layout, round trip over random games, and rejection of bad streams.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <random>
+#include <string>
 
 #include "engine/hcpe3.h"
 #include "engine/movegen.h"
@@ -54,7 +58,8 @@ TEST_CASE("hcpe3: random games round trip through a file", "[records][hcpe3]") {
   std::mt19937 rng(7);
   std::vector<Hcpe3Game> games;
   for (int i = 0; i < 50; ++i) games.push_back(random_game(rng, 150));
-  std::string path = std::string(std::tmpnam(nullptr)) + ".hcpe3";
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("jiriki_test_hcpe3_" + std::to_string(getpid()) + ".hcpe3")).string();
   REQUIRE_FALSE(write_hcpe3_file(path, games));
   std::vector<Hcpe3Game> back;
   auto err = read_hcpe3_file(path, back);
