@@ -67,7 +67,8 @@ int bench_search(int argc, char** argv) {
     network = "random weights (seed " + std::to_string(usi::DEFAULT_MODEL_SEED) + ")";
   }
   std::string backend;
-  auto queue = usi::make_backend_queue(model, args.str("backend"), int(args.integer("gpu")), batch, threads, &backend);
+  auto queue =
+      usi::make_backend_queue(model, args.str("backend"), int(args.integer("gpu")), batch, threads, nullptr, &backend);
 
   search::Searcher searcher(size_t(args.integer("hash")) << 20);
   search::SearchParams params;

@@ -228,6 +228,29 @@ TEST_CASE("usi: handshake announces every option and isready loads the network",
   CHECK(e.wait_exit(5000) == 0);
 }
 
+TEST_CASE("usi: Threads 0 picks the search threads for the backend; a number is taken as it is", "[usi]") {
+  // The line `info string backend: ..., N search threads` that isready prints.
+  auto threads_line = [](const std::vector<std::string>& info) {
+    for (const auto& l : info)
+      if (l.rfind("info string backend: ", 0) == 0) return l;
+    return std::string("(none)");
+  };
+  EngineProcess e;
+  e.send("usi");
+  std::vector<std::string> seen;
+  e.expect("usiok", 10000, &seen);
+  bool announced = false;
+  for (const auto& l : seen) announced |= l == "option name Threads type spin default 0 min 0 max 256";
+  CHECK(announced);
+  e.send("setoption name ModelFile value " + tiny_model_path());
+  e.send("setoption name Backend value cpu");
+  CHECK_THAT(threads_line(e.sync()), Catch::EndsWith(", 2 search threads"));  // the CPU default
+  e.send("setoption name Threads value 3");
+  CHECK_THAT(threads_line(e.sync()), Catch::EndsWith(", 3 search threads"));
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
 TEST_CASE("usi: bad input gets an info string error and the engine stays usable", "[usi]") {
   EngineProcess e;
   start(e);

@@ -57,7 +57,7 @@ EnteringKingRule parse_rule(const std::string& s) {
 Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), mate_solver_(64) {
   options_.add_spin("USI_Hash", 1024, 1, 1 << 20);
   options_.add_check("USI_Ponder", true);
-  options_.add_spin("Threads", 2, 1, 256);
+  options_.add_spin("Threads", 0, 0, 256);  // 0: 8 on the GPU, 2 on a CPU backend
   options_.add_string("ModelFile", DEFAULT_MODEL);
   options_.add_combo("Backend", "auto", {"auto", "cpu", "cuda", "reference"});
   options_.add_spin("GPU", 0, 0, 15);
@@ -216,8 +216,9 @@ bool Engine::ensure_network() {
     const std::string& file = options_.str("ModelFile");
     nn::Model model = load_network(file);
     std::string backend;
-    queue_ = make_backend_queue(model, options_.str("Backend"), int(options_.integer("GPU")), int(options_.integer("BatchSize")),
-                                int(options_.integer("Threads")), &backend);
+    queue_ = make_backend_queue(model, options_.str("Backend"), int(options_.integer("GPU")),
+                                int(options_.integer("BatchSize")), int(options_.integer("Threads")), &search_threads_,
+                                &backend);
     queue_->warm_up();  // here, not in the first timed search
     send("info string " + describe_network(file, model));
     send("info string " + backend);
@@ -238,7 +239,7 @@ search::SearchParams Engine::search_params() const {
   p.fpu_reduction = float(options_.integer("C_fpu_reduction")) / 100.0f;
   p.fpu_reduction_root = float(options_.integer("C_fpu_reduction_root")) / 100.0f;
   p.softmax_temperature = float(options_.integer("Softmax_Temperature")) / 100.0f;
-  p.threads = int(options_.integer("Threads"));
+  p.threads = queue_ ? search_threads_ : 1;
   p.batch_size = queue_ ? queue_->max_batch() : 1;
   p.draw_value_black = float(options_.integer("DrawValueBlack")) / 1000.0f;
   p.draw_value_white = float(options_.integer("DrawValueWhite")) / 1000.0f;

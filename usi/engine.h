@@ -49,6 +49,7 @@ class Engine {
   Options options_;
   search::Searcher searcher_;
   std::unique_ptr<search::EvalQueue> queue_;
+  int search_threads_ = 1;  // the threads queue_ serves (Threads, or its default for the backend)
   bool network_dirty_ = true;
 
   // The position of the last valid `position` command.

@@ -31,41 +31,44 @@ std::string describe_network(const std::string& model_file, const nn::Model& mod
 }
 
 std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, const std::string& backend, int gpu,
-                                                      int max_batch, int search_threads, std::string* description) {
+                                                      int max_batch, int search_threads, int* threads_used,
+                                                      std::string* description) {
   nn::BackendOptions o;
   o.gpu = gpu;
-  const int evaluators = std::max(search_threads, 1);
-  o.threads = std::max(1, int(std::thread::hardware_concurrency()) / evaluators);
-  auto batch_for = [max_batch](nn::BackendKind k) {
-    return max_batch > 0 ? max_batch : k == nn::BackendKind::CUDA ? DEFAULT_GPU_BATCH : DEFAULT_CPU_BATCH;
+  int evaluators = 1;
+  // One evaluator per search thread; on a CPU each gets an equal share of the cores.
+  auto make = [&](nn::BackendKind kind) {
+    const bool gpu_kind = kind == nn::BackendKind::CUDA;
+    o.kind = kind;
+    o.max_batch = max_batch > 0 ? max_batch : gpu_kind ? DEFAULT_GPU_BATCH : DEFAULT_CPU_BATCH;
+    evaluators = search_threads > 0 ? search_threads : gpu_kind ? DEFAULT_GPU_THREADS : DEFAULT_CPU_THREADS;
+    o.threads = std::max(1, int(std::thread::hardware_concurrency()) / evaluators);
+    return search::make_eval_queue(model, o, evaluators);
   };
   std::unique_ptr<search::EvalQueue> queue;
   std::string note;
   if (backend == "auto") {
 #if JIRIKI_HAVE_CUDA
     try {
-      o.kind = nn::BackendKind::CUDA;
-      o.max_batch = batch_for(o.kind);
-      queue = search::make_eval_queue(model, o, evaluators);
+      queue = make(nn::BackendKind::CUDA);
     } catch (const std::exception& e) {
       note = " (cuda unavailable: " + std::string(e.what()) + ")";
     }
 #endif
     if (!queue) {
 #if JIRIKI_HAVE_DNNL
-      o.kind = nn::BackendKind::CPU;
+      queue = make(nn::BackendKind::CPU);
 #else
-      o.kind = nn::BackendKind::REFERENCE;
+      queue = make(nn::BackendKind::REFERENCE);
 #endif
-      o.max_batch = batch_for(o.kind);
-      queue = search::make_eval_queue(model, o, evaluators);
     }
   } else {
-    o.kind = nn::parse_backend_kind(backend);
-    o.max_batch = batch_for(o.kind);
-    queue = search::make_eval_queue(model, o, evaluators);
+    queue = make(nn::parse_backend_kind(backend));
   }
-  if (description) *description = "backend: " + queue->name() + ", batch " + std::to_string(queue->max_batch()) + note;
+  if (threads_used) *threads_used = evaluators;
+  if (description)
+    *description = "backend: " + queue->name() + ", batch " + std::to_string(queue->max_batch()) + ", " +
+                   std::to_string(evaluators) + " search threads" + note;
   return queue;
 }
 
