@@ -561,8 +561,11 @@ TEST_CASE("train command: options, errors and a short run", "[train][command]") 
 
   // Ctrl-C stops after the current step with a checkpoint, and the exit status says so (130 = 128 +
   // SIGINT). The signal is sent once the first progress line shows a step was made (at most 60 s),
-  // so a slow, loaded machine cannot interrupt the run before it has anything to save.
-  const std::string out = dir.file("out.txt");
+  // so a slow, loaded machine cannot interrupt the run before it has anything to save. A file of its
+  // own: in out.txt the runs above left progress lines, which the first grep could see before the
+  // background job truncates the file, and a SIGINT sent before jiriki sets its handler is lost (a
+  // background job of a non-interactive shell starts with SIGINT ignored): the run went on for hours.
+  const std::string out = dir.file("interrupted.txt");
   const std::string cmd = "sh -c '" + std::string(JIRIKI_BINARY) + " train --data " + dir.file("a.hcpe") +
                           " --model-out " + dir.file("i.bin") +
                           " --blocks 1 --channels 4 --batch 8 --steps 1000000 --log-every 1 > " + out +
