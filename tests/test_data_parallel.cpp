@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "engine/hcpe.h"
+#include "tests/temp_dir.h"
 #include "nn/model_file.h"
 #include "training/batch_tuner.h"
 #include "training/buckets.h"
@@ -28,18 +29,10 @@
 using namespace jiriki;
 using namespace jiriki::training;
 namespace fs = std::filesystem;
+using jiriki::testing::TempDir;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("jiriki_test_dp_" + name + "_" + std::to_string(std::random_device{}()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // Runs fn(rank, comm) on `ranks` threads of one ThreadGroup.
 template <class Fn>

@@ -6,7 +6,6 @@
 // checks that the backend says so.
 #if JIRIKI_HAVE_CUDA
 #include <cuda_runtime.h>
-#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -23,6 +22,7 @@
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/fused_conv.h"
 #include "tests/nn_random.h"
+#include "tests/temp_dir.h"
 
 using namespace jiriki;
 using namespace jiriki::nn;
@@ -244,9 +244,8 @@ std::vector<std::string> file_lines(const std::filesystem::path& path) {
 TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, and a bad file costs only time",
           "[nn][cuda]") {
   if (!have_gpu()) return;
-  const auto dir = std::filesystem::temp_directory_path() / ("jiriki_test_choices_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  const auto file = dir / "sub" / "choices.txt";  // the directory is created on the first write
+  const jiriki::testing::TempDir dir("cudnn_choices");
+  const auto file = dir.path / "sub" / "choices.txt";  // the directory is created on the first write
   ScopedEnv env("JIRIKI_CUDNN_CACHE", file.c_str());
   // 40 channels, batch 8: shapes no other test here tunes. One block: stem, conv1, conv2 + residual.
   Model m = random_model(1, 40, Activation::RELU, 71);
@@ -292,7 +291,6 @@ TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, a
     CHECK(file_lines(file).size() == 6);
   }
   cuda::forget_tuned_shapes();
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("cuda backend: bad options and batch sizes are refused with their reason", "[nn][cuda]") {

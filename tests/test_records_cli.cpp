@@ -5,6 +5,7 @@
 #include <random>
 
 #include "engine/hcpe3.h"
+#include "tests/temp_dir.h"
 #include "engine/movegen.h"
 
 using namespace jiriki;
@@ -33,8 +34,8 @@ int run(const std::string& args) { return std::system((std::string(JIRIKI_BINARY
 }  // namespace
 
 TEST_CASE("records CLI: hcpe3 to CSA and back keeps moves and results", "[records][cli]") {
-  fs::path dir = fs::temp_directory_path() / ("jiriki_records_" + std::to_string(std::random_device{}()));
-  fs::create_directories(dir);
+  const jiriki::testing::TempDir tmp("records_cli");
+  const fs::path& dir = tmp.path;
   std::mt19937 rng(5);
   std::vector<Hcpe3Game> games;
   // Cut games end with Black to move: Black resigns, the game is drawn at the length limit or by
@@ -71,5 +72,4 @@ TEST_CASE("records CLI: hcpe3 to CSA and back keeps moves and results", "[record
   CHECK(run("records convert --to xyz -o " + (dir / "x").string() + " " + (dir / "in.hcpe3").string()) != 0);
   CHECK(run("records summary " + (dir / "missing.hcpe3").string()) != 0);
   CHECK(run("records summary " + (dir / "in.hcpe3").string()) == 0);
-  fs::remove_all(dir);
 }

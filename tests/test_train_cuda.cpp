@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "engine/hcpe.h"
+#include "tests/temp_dir.h"
 #include "nn/model.h"
 #include "nn/model_file.h"
 #include "tests/nn_random.h"
@@ -50,15 +51,9 @@ bool gpu_present() {
 
 // A fresh directory holding train.hcpe: 192 positions of random legal games. Removed at the end.
 struct TrainingData {
-  fs::path dir;
-  std::string file;
-  TrainingData() {
-    dir = fs::temp_directory_path() / ("jiriki_test_train_cuda_" + std::to_string(std::random_device{}()));
-    fs::create_directories(dir);
-    file = (dir / "train.hcpe").string();
-    REQUIRE(!write_hcpe_file(file, random_game_records(6, 32, 11)));
-  }
-  ~TrainingData() { fs::remove_all(dir); }
+  jiriki::testing::TempDir dir{"train_cuda"};
+  std::string file = dir.file("train.hcpe");
+  TrainingData() { REQUIRE(!write_hcpe_file(file, random_game_records(6, 32, 11))); }
 };
 
 }  // namespace
@@ -348,10 +343,10 @@ TEST_CASE("GPU trainer: `train --backend cuda` learns as the CPU trainer does an
   c.optimizer.weight_decay = 0;
   c.schedule.kind = Schedule::CONSTANT;
   c.schedule.lr = 3e-3;
-  c.model_out = (files.dir / "cpu.bin").string();
+  c.model_out = files.dir.file("cpu.bin");
   const TrainResult cpu = train(c);
   c.backend = "cuda";
-  c.model_out = (files.dir / "gpu.bin").string();
+  c.model_out = files.dir.file("gpu.bin");
   const TrainResult gpu = train(c);
   std::printf("80 steps on 192 positions: CPU train loss %.4f, held-out %.4f; GPU train loss %.4f, held-out %.4f\n",
               cpu.last_train.loss, cpu.test.loss, gpu.last_train.loss, gpu.test.loss);
@@ -399,10 +394,10 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   c.schedule.lr = 0.02;
   c.backend = "cuda";
   c.bucket_mb = 0.004;  // a few kB: several buckets even for this small network
-  c.model_out = (files.dir / "plain.bin").string();
+  c.model_out = files.dir.file("plain.bin");
   train(c);
   c.allreduce = "nccl";
-  c.model_out = (files.dir / "nccl.bin").string();
+  c.model_out = files.dir.file("nccl.bin");
   train(c);
   nn::Model start(c.arch);
   nn::init_model(start, c.seed);
@@ -426,18 +421,18 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
       CHECK(std::sqrt(difference) < tolerance * std::sqrt(update));
     }
   };
-  same_update(nn::load_model((files.dir / "plain.bin").string()), nn::load_model(c.model_out), 0.05);
+  same_update(nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
 
   c.allreduce = "host";
   c.gpus = {0, 0};
-  c.model_out = (files.dir / "two_gpu.bin").string();
+  c.model_out = files.dir.file("two_gpu.bin");
   train(c);
   c.backend = "cpu";
   c.gpus.clear();
   c.replicas = 2;
-  c.model_out = (files.dir / "two_cpu.bin").string();
+  c.model_out = files.dir.file("two_cpu.bin");
   train(c);
-  same_update(nn::load_model((files.dir / "two_cpu.bin").string()), nn::load_model((files.dir / "two_gpu.bin").string()),
+  same_update(nn::load_model(files.dir.file("two_cpu.bin")), nn::load_model(files.dir.file("two_gpu.bin")),
               0.2);
 }
 
@@ -451,7 +446,7 @@ TEST_CASE("train --backend cuda without a usable GPU is refused with the reason"
   const TrainingData files;
   TrainConfig c;
   c.data = {files.file};
-  c.model_out = (files.dir / "unused.bin").string();
+  c.model_out = files.dir.file("unused.bin");
   c.arch.blocks = 1;
   c.arch.channels = 8;
   c.backend = "cuda";

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "engine/hcpe.h"
+#include "tests/temp_dir.h"
 #include "engine/hcpe3.h"
 #include "engine/movegen.h"
 #include "nn/features.h"
@@ -26,20 +27,10 @@
 using namespace jiriki;
 using namespace jiriki::training;
 namespace fs = std::filesystem;
+using jiriki::testing::TempDir;
 
 namespace {
 
-// A fresh directory under the system's temporary directory, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    path = fs::temp_directory_path() / ("jiriki_test_train_" + name + "_" + std::to_string(std::random_device{}()));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 // A random hcpe3 game: two moves in three carry candidates (the played move and up to three
 // other legal moves, with visit counts), the third none (not for training).
