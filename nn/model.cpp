@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "common/splitmix.h"
+
 namespace jiriki::nn {
 
 const char* activation_name(Activation a) { return a == Activation::SWISH ? "swish" : "relu"; }
@@ -106,15 +108,8 @@ std::vector<Model::NamedTensor<const Tensor>> Model::tensors() const {
 }
 
 namespace {
-// splitmix64 and Box-Muller: the same numbers on every compiler, unlike std::normal_distribution.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+// Box-Muller over splitmix64: the same numbers on every compiler, unlike std::normal_distribution.
+struct Rng : SplitMix64 {
   double uniform() { return double((next() >> 11) + 1) * 0x1.0p-53; }  // (0, 1]
   double normal() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); }
 };
@@ -125,7 +120,7 @@ void fill_normal(Tensor& t, Rng& rng, double stddev) {
 }  // namespace
 
 void init_model(Model& model, uint64_t seed) {
-  Rng rng{seed};
+  Rng rng{{seed}};
   for (auto& n : model.tensors()) {
     const auto& shape = n.tensor->shape;
     bool is_gamma_or_var = n.name.ends_with(".bn.gamma") || n.name.ends_with(".bn.var");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/splitmix.h"
 #include "engine/mate.h"
 
 namespace jiriki::selfplay {
@@ -11,13 +12,6 @@ namespace jiriki::selfplay {
 using namespace search;
 
 namespace {
-// SplitMix64: decorrelates the streams of games whose seeds differ by one bit.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 GameResult win_for(Color c) { return c == BLACK ? BLACK_WIN : WHITE_WIN; }
 }  // namespace
 
@@ -38,7 +32,7 @@ void Game::abandon() {
 void Game::start(uint64_t index) {
   abandon();
   index_ = index;
-  rng_.seed(mix(mix(s_.seed) ^ index));
+  rng_.seed(splitmix64(splitmix64(s_.seed) ^ index));  // streams of seeds one bit apart decorrelated
   record_ = Hcpe3Game{};
   const Opening* o = s_.openings.empty() ? nullptr : &s_.openings[rng_() % s_.openings.size()];
   if (o) pos_.set_sfen(o->sfen);  // checked when the openings were loaded

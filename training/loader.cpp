@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "common/splitmix.h"
 #include "nn/features.h"
 #include "nn/layers_backward.h"
 
@@ -12,15 +13,8 @@ namespace jiriki::training {
 
 namespace {
 
-// splitmix64: small, fast, and the same numbers on every platform (std::shuffle is not).
-struct SplitMix {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+// splitmix64 with a bounded draw, for the shuffle (std::shuffle differs between platforms).
+struct SplitMix : SplitMix64 {
   // Uniform in [0, n) by multiply-shift (no modulo bias worth the name for n < 2^32).
   uint32_t below(uint32_t n) { return uint32_t((unsigned __int128)next() * n >> 64); }
 };
@@ -88,7 +82,7 @@ const std::vector<uint32_t>& Loader::permutation(uint64_t epoch) {
   p.resize(data_.positions.size());
   for (uint32_t i = 0; i < p.size(); ++i) p[i] = i;
   if (opt_.shuffle) {  // Fisher-Yates
-    SplitMix rng{opt_.seed * 0xd1342543de82ef95ULL + epoch};
+    SplitMix rng{{opt_.seed * 0xd1342543de82ef95ULL + epoch}};
     for (uint32_t i = uint32_t(p.size()) - 1; i > 0; --i) std::swap(p[i], p[rng.below(i + 1)]);
   }
   return p;
