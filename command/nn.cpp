@@ -182,16 +182,24 @@ static void dump_outputs(const std::string& path, Evaluator& eval, const std::ve
 
 #if JIRIKI_HAVE_CUDA
 // The CUDA backend's forward pass alone, inputs and outputs left on the GPU: the figure that
-// frameworks' GPU timings report (evaluate() adds host conversion and PCIe copies).
+// frameworks' GPU timings report (evaluate() adds host conversion and PCIe copies). Timed the way
+// scripts/torch_reference.py times PyTorch, so that the two figures compare like with like: a few
+// warm-up replays, then five windows of seconds/5 each, and the median window. A GPU under
+// sustained load lowers its clocks, so one long window would read slower than short ones.
 static void bench_gpu_only(Evaluator& eval, const std::vector<int64_t>& batches, double seconds, double flop) {
-  std::cout << "GPU only (inputs and outputs already on the GPU, CUDA graph replays timed with CUDA events):\n";
-  std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "replays");
+  constexpr int WINDOWS = 5;
+  std::cout << "GPU only (inputs and outputs already on the GPU, CUDA graph replays timed with CUDA events, "
+               "median of " << WINDOWS << " windows):\n";
+  std::printf("%7s %14s %12s %10s %8s %9s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "replays", "spread%");
   for (int64_t b : batches) {
     const int n = int(b);
     const double once = cuda_device_seconds_per_batch(eval, n, 3);
-    const int reps = int(std::clamp(seconds / once, 10.0, 100000.0));
-    const double s = cuda_device_seconds_per_batch(eval, n, reps);
-    std::printf("%7d %14.1f %12.3f %10.1f %8d\n", n, n / s, 1e3 * s, n / s * flop * 1e-9, reps);
+    const int reps = int(std::clamp(seconds / WINDOWS / once, 5.0, 100000.0));
+    std::vector<double> window(WINDOWS);
+    for (double& w : window) w = cuda_device_seconds_per_batch(eval, n, reps);
+    std::sort(window.begin(), window.end());
+    const double s = window[WINDOWS / 2], spread = 100 * (window.back() - window.front()) / s;
+    std::printf("%7d %14.1f %12.3f %10.1f %8d %9.1f\n", n, n / s, 1e3 * s, n / s * flop * 1e-9, WINDOWS * reps, spread);
   }
 }
 #endif
@@ -202,7 +210,8 @@ int bench_nn(int argc, char** argv) {
   args.option("model", "", "model file (required)")
       .option("batch", "1,16,64,256,1024", "batch sizes")
       .option("seconds", "3", "time spent at each batch size")
-      .option("dump", "", "then write the largest batch's features and outputs to this file (scripts/torch_reference.py)");
+      .option("dump", "", "then write the largest batch's features and outputs to this file (scripts/torch_reference.py)")
+      .flag("gpu-only", "cuda: time only the forward pass on the GPU, not evaluate() from host memory");
   add_backend_options(args);
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("model")) throw std::invalid_argument("--model FILE is required");
@@ -218,10 +227,13 @@ int bench_nn(int argc, char** argv) {
   std::vector<float> logits(size_t(max_batch) * POLICY_SIZE), values(max_batch);
   const double flop = 2.0 * double(macs_per_position(model.arch));
 
+  const bool cuda = parse_backend_kind(args.str("backend")) == BackendKind::CUDA;
+  if (args.has("gpu-only") && !cuda) throw std::invalid_argument("--gpu-only needs --backend cuda");
+
   std::cout << "model: " << args.str("model") << " (" << describe(model.arch) << ")\n"
             << "backend: " << eval->name() << "\n";
-  std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "calls");
-  for (int64_t b : batches) {
+  if (!args.has("gpu-only")) std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "calls");
+  for (int64_t b : args.has("gpu-only") ? std::vector<int64_t>{} : batches) {
     const int n = int(b);
     eval->evaluate(features.data(), n, logits.data(), values.data());  // warm-up: builds the plan
     int calls = 0;
@@ -236,7 +248,7 @@ int bench_nn(int argc, char** argv) {
     std::printf("%7d %14.1f %12.3f %10.1f %8d\n", n, pps, 1e3 * elapsed / calls, pps * flop * 1e-9, calls);
   }
 #if JIRIKI_HAVE_CUDA
-  if (parse_backend_kind(args.str("backend")) == BackendKind::CUDA) bench_gpu_only(*eval, batches, seconds, flop);
+  if (cuda) bench_gpu_only(*eval, batches, seconds, flop);
 #endif
   if (args.has("dump")) dump_outputs(args.str("dump"), *eval, features, max_batch);
   return 0;

@@ -7,9 +7,10 @@
    policy logits and win probabilities for them) and compares jiriki's outputs with PyTorch's in
    fp32 (TF32 off). For scale it also prints how far PyTorch's own bf16 inference is from fp32.
 3. Times PyTorch's best inference (bf16, channels_last; eager with batch norm folded inside a CUDA
-   graph, and torch.compile with inductor's freezing and CUDA graphs) at each batch size, runs
-   `jiriki bench nn --backend cuda` in the same run, and prints positions/s, the ratio and the
-   fraction of the bf16 matrix rate (the nominal figure, and one measured here by a large matmul).
+   graph, and torch.compile with inductor's freezing and CUDA graphs) and `jiriki bench nn
+   --gpu-only` at each batch size, in alternating rounds with the same protocol, and prints
+   positions/s, the ratio and the fraction of the bf16 matrix rate (the nominal figure, and one
+   measured here by a large matmul).
 
 usage: torch_reference.py --model M.jnn --jiriki build/jiriki [--batch 1,16,64,256,1024]
 """
@@ -229,6 +230,9 @@ def main():
     ap.add_argument("--seconds", default="1", help="jiriki bench's time per batch size")
     ap.add_argument("--nominal-tflops", type=float, default=790.0, help="bf16 dense matrix rate to quote against")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (eager + CUDA graph only)")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating timing rounds of jiriki and PyTorch")
+    ap.add_argument("--window-seconds", type=float, default=0.5,
+                    help="time per batch size in each round (five windows), on both sides")
     args = ap.parse_args()
     batches = [int(b) for b in args.batch.split(",")]
     dev = torch.device("cuda")
@@ -281,7 +285,10 @@ def main():
     print("  RESULT: " + ("PASS" if ok else "FAIL") +
           f" (bounds: policy rel. L2 < {policy_bound:.2e}, value max abs < {value_bound:.2e})", flush=True)
 
-    # 2. PyTorch's speed. Inputs are real positions, already on the GPU in bf16 channels_last.
+    # 2. Speed, jiriki and PyTorch in alternating rounds: each round runs `jiriki bench nn --gpu-only`
+    #    (a process of its own; the GPU is otherwise idle) and then times PyTorch at every batch size.
+    #    Both sides use the same protocol (time_gpu's: median of five windows), and alternating keeps
+    #    a drift of the GPU's clocks from favouring either side. Each side's figure is its median round.
     peak = matmul_tflops()
     print(f"\nbf16 8192^3 matmul here: {peak:.0f} TFLOP/s (nominal {args.nominal_tflops:.0f})", flush=True)
     torch._inductor.config.freezing = True
@@ -289,34 +296,50 @@ def main():
     compiled = None
     if not args.no_compile:
         compiled = torch.compile(net16, mode="reduce-overhead", dynamic=False)
-    rows = []
+    inputs, variants = {}, {}
     with torch.no_grad():
-        for b in batches:
+        for b in batches:  # inputs, graphs and compilation first, outside the timed rounds
             xb = torch.from_numpy(np.resize(features, (b,) + features.shape[1:])).to(dev)
-            xb = xb.to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
-            variants = {"eager+graph": time_gpu(cuda_graph(net16, xb))}
+            inputs[b] = xb.to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+            variants[b] = {"eager+graph": cuda_graph(net16, inputs[b])}
             if compiled is not None:
                 t0 = time.time()
                 try:
-                    compiled(xb)
-                    variants["compile"] = time_gpu(lambda: compiled(xb))
+                    compiled(inputs[b])
+                    variants[b]["compile"] = lambda x=inputs[b]: compiled(x)
                 except Exception as e:  # a failed compile leaves the eager figure standing
                     print(f"  torch.compile failed at batch {b}: {e}")
                 print(f"  batch {b}: torch.compile took {time.time() - t0:.1f} s", flush=True)
-            best_name = min(variants, key=variants.get)
-            torch_pps = b / variants[best_name]
-            rows.append((b, variants, best_name, torch_pps))
-            print(f"  batch {b}: " + ", ".join(f"{k} {b / v:,.0f} pos/s" for k, v in variants.items()), flush=True)
+
+        ours_rounds, torch_rounds = {b: [] for b in batches}, {b: [] for b in batches}
+        cmd = [args.jiriki, "bench", "nn", "--model", args.model, "--backend", "cuda", "--batch", args.batch,
+               "--seconds", str(args.window_seconds), "--gpu-only"]
+        print("\nrounds of $ " + " ".join(cmd) + f", then PyTorch with {args.window_seconds} s per batch size "
+              "and variant", flush=True)
+        for r in range(args.rounds):
+            run = subprocess.run(cmd, capture_output=True, text=True)
+            if run.returncode != 0:
+                print(run.stdout + run.stderr)
+                fail("jiriki bench nn --gpu-only failed")
+            gpu = parse_bench(run.stdout)["gpu"]
+            for b in batches:
+                ours_rounds[b].append(gpu[b])
+                best = {k: b / time_gpu(fn, seconds=args.window_seconds) for k, fn in variants[b].items()}
+                name = max(best, key=best.get)
+                torch_rounds[b].append((best[name], name))
+                print(f"  round {r + 1} batch {b}: jiriki {gpu[b]:,.0f} pos/s; PyTorch " +
+                      ", ".join(f"{k} {v:,.0f}" for k, v in best.items()), flush=True)
 
     print(f"\n{'batch':>6} {'jiriki GPU':>12} {'PyTorch best':>14} {'variant':>12} {'ratio':>6} "
           f"{'jiriki TFLOP/s':>15} {'% nominal':>9} {'% matmul':>9} {'jiriki e2e':>11}")
-    for b, variants, best_name, torch_pps in rows:
-        g = ours["gpu"].get(b, float("nan"))
+    for b in batches:
+        g = float(np.median(ours_rounds[b]))
+        torch_pps, best_name = sorted(torch_rounds[b])[len(torch_rounds[b]) // 2]
         tf = g * flop * 1e-12
         print(f"{b:>6} {g:>12,.0f} {torch_pps:>14,.0f} {best_name:>12} {g / torch_pps:>6.2f} {tf:>15.1f} "
               f"{100 * tf / args.nominal_tflops:>8.1f}% {100 * tf / peak:>8.1f}% {ours['e2e'].get(b, float('nan')):>11,.0f}")
-    print("(positions/s; jiriki GPU and PyTorch: inputs and outputs on the GPU, CUDA events; "
-          "jiriki e2e: evaluate() from host fp32 features to host outputs)")
+    print(f"(positions/s, median of {args.rounds} rounds; jiriki GPU and PyTorch: inputs and outputs on the GPU, "
+          "CUDA events; jiriki e2e: evaluate() from host fp32 features to host outputs, first run)")
     return 0 if ok else 1
 
 
