@@ -12,10 +12,10 @@
 // and biases keep the pad channels at zero), KRSC weights; the stem's 119 input planes padded to 128.
 //
 // One evaluate(n):
-//   host: features fp32 NCHW -> bf16 NHWC (the stem's input layout) into pinned memory, chunk by
-//         chunk, each chunk's DMA started at once so that conversion and copy overlap
+//   host: features fp32 -> bf16 into pinned memory, chunk by chunk, each chunk's DMA started at
+//         once so that conversion and copy overlap
 //   GPU:  one graph launch for the batch size's bucket (n rounded up to a power of two), which
-//         holds: stem, N blocks (two fused convolutions each), the heads' 1x1
+//         holds: NCHW -> NHWC, stem, N blocks (two fused convolutions each), the heads' 1x1
 //         convolutions as one GEMM, their epilogue, fc1 as a GEMM, fc2 + sigmoid. From batch 512
 //         on, the stem and the blocks may run as two half batches on two streams, so that one
 //         half's convolution fills the SMs that the other's leaves idle at its end (the last wave
@@ -218,7 +218,7 @@ class CudaEvaluator : public Evaluator {
   std::vector<ConvWeights> conv1_, conv2_;
   DeviceBuffer head_w_, policy_bias_, value_bias_, fc1_w_, fc1_b_, fc2_w_, fc2_b_;
 
-  DeviceBuffer x0_, h_[3], heads_, policy_, value_in_, hidden_, value_;
+  DeviceBuffer in_, x0_, h_[3], heads_, policy_, value_in_, hidden_, value_;
   PinnedBuffer host_in_, host_policy_, host_value_;
 
   std::map<int, std::unique_ptr<Bucket>> buckets_;  // by batch size; last member: released first
@@ -289,6 +289,7 @@ CudaEvaluator::CudaEvaluator(const FoldedModel& m, const BackendOptions& o)
 
   // Activations, zeroed so that the rows a bucket pads with hold finite values from the start.
   const size_t b = size_t(max_batch_);
+  in_ = zeroed(b * INPUT_SIZE * sizeof(uint16_t) + 4);  // + 4: features_to_nhwc reads whole words
   x0_ = zeroed(b * SQUARES * INPUT_CHANNELS_PADDED * sizeof(uint16_t));
   for (auto& h : h_) h = zeroed(b * SQUARES * c * sizeof(uint16_t));
   heads_ = zeroed(b * SQUARES * HEAD_CHANNELS * sizeof(float));
@@ -296,7 +297,7 @@ CudaEvaluator::CudaEvaluator(const FoldedModel& m, const BackendOptions& o)
   value_in_ = zeroed(b * VALUE_FC1_IN_PADDED * sizeof(uint16_t));
   hidden_ = zeroed(b * VALUE_HIDDEN * sizeof(float));
   value_ = zeroed(b * sizeof(float));
-  host_in_ = PinnedBuffer(b * SQUARES * INPUT_CHANNELS_PADDED * sizeof(uint16_t));
+  host_in_ = PinnedBuffer(b * INPUT_SIZE * sizeof(uint16_t));
   host_policy_ = PinnedBuffer(b * POLICY_SIZE * sizeof(float));
   host_value_ = PinnedBuffer(b * sizeof(float));
 }
@@ -342,6 +343,8 @@ void CudaEvaluator::enqueue_forward(const Bucket& b, StageTimes* times) {
     if (times) times->mark(stage);
   };
   const int n = b.batch, c = channels_;
+  launch_features_to_nhwc(in_.get<uint16_t>(), x0_.get<uint16_t>(), n, s);
+  mark("features");
   if (b.parts == 2) {  // fork: the second half on the aux stream, joined before the heads
     JIRIKI_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
     JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(aux_stream_.get(), fork_.get()));
@@ -390,6 +393,7 @@ std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int
 
   // Engines are timed layer after layer on this call's inputs (the first part's), each layer's
   // output feeding the next.
+  launch_features_to_nhwc(in_.get<uint16_t>(), x0_.get<uint16_t>(), size, s);
   b->stem = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, INPUT_CHANNELS_PADDED, c, 3, false, act},
                                         engine_candidates());
   b->stem->tune(cudnn_.get(), s, {x0_.get<uint16_t>(), stem_.w.get<uint16_t>(), stem_.b.get<float>(), nullptr, h0});
@@ -464,24 +468,13 @@ CudaEvaluator::Bucket& CudaEvaluator::bucket(int n) {
   return *buckets_.emplace(size, std::move(b)).first->second;
 }
 
-// [n][119][81] fp32 -> [n][81][128] bf16, pad channels zero, straight into the stem's input x0_.
 void CudaEvaluator::upload_inputs(const float* features, int n) {
-  constexpr size_t PIXELS = SQUARES * INPUT_CHANNELS_PADDED;  // bf16 values per position
   auto* host = host_in_.get<uint16_t>();
   for (int first = 0; first < n; first += CHUNK) {
-    const int last = std::min(first + CHUNK, n);
-    for (int i = first; i < last; ++i) {
-      const float* planes = features + size_t(i) * INPUT_SIZE;
-      uint16_t* x = host + size_t(i) * PIXELS;
-      for (int sq = 0; sq < SQUARES; ++sq) {
-        uint16_t* pixel = x + sq * INPUT_CHANNELS_PADDED;
-        for (int ch = 0; ch < INPUT_PLANES; ++ch) pixel[ch] = to_bf16(planes[ch * SQUARES + sq]);
-        std::fill(pixel + INPUT_PLANES, pixel + INPUT_CHANNELS_PADDED, uint16_t(0));
-      }
-    }
-    JIRIKI_CUDA_CHECK(cudaMemcpyAsync(x0_.get<uint16_t>() + first * PIXELS, host + first * PIXELS,
-                                      (last - first) * PIXELS * sizeof(uint16_t), cudaMemcpyHostToDevice,
-                                      stream_.get()));
+    const size_t begin = size_t(first) * INPUT_SIZE, count = size_t(std::min(CHUNK, n - first)) * INPUT_SIZE;
+    for (size_t i = begin; i < begin + count; ++i) host[i] = to_bf16(features[i]);
+    JIRIKI_CUDA_CHECK(cudaMemcpyAsync(in_.get<uint16_t>() + begin, host + begin, count * sizeof(uint16_t),
+                                      cudaMemcpyHostToDevice, stream_.get()));
   }
 }
 

@@ -13,7 +13,6 @@
 // (w, dy -> dx, optionally + residual) and the backward filter pass (x, dy -> dw).
 #include "nn/cuda/fused_conv.h"
 
-#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -604,49 +603,29 @@ void FusedConv::run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& a
                              shape_.out_channels, shape_.act, stream);
 }
 
-// Milliseconds of replays each candidate is timed over: JIRIKI_CUDNN_TUNE_MS, default 0 = 20
-// replays, a few milliseconds on a GPU still at its full clock. A longer time ranks candidates at
-// the clock the GPU holds under sustained load.
-static float tune_ms() {
-  const char* e = std::getenv("JIRIKI_CUDNN_TUNE_MS");
-  return e ? std::max(0.0f, std::strtof(e, nullptr)) : 0.0f;
-}
-
 void FusedConv::tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& args) {
   if (tuned_) return;  // a choice made before in this process
-  constexpr int MIN_REPS = 20;
-  const float budget_ms = tune_ms();
+  constexpr int REPS = 20;
   cudaEvent_t begin, end;
   JIRIKI_CUDA_CHECK(cudaEventCreate(&begin));
   JIRIKI_CUDA_CHECK(cudaEventCreate(&end));
   float best = -1.0f;
   for (size_t i = 0; i < candidates_.size(); ++i) {
     DeviceBuffer workspace(size_t(candidates_[i]->workspace));
-    int reps = MIN_REPS;
     chosen_ = i;
     try {
       run(handle, stream, args, workspace.get());  // warm-up: loads the kernel
       JIRIKI_CUDA_CHECK(cudaEventRecord(begin, stream));
-      for (int r = 0; r < MIN_REPS; ++r) run(handle, stream, args, workspace.get());
+      for (int r = 0; r < REPS; ++r) run(handle, stream, args, workspace.get());
       JIRIKI_CUDA_CHECK(cudaEventRecord(end, stream));
       JIRIKI_CUDA_CHECK(cudaEventSynchronize(end));
-      reps = MIN_REPS;
-      if (budget_ms > 0) {
-        float first = 0.0f;
-        JIRIKI_CUDA_CHECK(cudaEventElapsedTime(&first, begin, end));
-        reps = std::clamp(int(budget_ms / std::max(first / MIN_REPS, 1e-4f)), MIN_REPS, 1000000);
-        JIRIKI_CUDA_CHECK(cudaEventRecord(begin, stream));
-        for (int r = 0; r < reps; ++r) run(handle, stream, args, workspace.get());
-        JIRIKI_CUDA_CHECK(cudaEventRecord(end, stream));
-        JIRIKI_CUDA_CHECK(cudaEventSynchronize(end));
-      }
     } catch (const std::runtime_error& e) {
       if (verbose()) std::fprintf(stderr, "[cuda]   engine %lld failed to run: %s\n", (long long)candidates_[i]->engine, e.what());
       continue;  // ms stays negative: never chosen
     }
     float ms = 0.0f;
     JIRIKI_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
-    candidates_[i]->ms = ms / reps;
+    candidates_[i]->ms = ms / REPS;
     if (verbose())
       std::fprintf(stderr, "[cuda]   engine %lld%s: %.4f ms, workspace %lld bytes, knobs %s\n",
                    (long long)candidates_[i]->engine, candidates_[i]->runtime_compiled ? " (runtime-compiled)" : "",

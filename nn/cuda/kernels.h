@@ -1,5 +1,5 @@
 // The CUDA backend's own kernels: everything between cuDNN's convolutions and cuBLAS's matrix
-// products (the heads' epilogues). Host-side launchers, so that the .cpp files need
+// products (layout changes, the heads' epilogues). Host-side launchers, so that the .cpp files need
 // no CUDA compiler. Activations and weights are stored in bf16 (uint16_t on the host side, the bit
 // pattern of a bfloat16); arithmetic is fp32 throughout.
 #pragma once
@@ -30,6 +30,10 @@ inline uint16_t to_bf16(float f) {
   const uint32_t quiet_nan = (u >> 16) | 0x40u;
   return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
+
+// features: [n][119][81] bf16 (NCHW, as copied from the host)  ->  x: [n][81][128] bf16 (NHWC,
+// channels 119.. zero).
+void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream);
 
 // y = act(y + bias [+ residual]) over [rows][channels] (the unfused convolution's epilogue).
 void launch_bias_residual_act(uint16_t* y, const float* bias, const uint16_t* residual, int64_t rows, int channels,

@@ -9,7 +9,7 @@
 # cuDNN candidates per convolution to save time), parts (GPU-only speed at batch 512 and 1024 run
 # as one batch and as two halves, with the per-stage log), compare (scripts/torch_reference.py,
 # with TORCH_REF_ARGS appended, e.g. "--window-seconds 2.5" for sustained load), power (clocks and
-# power draw during sustained runs, with engines tuned briefly and at length).
+# power draw during sustained GPU-only runs).
 #
 # That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
 # use the single header carried in .carry/catch2.
@@ -65,20 +65,16 @@ if [[ " $STEPS " == *" parts "* ]]; then
 fi
 
 if [[ " $STEPS " == *" power "* ]]; then
-  # Clocks and power (nvidia-smi every 200 ms, to $OUT/smi.csv) during sustained GPU-only runs, with
-  # engines tuned over 20 replays (the default) and over 200 ms per candidate (at the clock a
-  # sustained load holds).
+  # Clocks, power draw and the reasons for lowered clocks (0x4: the software power cap), sampled by
+  # nvidia-smi every 200 ms into $OUT/smi.csv during 5 s of GPU-only replays per batch size.
   step "clocks and power under sustained load"
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
     --format=csv -lms 200 > "$OUT/smi.csv" &
   SMI=$!
-  for tune in 0 200; do
-    echo "--- JIRIKI_CUDNN_TUNE_MS=$tune from $(date +%T.%N)"
-    JIRIKI_CUDNN_TUNE_MS=$tune JIRIKI_CUDNN_CACHE=/tmp/choices_$tune.txt JIRIKI_CUDA_VERBOSE=1 \
-      build-device/jiriki bench nn --model "$MODEL" --backend cuda --gpu-only --batch 256,1024 --seconds 5 2>&1 \
-      | grep -v "^\[cuda\]   engine\|^\[cuda\] heuristics\|^\[cuda\] conv "
-    echo "--- until $(date +%T.%N)"
-  done
+  echo "from $(date +%T.%N)"
+  JIRIKI_CUDA_VERBOSE=1 build-device/jiriki bench nn --model "$MODEL" --backend cuda --gpu-only \
+    --batch "$BATCHES" --seconds 5 2>&1 | grep -v "^\[cuda\]   engine\|^\[cuda\] heuristics\|^\[cuda\] conv "
+  echo "until $(date +%T.%N)"
   kill $SMI
 fi
 
