@@ -327,7 +327,7 @@ def main():
                 best = {k: b / time_gpu(fn, seconds=args.window_seconds) for k, fn in variants[b].items()}
                 name = max(best, key=best.get)
                 torch_rounds[b].append((best[name], name))
-                print(f"  round {r + 1} batch {b}: jiriki {gpu[b]:,.0f} pos/s; PyTorch " +
+                print(f"  {time.strftime('%H:%M:%S')} round {r + 1} batch {b}: jiriki {gpu[b]:,.0f} pos/s; PyTorch " +
                       ", ".join(f"{k} {v:,.0f}" for k, v in best.items()), flush=True)
 
     print(f"\n{'batch':>6} {'jiriki GPU':>12} {'PyTorch best':>14} {'variant':>12} {'ratio':>6} "

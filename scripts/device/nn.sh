@@ -66,16 +66,16 @@ fi
 
 if [[ " $STEPS " == *" power "* ]]; then
   # Clocks, power draw and the reasons for lowered clocks (0x4: the software power cap), sampled by
-  # nvidia-smi every 200 ms into $OUT/smi.csv during 5 s of GPU-only replays per batch size.
+  # nvidia-smi every 200 ms into $OUT/smi.csv from here to the end: 5 s of GPU-only replays per
+  # batch size, then whatever steps follow.
   step "clocks and power under sustained load"
   nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
     --format=csv -lms 200 > "$OUT/smi.csv" &
-  SMI=$!
+  trap "kill $! 2>/dev/null" EXIT
   echo "from $(date +%T.%N)"
   JIRIKI_CUDA_VERBOSE=1 build-device/jiriki bench nn --model "$MODEL" --backend cuda --gpu-only \
     --batch "$BATCHES" --seconds 5 2>&1 | grep -v "^\[cuda\]   engine\|^\[cuda\] heuristics\|^\[cuda\] conv "
   echo "until $(date +%T.%N)"
-  kill $SMI
 fi
 
 if [[ " $STEPS " == *" compare "* ]]; then
