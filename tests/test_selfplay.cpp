@@ -17,7 +17,6 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <thread>
 
 #include "engine/csa.h"
@@ -27,8 +26,10 @@
 #include "engine/search/search.h"
 #include "nn/model_file.h"
 #include "selfplay/openings.h"
+#include "tests/temp_dir.h"
 
 using namespace jiriki;
+using jiriki::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
@@ -41,14 +42,6 @@ constexpr const char* BACKEND = "reference";
 constexpr nn::BackendKind BACKEND_KIND = nn::BackendKind::REFERENCE;
 #endif
 
-fs::path fresh_dir(const std::string& what) {
-  fs::path d = fs::temp_directory_path() / ("jiriki_selfplay_" + what + "_" + std::to_string(::getpid()) + "_" +
-                                            std::to_string(std::random_device{}()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 nn::Model tiny_model() {
   nn::Architecture a;
   a.blocks = 1;
@@ -60,12 +53,13 @@ nn::Model tiny_model() {
 
 // The model file every CLI test uses.
 std::string tiny_model_file() {
-  static const fs::path path = [] {
-    fs::path p = fresh_dir("model") / "tiny.jnn";
-    nn::save_model(tiny_model(), p.string());
+  static const TempDir dir("selfplay_model");  // removed at exit
+  static const std::string path = [] {
+    std::string p = dir.file("tiny.jnn");
+    nn::save_model(tiny_model(), p);
     return p;
   }();
-  return path.string();
+  return path;
 }
 
 int run_cli(const std::string& args) {
@@ -347,7 +341,8 @@ TEST_CASE("judge_position: the rules in the order the games and the tree use the
 
 TEST_CASE("selfplay: every game is legal, ends as its final position says, and reads back", "[selfplay][cli]") {
   SECTION("mates, declarations and the move limit; CSA files agree with the hcpe3 records") {
-    fs::path dir = fresh_dir("ends");
+    const TempDir tmp("selfplay_ends");
+    const fs::path& dir = tmp.path;
     write_text(dir / "openings.txt", OPENINGS);
     auto ends = run_and_judge(dir, "--playouts 12 --seed 5 --resign 0 --csa --start-sfens " + (dir / "openings.txt").string(),
                               18, 40, false);
@@ -367,23 +362,23 @@ TEST_CASE("selfplay: every game is legal, ends as its final position says, and r
       CHECK(rec.end == expected.end);
       CHECK(game_result(rec) == std::optional<GameResult>(games[i].winner()));
     }
-    fs::remove_all(dir);
   }
   SECTION("repetition: deterministic play in a locked position") {
-    fs::path dir = fresh_dir("sennichite");
+    const TempDir tmp("selfplay_sennichite");
+    const fs::path& dir = tmp.path;
     write_text(dir / "openings.txt", FORMATION);
     auto ends = run_and_judge(dir,
                               "--playouts 12 --seed 5 --resign 0 --declaration none --temperature-plies 0 "
                               "--dirichlet-weight 0 --start-sfens " + (dir / "openings.txt").string(),
                               4, 200, false);
     CHECK(ends["sennichite"] == 4);
-    fs::remove_all(dir);
   }
   SECTION("resignation, and games played out to measure it") {
     // White to move has lost (every move allows the declaration): it resigns unless resignation
     // is disabled for the game, which then ends by declaration with White counted as a would-be
     // resigner that did lose.
-    fs::path dir = fresh_dir("resign");
+    const TempDir tmp("selfplay_resign");
+    const fs::path& dir = tmp.path;
     write_text(dir / "openings.txt", DECLARING);
     auto ends = run_and_judge(dir, "--playouts 12 --seed 5 --resign 0.3 --no-resign-fraction 0.5 --start-sfens " +
                                        (dir / "openings.txt").string(),
@@ -395,12 +390,12 @@ TEST_CASE("selfplay: every game is legal, ends as its final position says, and r
     CHECK(stats["no_resign_games"] == ends["declaration"]);
     CHECK(stats["would_resign"] == ends["declaration"]);
     CHECK(stats["false_resign"] == 0);
-    fs::remove_all(dir);
   }
 }
 
 TEST_CASE("selfplay: one thread and one seed give bit-identical files", "[selfplay][cli]") {
-  fs::path a = fresh_dir("seed_a"), b = fresh_dir("seed_b"), c = fresh_dir("seed_c");
+  const TempDir tmp_a("selfplay_seed_a"), tmp_b("selfplay_seed_b"), tmp_c("selfplay_seed_c");
+  const fs::path &a = tmp_a.path, &b = tmp_b.path, &c = tmp_c.path;
   const std::string common = "--model " + tiny_model_file() + " --name same --nn-threads 1 --threads 1 --games 6 " +
                              "--playouts 10 --max-plies 50 --games-per-file 4 --csa --backend " +
                              std::string(BACKEND);
@@ -425,29 +420,28 @@ TEST_CASE("selfplay: one thread and one seed give bit-identical files", "[selfpl
   for (const auto& f : files_with(a, ".hcpe3")) all_a += bytes_of(f);
   for (const auto& f : files_with(c, ".hcpe3")) all_c += bytes_of(f);
   CHECK(all_a != all_c);  // the seed matters
-  for (const auto& d : {a, b, c}) fs::remove_all(d);
 }
 
 TEST_CASE("selfplay: --positions and --seconds end a run", "[selfplay][cli]") {
   const std::string common = "--model " + tiny_model_file() + " --name q --nn-threads 1 --threads 1 --playouts 6 " +
                              "--max-plies 20 --concurrent 3 --backend " + std::string(BACKEND);
   // No new game once 50 training positions are played; the three games in progress then finish.
-  fs::path dir = fresh_dir("positions");
+  const TempDir tmp("selfplay_positions");
+  const fs::path& dir = tmp.path;
   REQUIRE(run_cli(common + " --positions 50 --out " + dir.string()) == 0);
   int positions = 0;
   for (const auto& g : read_games(dir))
     for (const auto& m : g.moves) positions += !m.candidates.empty();
   CHECK(positions >= 50);
   CHECK(positions < 50 + 3 * 20);
-  fs::remove_all(dir);
   // No game limit: the clock ends the run, dropping the games in progress.
-  dir = fresh_dir("seconds");
+  const TempDir tmp_seconds("selfplay_seconds");
+  const fs::path& seconds_dir = tmp_seconds.path;
   const auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(run_cli(common + " --seconds 1 --out " + dir.string()) == 0);
+  REQUIRE(run_cli(common + " --seconds 1 --out " + seconds_dir.string()) == 0);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30));
-  for (const auto& g : read_games(dir)) judge(g, 20, true);
-  CHECK(last_stats(dir)["seconds"].get<double>() >= 1.0);
-  fs::remove_all(dir);
+  for (const auto& g : read_games(seconds_dir)) judge(g, 20, true);
+  CHECK(last_stats(seconds_dir)["seconds"].get<double>() >= 1.0);
 }
 
 TEST_CASE("selfplay: a run killed mid-way leaves only complete files", "[selfplay][cli]") {
@@ -457,7 +451,8 @@ TEST_CASE("selfplay: a run killed mid-way leaves only complete files", "[selfpla
                                          BACKEND};
   for (int sig : {SIGKILL, SIGINT}) {
     INFO("signal " << sig);
-    fs::path dir = fresh_dir("kill");
+    const TempDir tmp("selfplay_kill");
+    const fs::path& dir = tmp.path;
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--out", dir.string()});
     pid_t pid = spawn_selfplay(a);
@@ -487,12 +482,12 @@ TEST_CASE("selfplay: a run killed mid-way leaves only complete files", "[selfpla
       CHECK(known);
     }
     if (sig == SIGINT) CHECK(files_with(dir / "csa", ".csa").size() == games.size());
-    fs::remove_all(dir);
   }
 }
 
 TEST_CASE("selfplay: bad input is a clear error", "[selfplay][cli]") {
-  fs::path dir = fresh_dir("bad");
+  const TempDir tmp("selfplay_bad");
+  const fs::path& dir = tmp.path;
   const std::string base = "--model " + tiny_model_file() + " --out " + dir.string() + " --games 1 --playouts 4 ";
   CHECK(run_cli("--out " + dir.string()) == 1);                          // no model
   CHECK(run_cli("--model " + (dir / "missing.jnn").string() + " --out " + dir.string()) == 1);
@@ -512,5 +507,4 @@ TEST_CASE("selfplay: bad input is a clear error", "[selfplay][cli]") {
   } catch (const std::runtime_error& e) {
     CHECK_THAT(e.what(), Catch::Contains("second.txt:3: illegal move 7g7f"));
   }
-  fs::remove_all(dir);
 }

@@ -11,27 +11,19 @@
 # GPUS (default: every GPU, e.g. 0,1) and BATCHES per GPU (default 8,16,...,1024). STEPS (default
 # "tests bench auto") picks what runs after the build.
 set -uo pipefail
-OUT=${OUT:-/tmp/jiriki-out}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/dp_device.log") 2>&1
-step() { echo; echo "=== $* ($(date +%T))"; }
+source scripts/device/env.sh
 STEPS=${STEPS:-tests bench auto}
+start dp_device.log
 
 step "machine"
-nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv
-nproc
+machine
 GPU_COUNT=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 GPUS=${1:-$(seq -s, 0 $((GPU_COUNT - 1)))}
 BATCHES=${2:-8,16,32,64,128,256,512,1024}
 echo "GPUs $GPUS, per-GPU batches $BATCHES"
 
-step "cuDNN and NCCL"
-source scripts/device/env.sh
-
 step "build"
-configure || exit 1
-cmake --build build-device -j "$(nproc)" --target jiriki jiriki_tests 2>&1 | grep -E "error|FAILED"
-[[ -x build-device/jiriki && -x build-device/jiriki_tests ]] || exit 1
+build jiriki jiriki_tests
 
 if [[ " $STEPS " == *" tests "* ]]; then
   step "GPU trainer tests"

@@ -1,6 +1,11 @@
-# Sourced by the scripts in scripts/device/: finds cuDNN on the GPU machine (the system's, else the
-# one inside PyTorch's wheel, whose lib holds only libcudnn.so.9) and defines `configure`, which
-# sets up build-device with CUDA and the Catch2 header carried in .carry/catch2.
+# Sourced first by the scripts in scripts/device/: finds cuDNN on the GPU machine (the system's, else
+# the one inside PyTorch's wheel, whose lib holds only libcudnn.so.9) and NCCL, and defines what
+# every script begins with:
+#   start LOG     sends the script's output to the terminal and to $OUT/LOG
+#   step TITLE    a section heading with the time
+#   machine       the GPUs, CPU count, cuDNN and NCCL found
+#   build T...    configures build-device (CUDA, the Catch2 header carried in .carry/catch2) and
+#                 builds the targets (default jiriki); on failure prints the errors and exits
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 CUDNN_INC=$(ls -d /usr/include/cudnn.h /usr/local/cuda/include/cudnn.h 2>/dev/null | head -1 | xargs -r dirname)
 CUDNN_LIB=$(ls /usr/lib/x86_64-linux-gnu/libcudnn.so.9 /usr/local/cuda/lib64/libcudnn.so.9 2>/dev/null | head -1)
@@ -11,7 +16,6 @@ if [[ -z "$CUDNN_INC" || -z "$CUDNN_LIB" ]]; then
 fi
 [[ -f "$CUDNN_INC/cudnn.h" && -f "$CUDNN_LIB" ]] || { echo "no cuDNN found (include '$CUDNN_INC', lib '$CUDNN_LIB')"; exit 1; }
 export LD_LIBRARY_PATH=$(dirname "$CUDNN_LIB")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-echo "cuDNN: $CUDNN_INC, $CUDNN_LIB"
 
 # NCCL: the system's, else PyTorch's wheel; a wheel without the header uses the nccl.h carried in
 # .carry/nccl (the same 2.28 release).
@@ -24,11 +28,32 @@ if [[ -z "$NCCL_LIB" ]]; then
   [[ -n "$NCCL_LIB" ]] && export LD_LIBRARY_PATH=$(dirname "$NCCL_LIB"):$LD_LIBRARY_PATH
 fi
 [[ -z "$NCCL_INC" && -f .carry/nccl/nccl.h ]] && NCCL_INC=$PWD/.carry/nccl
-echo "NCCL: ${NCCL_INC:-none}, ${NCCL_LIB:-none}"
 
 configure() {
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" -DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2" \
     ${NCCL_INC:+-DNCCL_INCLUDE_DIR="$NCCL_INC"} ${NCCL_LIB:+-DNCCL_LIBRARY="$NCCL_LIB"} \
     | grep -E "jiriki|Error|error"
+}
+
+OUT=${OUT:-/tmp/jiriki-out}
+mkdir -p "$OUT"
+
+start() { exec > >(tee "$OUT/$1") 2>&1; }
+
+step() { echo; echo "=== $* ($(date +%T))"; }
+
+machine() {
+  nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+  echo "CPUs: $(nproc)"
+  echo "cuDNN: $CUDNN_INC, $CUDNN_LIB"
+  echo "NCCL: ${NCCL_INC:-none}, ${NCCL_LIB:-none}"
+}
+
+build() {
+  configure || exit 1
+  if ! cmake --build build-device -j "$(nproc)" --target "${@:-jiriki}" > "$OUT/build.log" 2>&1; then
+    grep -E "error|FAILED" "$OUT/build.log" | head -30
+    exit 1
+  fi
 }

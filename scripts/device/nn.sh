@@ -14,41 +14,22 @@
 # That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
 # use the single header carried in .carry/catch2.
 set -uo pipefail
-OUT=${OUT:-/tmp/jiriki-out}
+source scripts/device/env.sh
 BATCHES=${1:-1,16,64,256,1024}
 ACTIVATION=${2:-relu}
 STEPS=${STEPS:-tests compare}
-mkdir -p "$OUT"
-LOG="$OUT/nn_device.log"
-exec > >(tee "$LOG") 2>&1
-step() { echo; echo "=== $* ($(date +%T))"; }
+start nn_device.log
 
 step "machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-nproc
-
-step "cuDNN"
-# The system's, else the one inside PyTorch's wheels (lib has only libcudnn.so.9, no plain .so).
-source scripts/device/env.sh
+machine
 
 step "build"
-configure || exit 1
-cmake --build build-device -j "$(nproc)" --target jiriki || exit 1
-# Other helpers' test files may be mid-edit: if the whole suite fails to build, build ours alone.
-TESTS=build-device/jiriki_tests
-if ! cmake --build build-device -j "$(nproc)" --target jiriki_tests 2>&1 | tail -20; then
-  echo "jiriki_tests failed to build; building the CUDA tests alone"
-  TESTS=build-device/jiriki_cuda_tests
-  g++ -std=c++20 -O2 -I. -I.carry/catch2 -I/usr/local/cuda/include -I"$CUDNN_INC" -DJIRIKI_HAVE_CUDA=1 \
-    -DJIRIKI_SOURCE_DIR="\"$PWD\"" -DJIRIKI_BINARY="\"$PWD/build-device/jiriki\"" \
-    tests/main.cpp tests/test_nn_cuda.cpp -o "$TESTS" build-device/libjiriki_nn.a build-device/libjiriki_rules.a \
-    build-device/libjiriki_common.a -L/usr/local/cuda/lib64 -lcudart -lcublas "$CUDNN_LIB" -lpthread -fopenmp || exit 1
-fi
+if [[ " $STEPS " == *" tests "* ]]; then build jiriki jiriki_tests; else build jiriki; fi
 
 if [[ " $STEPS " == *" tests "* ]]; then
   step "tests"
-  time JIRIKI_CUDNN_CANDIDATES=4 "$TESTS" "[cuda]" --durations yes 2>&1 | tail -40
-  "$TESTS" "[nn]" 2>&1 | tail -3
+  time JIRIKI_CUDNN_CANDIDATES=4 build-device/jiriki_tests "[cuda]" --durations yes 2>&1 | tail -40
+  build-device/jiriki_tests "[nn]" 2>&1 | tail -3
 fi
 
 step "network"

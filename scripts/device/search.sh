@@ -6,18 +6,16 @@
 #   run with carry [".carry"]:  [TESTS=1] bash scripts/device/search.sh ["THREADS:BATCH ..."] [SECONDS]
 # TESTS=1 first runs the CUDA backend's tests ("[nn][cuda]").
 set -uo pipefail
-OUT=${OUT:-/tmp/jiriki-out}
+source scripts/device/env.sh
 CONFIGS=${1:-"4:128 8:128 8:256"}
 SECONDS_EACH=${2:-8}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/search_device.log") 2>&1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-source scripts/device/env.sh
-configure || exit 1
-cmake --build build-device -j "$(nproc)" --target jiriki > /dev/null || exit 1
+start search_device.log
+machine
 if [[ "${TESTS:-0}" == 1 ]]; then
-  cmake --build build-device -j "$(nproc)" --target jiriki_tests 2>&1 | grep -E "error|FAILED"
+  build jiriki jiriki_tests
   build-device/jiriki_tests "[nn][cuda]" 2>&1 | tail -5
+else
+  build jiriki
 fi
 build-device/jiriki nn init --blocks 10 --channels 192 --seed 1 -o /tmp/net10x192.jnn
 batches=$(for c in $CONFIGS; do echo "${c#*:}"; done | sort -un | paste -sd,)

@@ -13,28 +13,23 @@
 # --concurrent 1280" for runs whose games finish). Each run ends with a summary of its finished games
 # (results, game ends, and the stats file's resignation counts).
 set -uo pipefail
+source scripts/device/env.sh
 # Fewer cuDNN engine candidates per convolution: shorter tuning at each evaluator's first batch (the
 # same setting for the benchmark and for self-play, so that the two compare).
 export JIRIKI_CUDNN_CANDIDATES=${JIRIKI_CUDNN_CANDIDATES:-4}
-OUT=${OUT:-/tmp/jiriki-out}
 RUN_SECONDS=${1:-60}
 THREADS=${2:-12}
 EVALUATORS=${3:-4}
 BATCH=${4:-256}
 WARMUP=${WARMUP:-20}
 RUNS=${RUNS:-p800 cap}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/selfplay_device.log") 2>&1
-step() { echo; echo "=== $* ($(date +%T))"; }
+start selfplay_device.log
 
 step "machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-nproc
+machine
 
 step "build"
-source scripts/device/env.sh
-configure || exit 1
-cmake --build build-device -j "$(nproc)" --target jiriki 2>&1 | grep -E "error|FAILED"; [[ -x build-device/jiriki ]] || exit 1
+build jiriki
 J=build-device/jiriki
 
 step "network"

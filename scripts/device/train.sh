@@ -13,40 +13,20 @@
 # That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
 # use the single header carried in .carry/catch2.
 set -uo pipefail
-OUT=${OUT:-/tmp/jiriki-out}
+source scripts/device/env.sh
 BATCHES=${1:-256,1024}
 STEPS=${STEPS:-tests compare}
-mkdir -p "$OUT"
-exec > >(tee "$OUT/train_device.log") 2>&1
-step() { echo; echo "=== $* ($(date +%T))"; }
+start train_device.log
 
 step "machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-nproc
-
-step "cuDNN"
-# The system's, else the one inside PyTorch's wheels (lib has only libcudnn.so.9, no plain .so).
-source scripts/device/env.sh
+machine
 
 step "build"
-configure || exit 1
-cmake --build build-device -j "$(nproc)" --target jiriki 2>&1 | grep -E "error|FAILED" ; [[ -x build-device/jiriki ]] || exit 1
-# Other helpers' test files may be mid-edit: if the whole suite fails to build, build ours alone.
-TESTS=build-device/jiriki_tests
-if ! cmake --build build-device -j "$(nproc)" --target jiriki_tests > "$OUT/tests_build.log" 2>&1; then
-  grep -E "error" "$OUT/tests_build.log" | head -5
-  echo "jiriki_tests failed to build; building the GPU trainer's tests alone"
-  TESTS=build-device/jiriki_train_cuda_tests
-  g++ -std=c++20 -O2 -I. -I.carry/catch2 -I/usr/local/cuda/include -I"$CUDNN_INC" -DJIRIKI_HAVE_CUDA=1 \
-    -DJIRIKI_SOURCE_DIR="\"$PWD\"" -DJIRIKI_BINARY="\"$PWD/build-device/jiriki\"" \
-    tests/main.cpp tests/test_train_cuda.cpp -o "$TESTS" build-device/libjiriki_training.a build-device/libjiriki_nn.a \
-    build-device/libjiriki_rules.a build-device/libjiriki_common.a -L/usr/local/cuda/lib64 -lcudart -lcublas \
-    "$CUDNN_LIB" -lpthread -fopenmp || exit 1
-fi
+if [[ " $STEPS " == *" tests "* ]]; then build jiriki jiriki_tests; else build jiriki; fi
 
 if [[ " $STEPS " == *" tests "* ]]; then
   step "GPU trainer tests"
-  time "$TESTS" "[cuda][train]" --durations yes 2>&1 | tee "$OUT/train_cuda_tests.txt" | tail -150
+  time build-device/jiriki_tests "[cuda][train]" --durations yes 2>&1 | tee "$OUT/train_cuda_tests.txt" | tail -150
 fi
 
 if [[ " $STEPS " == *" compare "* ]]; then
