@@ -12,7 +12,7 @@
 # "tests bench auto") picks what runs after the build.
 set -uo pipefail
 source scripts/device/env.sh
-STEPS=${STEPS:-tests bench auto}
+STEPS=${STEPS-tests bench auto}
 start dp_device.log
 
 step "machine"

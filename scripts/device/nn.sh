@@ -5,7 +5,7 @@
 #
 #   run with carry [".carry"]:  bash scripts/device/nn.sh [BATCHES] [ACTIVATION]
 #
-# STEPS (default "tests compare") picks what runs after the build: tests (the CUDA tests, with 4
+# STEPS (default "tests compare"; STEPS="" builds only) picks what runs after the build: tests (the CUDA tests, with 4
 # cuDNN candidates per convolution to save time), parts (GPU-only speed at batch 512 and 1024 run
 # as one batch and as two halves, with the per-stage log), compare (scripts/torch_reference.py,
 # with TORCH_REF_ARGS appended, e.g. "--window-seconds 2.5" for sustained load), power (clocks and
@@ -17,7 +17,7 @@ set -uo pipefail
 source scripts/device/env.sh
 BATCHES=${1:-1,16,64,256,1024}
 ACTIVATION=${2:-relu}
-STEPS=${STEPS:-tests compare}
+STEPS=${STEPS-tests compare}
 start nn_device.log
 
 step "machine"
