@@ -238,6 +238,8 @@ def main():
     dev = torch.device("cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    # PyTorch at its best: cuDNN times its algorithms for each new shape, as jiriki times its engines.
+    torch.backends.cudnn.benchmark = True
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
 
     arch, tensors = read_model(args.model)
