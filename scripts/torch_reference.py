@@ -7,7 +7,8 @@
    policy logits and win probabilities for them) and compares jiriki's outputs with PyTorch's in
    fp32 (TF32 off). For scale it also prints how far PyTorch's own bf16 inference is from fp32.
 3. Times PyTorch's best inference (bf16, channels_last; eager with batch norm folded inside a CUDA
-   graph, and torch.compile with inductor's freezing and CUDA graphs) and `jiriki bench nn
+   graph, and torch.compile with inductor's freezing and CUDA graphs; each with cuDNN's heuristic
+   algorithms and with cudnn.benchmark's timed ones) and `jiriki bench nn
    --gpu-only` at each batch size, in alternating rounds with the same protocol, and prints
    positions/s, the ratio and the fraction of the bf16 matrix rate (the nominal figure, and one
    measured here by a large matmul).
@@ -238,8 +239,6 @@ def main():
     dev = torch.device("cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    # PyTorch at its best: cuDNN times its algorithms for each new shape, as jiriki times its engines.
-    torch.backends.cudnn.benchmark = True
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
 
     arch, tensors = read_model(args.model)
@@ -295,23 +294,29 @@ def main():
     print(f"\nbf16 8192^3 matmul here: {peak:.0f} TFLOP/s (nominal {args.nominal_tflops:.0f})", flush=True)
     torch._inductor.config.freezing = True
     torch._dynamo.config.cache_size_limit = 64
-    compiled = None
-    if not args.no_compile:
-        compiled = torch.compile(net16, mode="reduce-overhead", dynamic=False)
-    inputs, variants = {}, {}
+    # Each variant with cuDNN's algorithms chosen by its heuristics and, on a fresh copy of the
+    # network, by timing them (cudnn.benchmark): either can be the faster, depending on the batch.
+    inputs, variants = {}, {b: {} for b in batches}
     with torch.no_grad():
-        for b in batches:  # inputs, graphs and compilation first, outside the timed rounds
+        for b in batches:
             xb = torch.from_numpy(np.resize(features, (b,) + features.shape[1:])).to(dev)
             inputs[b] = xb.to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
-            variants[b] = {"eager+graph": cuda_graph(net16, inputs[b])}
-            if compiled is not None:
-                t0 = time.time()
-                try:
-                    compiled(inputs[b])
-                    variants[b]["compile"] = lambda x=inputs[b]: compiled(x)
-                except Exception as e:  # a failed compile leaves the eager figure standing
-                    print(f"  torch.compile failed at batch {b}: {e}")
-                print(f"  batch {b}: torch.compile took {time.time() - t0:.1f} s", flush=True)
+        for timed_algos in (False, True):  # graphs and compilation first, outside the timed rounds
+            torch.backends.cudnn.benchmark = timed_algos
+            suffix = "+bench" if timed_algos else ""
+            net_v = net16 if not timed_algos else (Net(arch).load(tensors).fold().to(dev).eval().to(torch.bfloat16)
+                                                   .to(memory_format=torch.channels_last))
+            compiled = None if args.no_compile else torch.compile(net_v, mode="reduce-overhead", dynamic=False)
+            for b in batches:
+                variants[b]["eager+graph" + suffix] = cuda_graph(net_v, inputs[b])
+                if compiled is not None:
+                    t0 = time.time()
+                    try:
+                        compiled(inputs[b])
+                        variants[b]["compile" + suffix] = lambda x=inputs[b], f=compiled: f(x)
+                    except Exception as e:  # a failed compile leaves the eager figure standing
+                        print(f"  torch.compile failed at batch {b}: {e}")
+                    print(f"  batch {b}: torch.compile{suffix} took {time.time() - t0:.1f} s", flush=True)
 
         ours_rounds, torch_rounds = {b: [] for b in batches}, {b: [] for b in batches}
         cmd = [args.jiriki, "bench", "nn", "--model", args.model, "--backend", "cuda", "--batch", args.batch,
@@ -332,13 +337,13 @@ def main():
                 print(f"  {time.strftime('%H:%M:%S')} round {r + 1} batch {b}: jiriki {gpu[b]:,.0f} pos/s; PyTorch " +
                       ", ".join(f"{k} {v:,.0f}" for k, v in best.items()), flush=True)
 
-    print(f"\n{'batch':>6} {'jiriki GPU':>12} {'PyTorch best':>14} {'variant':>12} {'ratio':>6} "
+    print(f"\n{'batch':>6} {'jiriki GPU':>12} {'PyTorch best':>14} {'variant':>17} {'ratio':>6} "
           f"{'jiriki TFLOP/s':>15} {'% nominal':>9} {'% matmul':>9} {'jiriki e2e':>11}")
     for b in batches:
         g = float(np.median(ours_rounds[b]))
         torch_pps, best_name = sorted(torch_rounds[b])[len(torch_rounds[b]) // 2]
         tf = g * flop * 1e-12
-        print(f"{b:>6} {g:>12,.0f} {torch_pps:>14,.0f} {best_name:>12} {g / torch_pps:>6.2f} {tf:>15.1f} "
+        print(f"{b:>6} {g:>12,.0f} {torch_pps:>14,.0f} {best_name:>17} {g / torch_pps:>6.2f} {tf:>15.1f} "
               f"{100 * tf / args.nominal_tflops:>8.1f}% {100 * tf / peak:>8.1f}% {ours['e2e'].get(b, float('nan')):>11,.0f}")
     print(f"(positions/s, median of {args.rounds} rounds; jiriki GPU and PyTorch: inputs and outputs on the GPU, "
           "CUDA events; jiriki e2e: evaluate() from host fp32 features to host outputs, first run)")
