@@ -11,7 +11,8 @@
    autocast gradients: both are bf16 computations held against one exact reference.
 3. Times PyTorch's training step on the same network and GPU (bf16 autocast, channels_last,
    torch.compile of forward and loss, fused SGD with Nesterov momentum and weight decay on the
-   weights of rank >= 2, as jiriki's): eager and compiled, the faster kept. Prints samples/s, the
+   weights of rank >= 2, as jiriki's): eager and compiled, each with cuDNN's heuristic
+   algorithms and with cudnn.benchmark's timed ones, the fastest kept. Prints samples/s, the
    ratio, and the fraction of the bf16 matrix rate (the datasheet figure, and one measured here by a
    large matmul) reached by each.
 
