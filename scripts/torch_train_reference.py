@@ -227,6 +227,9 @@ def main():
     dev = torch.device("cuda")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    # No cached compilations: each variant is compiled afresh under its own cudnn.benchmark setting
+    # (a cache hit would hand the benchmark variant the heuristic variant's compiled graph).
+    torch._inductor.config.fx_graph_cache = False
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
 
     with tempfile.TemporaryDirectory() as tmp:
