@@ -189,6 +189,8 @@ def torch_step_rate(arch, tensors, features, batch, compile_model, dev):
              + 0.333 * F.binary_cross_entropy_with_logits(value, e, reduction="none"))
         return (ce + v).mean()
 
+    if compile_model:
+        torch._dynamo.reset()  # compiled afresh: under this call's cudnn.benchmark, for this network
     fn = torch.compile(mean_loss) if compile_model else mean_loss
 
     def step():
