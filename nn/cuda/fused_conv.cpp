@@ -13,6 +13,7 @@
 // (w, dy -> dx, optionally + residual) and the backward filter pass (x, dy -> dw).
 #include "nn/cuda/fused_conv.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -110,6 +111,7 @@ struct FusedConv::Plan {
   float ms = -1.0f;          // measured by tune()
   int heur_mode = 0;         // where the heuristics listed it: their mode ...
   int heur_index = 0;        // ... and its place in their list
+  int kernel_cfg = -1;       // KERNEL_CFG knob set by the sweep in place of the heuristics' (-1: theirs)
   std::string knobs;         // its knob choices, for the log: "type=value ..."
 };
 
@@ -122,7 +124,7 @@ struct FusedConv::Plan {
 // same shape is being tuned waits for the result rather than tuning it twice.
 struct FusedConv::Choice {
   bool fused;
-  int heur_mode, heur_index;
+  int heur_mode, heur_index, kernel_cfg;
   float ms;
 };
 
@@ -150,7 +152,7 @@ ChoiceCache& choice_cache() {
 // ---- choices kept on disk ----------------------------------------------------------------------
 // Tuning every shape again in each process made `isready` take 10-50 s on a GPU, so each choice is
 // also appended to a text file, one line per shape:
-//   jiriki-cudnn-1 <key> <fused 0|1> <heuristics mode> <index in their list> <ms>
+//   jiriki-cudnn-2 <key> <fused 0|1> <heuristics mode> <index in their list> <kernel cfg|-1> <ms>
 // where the key names the GPU model, its compute capability, the cuDNN version, the shape and the
 // number of candidates timed. The file is read when a process first needs it; of two lines for one
 // key the later wins. A line that does not parse is ignored, and a choice whose plan no longer
@@ -158,7 +160,7 @@ ChoiceCache& choice_cache() {
 // result. Where: $JIRIKI_CUDNN_CACHE, else $XDG_CACHE_HOME/jiriki/cudnn-choices.txt, else
 // ~/.cache/jiriki/cudnn-choices.txt; JIRIKI_CUDNN_CACHE=off keeps nothing on disk. Delete the file
 // to tune again (after a driver update, say).
-constexpr const char* CHOICE_FILE_MAGIC = "jiriki-cudnn-1";
+constexpr const char* CHOICE_FILE_MAGIC = "jiriki-cudnn-2";
 
 std::string choice_file_path() {
   if (const char* e = std::getenv("JIRIKI_CUDNN_CACHE"); e && *e) return std::string(e) == "off" ? "" : e;
@@ -196,8 +198,9 @@ void load_choice_file(ChoiceCache& cache, const std::string& path) {
     std::string magic, key, extra;
     int fused = -1;
     FusedConv::Choice c{};
-    if (!(fields >> magic >> key >> fused >> c.heur_mode >> c.heur_index >> c.ms) || fields >> extra ||
-        magic != CHOICE_FILE_MAGIC || (fused != 0 && fused != 1) || c.heur_index < 0 || !(c.ms > 0.0f))
+    if (!(fields >> magic >> key >> fused >> c.heur_mode >> c.heur_index >> c.kernel_cfg >> c.ms) ||
+        fields >> extra || magic != CHOICE_FILE_MAGIC || (fused != 0 && fused != 1) || c.heur_index < 0 ||
+        c.kernel_cfg < -1 || !(c.ms > 0.0f))
       continue;
     c.fused = fused == 1;
     cache.disk[key] = c;
@@ -211,7 +214,8 @@ void append_choice(const std::string& path, const std::string& key, const FusedC
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   std::ofstream out(path, std::ios::app);
   char buf[64];
-  std::snprintf(buf, sizeof buf, " %d %d %d %.6f\n", int(c.fused), c.heur_mode, c.heur_index, double(c.ms));
+  std::snprintf(buf, sizeof buf, " %d %d %d %d %.6f\n", int(c.fused), c.heur_mode, c.heur_index, c.kernel_cfg,
+                double(c.ms));
   out << CHOICE_FILE_MAGIC << ' ' << key << buf;
   if (!out && verbose()) std::fprintf(stderr, "[cuda] could not write the tuning file %s\n", path.c_str());
 }
@@ -423,6 +427,67 @@ static std::string knob_text(cudnnBackendDescriptor_t cfg, cudnnBackendDescripto
   return text;
 }
 
+// The engine a configuration runs on.
+static Desc config_engine(const Desc& cfg) {
+  Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  auto engine_d = engine.get();
+  int64_t got = 0;
+  JIRIKI_CUDNN_CHECK(cudnnBackendGetAttribute(cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                              &got, &engine_d));
+  return engine;
+}
+
+// The values the engine's KERNEL_CFG knob takes (none if it has no such knob).
+static std::vector<int64_t> kernel_cfg_values(const Desc& engine) {
+  std::vector<int64_t> values;
+  for (const Desc& k : descriptor_array(engine.get(), CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR)) {
+    cudnnBackendKnobType_t type{};
+    int64_t got = 0, lo = 0, hi = -1, stride = 1;
+    cudnnBackendGetAttribute(k.get(), CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type);
+    if (type != CUDNN_KNOB_TYPE_KERNEL_CFG) continue;
+    cudnnBackendGetAttribute(k.get(), CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &lo);
+    cudnnBackendGetAttribute(k.get(), CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, 1, &got, &hi);
+    cudnnBackendGetAttribute(k.get(), CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, 1, &got, &stride);
+    for (int64_t v = lo; v <= hi && values.size() < 4096; v += std::max<int64_t>(stride, 1)) values.push_back(v);
+  }
+  return values;
+}
+
+// A copy of configuration `cfg` with its KERNEL_CFG knob set to `value`, its other knobs kept;
+// nullopt if cuDNN refuses it.
+static std::optional<Desc> with_kernel_cfg(const Desc& cfg, int64_t value) {
+  Desc engine = config_engine(cfg);
+  std::deque<Desc> choices;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (const Desc& c : descriptor_array(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR)) {
+    cudnnBackendKnobType_t type{};
+    int64_t got = 0, v = 0;
+    cudnnBackendGetAttribute(c.get(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type);
+    cudnnBackendGetAttribute(c.get(), CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &v);
+    if (type == CUDNN_KNOB_TYPE_KERNEL_CFG) v = value;
+    Desc& choice = choices.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    choice.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, &type)
+        .set(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, &v);
+    if (cudnnBackendFinalize(choice.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
+    raw.push_back(choice.get());
+  }
+  Desc out(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+  auto engine_d = engine.get();
+  out.set(CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, &engine_d);
+  if (!raw.empty()) out.set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(), int64_t(raw.size()));
+  if (cudnnBackendFinalize(out.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
+  return out;
+}
+
+// JIRIKI_CUDNN_SWEEP=K: besides the heuristics' list, time K values of the KERNEL_CFG knob (spread
+// over its range; a K at least the range's size takes them all) on the first runtime-compiled
+// candidate. Each is compiled by NVRTC, about half a second apiece, so this is for a run that fills
+// the choice file once (`jiriki bench nn` at the batch sizes that matter); 0 or unset: no sweep.
+static int sweep_size() {
+  const char* e = std::getenv("JIRIKI_CUDNN_SWEEP");
+  return e ? std::max(0, std::atoi(e)) : 0;
+}
+
 // Finalizes one configuration into a plan; null when it does not run on this device or shape.
 static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& cfg, int heur_mode, int heur_index) {
   auto p = std::make_unique<FusedConv::Plan>();
@@ -493,8 +558,12 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
     graph_ = build_graph(handle, shape, fused_);
     std::unique_ptr<Plan> p;
     std::vector<Desc> cfgs = heuristic_configs(*graph_->graph, cudnnBackendHeurMode_t(known->heur_mode));
-    if (known->heur_index < int(cfgs.size()))
-      p = make_plan(handle, std::move(cfgs[known->heur_index]), known->heur_mode, known->heur_index);
+    if (known->heur_index < int(cfgs.size())) {
+      std::optional<Desc> cfg = known->kernel_cfg < 0 ? std::optional<Desc>(std::move(cfgs[known->heur_index]))
+                                                      : with_kernel_cfg(cfgs[known->heur_index], known->kernel_cfg);
+      if (cfg) p = make_plan(handle, std::move(*cfg), known->heur_mode, known->heur_index);
+      if (p) p->kernel_cfg = known->kernel_cfg;
+    }
     if (p) {
       p->ms = known->ms;
       candidates_.push_back(std::move(p));
@@ -532,6 +601,7 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
         }
         if (!candidates_.empty()) break;
       }
+      if (fused && !candidates_.empty()) add_sweep(handle);
       if (!candidates_.empty()) break;
       if (verbose()) std::fprintf(stderr, "[cuda] no engine for the %s graph\n", fused ? "fused" : "unfused");
     }
@@ -550,6 +620,31 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
                  shape.kernel, shape.in_channels, shape.out_channels, shape.residual ? " +residual" : "", shape.batch,
                  candidates_.size(), fused_ ? "fused" : "unfused", s);
   }
+}
+
+// The KERNEL_CFG sweep (sweep_size()) on the first runtime-compiled candidate, appended to the list.
+void FusedConv::add_sweep(cudnnHandle_t handle) {
+  const int k = sweep_size();
+  if (k == 0) return;
+  auto base = std::find_if(candidates_.begin(), candidates_.end(), [](const auto& p) { return p->runtime_compiled; });
+  if (base == candidates_.end()) return;
+  const Plan& b = **base;
+  std::vector<int64_t> values = kernel_cfg_values(config_engine(b.cfg));
+  const size_t count = std::min(values.size(), size_t(k));
+  std::vector<std::unique_ptr<Plan>> added;
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t v = values[i * values.size() / count];  // evenly spread when count < values.size()
+    std::optional<Desc> cfg = with_kernel_cfg(b.cfg, v);
+    if (!cfg) continue;
+    auto p = make_plan(handle, std::move(*cfg), b.heur_mode, b.heur_index);
+    if (!p) continue;
+    p->kernel_cfg = int(v);
+    added.push_back(std::move(p));
+  }
+  if (verbose())
+    std::fprintf(stderr, "[cuda] sweep: %zu of %zu kernel configurations of engine %lld finalized\n", added.size(),
+                 values.size(), (long long)b.engine);
+  for (auto& p : added) candidates_.push_back(std::move(p));
 }
 
 // Ends this FusedConv's claim on tuning its shape, publishing its choice if it has one; `tuned`:
@@ -642,7 +737,7 @@ void FusedConv::tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& 
     if (candidates_[i]->ms == best) chosen_ = i;
   tuned_ = true;
   const Plan& p = *candidates_[chosen_];
-  release_tuning(Choice{fused_, p.heur_mode, p.heur_index, p.ms});
+  release_tuning(Choice{fused_, p.heur_mode, p.heur_index, p.kernel_cfg, p.ms});
 }
 
 size_t FusedConv::workspace_size() const { return size_t(candidates_[chosen_]->workspace); }

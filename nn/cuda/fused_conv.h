@@ -94,6 +94,7 @@ class FusedConv {
 
  private:
   void release_tuning(const std::optional<Choice>& choice, bool tuned = true);
+  void add_sweep(cudnnHandle_t handle);
 
   ConvShape shape_;
   std::unique_ptr<Graph> graph_;

@@ -9,7 +9,8 @@
 # cuDNN candidates per convolution to save time), parts (GPU-only speed at batch 512 and 1024 run
 # as one batch and as two halves, with the per-stage log), compare (scripts/torch_reference.py,
 # with TORCH_REF_ARGS appended, e.g. "--window-seconds 2.5" for sustained load), power (clocks and
-# power draw during sustained GPU-only runs).
+# power draw during sustained GPU-only runs), sweep (cuDNN's heuristics alone against a sweep of
+# the runtime-compiled engine's kernel configurations, JIRIKI_CUDNN_SWEEP).
 #
 # That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
 # use the single header carried in .carry/catch2.
@@ -57,6 +58,24 @@ if [[ " $STEPS " == *" power "* ]]; then
   JIRIKI_CUDA_VERBOSE=1 build-device/jiriki bench nn --model "$MODEL" --backend cuda --gpu-only \
     --batch "$BATCHES" --seconds 5 2>&1 | grep -v "^\[cuda\]   engine\|^\[cuda\] heuristics\|^\[cuda\] conv "
   echo "until $(date +%T.%N)"
+fi
+
+if [[ " $STEPS " == *" sweep "* ]]; then
+  # cuDNN's heuristics alone against a sweep of every KERNEL_CFG value (JIRIKI_CUDNN_SWEEP), each
+  # tuned into a choice file of its own, then both read back and timed in alternating rounds.
+  step "heuristics alone against a kernel-configuration sweep"
+  rm -f /tmp/choices_heuristics.txt /tmp/choices_sweep.txt
+  bench_gpu() { build-device/jiriki bench nn --model "$MODEL" --backend cuda --gpu-only --batch "$BATCHES" --seconds 0.5; }
+  JIRIKI_CUDNN_CACHE=/tmp/choices_heuristics.txt bench_gpu > /dev/null
+  time (JIRIKI_CUDNN_SWEEP=100000 JIRIKI_CUDNN_CACHE=/tmp/choices_sweep.txt JIRIKI_CUDA_VERBOSE=1 bench_gpu 2>&1 \
+    | grep -E "sweep:|built in|^ +[0-9]+ ")
+  for round in 1 2; do
+    for choices in heuristics sweep; do
+      echo "--- $choices, round $round"
+      JIRIKI_CUDNN_CACHE=/tmp/choices_$choices.txt bench_gpu | grep -E "^ +[0-9]+ "
+    done
+  done
+  cp /tmp/choices_heuristics.txt /tmp/choices_sweep.txt "$OUT/"
 fi
 
 if [[ " $STEPS " == *" compare "* ]]; then
