@@ -517,6 +517,67 @@ TEST_CASE("training: a resumed run ends with exactly the weights of an uninterru
   }
 }
 
+TEST_CASE("training: --batch auto resumes with the interrupted run's tuner, ramp included", "[train][run]") {
+  TempDir dir("resume_auto");
+  REQUIRE(!write_hcpe_file(dir.file("train.hcpe"), random_game_records(5, 20, 14)));
+  TrainConfig c = tiny_config(dir.file("train.hcpe"), dir.file("whole.bin"));
+  c.batch = 4;  // not a candidate: the first decision always changes the batch and starts a ramp
+  c.batch_auto = true;
+  c.tune_min = 8;
+  c.tune_max = 16;
+  c.tune_reps = 2;
+  c.tune_every = 2;
+  c.lr_ramp_steps = 6;
+  c.steps = 60;  // 240 samples
+  c.log_every = 1;
+  // Per step of a log: its learning rate and batch; and how many candidate batches were timed.
+  struct Run {
+    std::map<int64_t, double> lr;
+    std::map<int64_t, int> batch;
+    int timed = 0;
+  };
+  auto read_log = [](const std::string& path) {
+    Run r;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["type"] == "tuner_cost") ++r.timed;
+      if (j["type"] != "train") continue;
+      r.lr[j["step"].get<int64_t>()] = j["lr"].get<double>();
+      r.batch[j["step"].get<int64_t>()] = j["batch"].get<int>();
+    }
+    return r;
+  };
+  c.log = dir.file("whole.jsonl");
+  train(c);
+  const Run whole = read_log(c.log);
+
+  c.model_out = dir.file("parts.bin");
+  c.checkpoint = dir.file("parts.ckpt");
+  c.log = dir.file("parts.jsonl");
+  c.stop_after = 4;  // two steps into the ramp that follows the decision at step 2
+  REQUIRE(train(c).interrupted);
+  c.stop_after = 0;
+  c.resume = true;
+  REQUIRE(!train(c).interrupted);
+  const Run parts = read_log(c.log);
+
+  CHECK(parts.timed == 2);  // the candidates were timed once, not again on resuming
+  // The ramp goes on where it stopped: equal steps of the learning rate on both sides of the
+  // interruption (a ramp restarted or dropped on resuming would jump).
+  REQUIRE(parts.lr.count(3) + parts.lr.count(4) + parts.lr.count(5) + parts.lr.count(6) == 4);
+  const double rise = parts.lr.at(4) - parts.lr.at(3);
+  CHECK(rise > 0);
+  CHECK(parts.lr.at(5) - parts.lr.at(4) == Approx(rise).epsilon(1e-6));
+  CHECK(parts.lr.at(6) - parts.lr.at(5) == Approx(rise).epsilon(1e-6));
+  // The tuner picks by measured times: where both runs picked the same batches, the resumed run ends
+  // with exactly the uninterrupted one's weights.
+  if (parts.batch == whole.batch)
+    CHECK(same_weights(nn::load_model(dir.file("whole.bin")), nn::load_model(dir.file("parts.bin"))));
+  else
+    WARN("the two runs' timings picked different batches: weights not compared");
+}
+
 TEST_CASE("train command: options, errors and a short run", "[train][command]") {
   TempDir dir("command");
   REQUIRE(!write_hcpe_file(dir.file("a.hcpe"), random_game_records(2, 10, 13)));

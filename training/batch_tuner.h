@@ -48,6 +48,14 @@ class NoiseScaleEstimator {
   // Number of samples taken into the averages.
   int64_t samples() const { return samples_; }
 
+  // The averages as they stand, for a checkpoint, and their return on resume.
+  struct State {
+    double ema_trace = 0, ema_g2 = 0, decay_pow = 1;
+    int64_t samples = 0;
+  };
+  State state() const { return {ema_trace_, ema_g2_, decay_pow_, samples_}; }
+  void restore(const State& s) { ema_trace_ = s.ema_trace, ema_g2_ = s.ema_g2, decay_pow_ = s.decay_pow, samples_ = s.samples; }
+
  private:
   double decay_;
   int64_t min_samples_;
@@ -129,6 +137,9 @@ class LrRamp {
   LrRamp(double from_lr, double to_lr, int64_t steps);
   // The learning rate `steps_since_change` steps after the change (negative counts as 0).
   double at(int64_t steps_since_change) const;
+  double from_lr() const { return from_; }
+  double to_lr() const { return to_; }
+  int64_t steps() const { return steps_; }
 
  private:
   double from_, to_;

@@ -485,15 +485,25 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   int64_t step = 0;
   uint64_t stream = 0;  // the data stream position (training/loader.h), over all replicas
   int batch = c.batch;  // per replica
+  json tuner_state;     // --batch auto: the tuner's state in the checkpoint, null if none
   if (resumed) {
     restore_optimizer_state(*resumed, optimizer);
     step = resumed->meta["step"].get<int64_t>();
     stream = resumed->meta["samples"].get<uint64_t>();
     batch = resumed->meta.value("batch", c.batch);
+    if (c.batch_auto) tuner_state = resumed->meta.value("tuner", json());
     optimizer.set_steps(step);
     resumed.reset();
     if (!quiet) std::cerr << "resumed from " << c.checkpoint << " at step " << step << "\n";
   }
+  // --batch auto's state, kept in checkpoints: the step-time model, the noise averages, and the
+  // learning-rate ramp after the latest batch change (set below).
+  StepTimeModel cost;
+  NoiseScaleEstimator noise;
+  LrRamp ramp(1.0, 1.0, 0);
+  int64_t change_step = step;
+  double noise_local = 0, noise_global = 0;  // sums over the steps since the last noise sample
+  int64_t noise_steps = 0;
 
   // One device per batch size in use (the tuner switches between them; each keeps its buffers, and
   // on a GPU its tuned convolutions and captured graphs).
@@ -532,6 +542,14 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                  {"data_fingerprint", data.fingerprint},
                  {"data_positions", data.positions.size()},
                  {"config", run_signature(c)}};
+    if (c.batch_auto) {
+      const NoiseScaleEstimator::State n = noise.state();
+      meta["tuner"] = {
+          {"cost", {{"alpha_c", cost.alpha_c}, {"beta_c", cost.beta_c}, {"t_n", cost.t_n}, {"gamma", cost.gamma}}},
+          {"noise", {{"ema_trace", n.ema_trace}, {"ema_g2", n.ema_g2}, {"decay_pow", n.decay_pow}, {"samples", n.samples}}},
+          {"ramp", {{"from", ramp.from_lr()}, {"to", ramp.to_lr()}, {"steps", ramp.steps()}, {"change_step", change_step}}},
+          {"pending", {{"local", noise_local}, {"global", noise_global}, {"steps", noise_steps}}}};
+    }
     save_checkpoint(c.checkpoint, meta, model, optimizer);
     log.write({{"type", "checkpoint"}, {"step", step}, {"path", c.checkpoint}});
   };
@@ -555,10 +573,20 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   const bool adam = c.optimizer.kind == OptimizerKind::ADAMW;
   auto lr_scale = [&](int b) { return scaled_lr(1.0, double(reference_batch), double(b) * replicas, adam); };
   std::vector<int> candidates;
-  StepTimeModel cost;
-  NoiseScaleEstimator noise;
-  if (c.batch_auto) {
-    candidates = geometric_batches(c.tune_min, c.tune_max);
+  if (c.batch_auto) candidates = geometric_batches(c.tune_min, c.tune_max);
+  if (tuner_state.is_null()) ramp = LrRamp(lr_scale(batch), lr_scale(batch), 0);
+  if (c.batch_auto && !tuner_state.is_null()) {
+    // Resumed: the interrupted run's step-time model, noise averages, ramp and pending noise sums, so
+    // that its decisions go on as they would have (measuring the steps again would give other times).
+    const json& t = tuner_state;
+    cost = {t["cost"]["alpha_c"], t["cost"]["beta_c"], t["cost"]["t_n"], t["cost"]["gamma"]};
+    noise.restore({t["noise"]["ema_trace"], t["noise"]["ema_g2"], t["noise"]["decay_pow"], t["noise"]["samples"]});
+    ramp = LrRamp(t["ramp"]["from"], t["ramp"]["to"], t["ramp"]["steps"]);
+    change_step = t["ramp"]["change_step"];
+    noise_local = t["pending"]["local"];
+    noise_global = t["pending"]["global"];
+    noise_steps = t["pending"]["steps"];
+  } else if (c.batch_auto) {
     device->sync_host();
     const nn::Model saved_model = model;
     const Optimizer saved_optimizer = optimizer;
@@ -604,8 +632,6 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
       std::fprintf(stderr, "tuner: step time model T_c = %.4f + %.6f b ms, T_n = %.4f ms, gamma %.2f\n",
                    1e3 * cost.alpha_c, 1e3 * cost.beta_c, 1e3 * cost.t_n, cost.gamma);
   }
-  LrRamp ramp(lr_scale(batch), lr_scale(batch), 0);
-  int64_t change_step = step;
 
   if (!quiet)
     std::cerr << "training a " << model.arch.blocks << "x" << model.arch.channels << " "
@@ -623,8 +649,6 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   int64_t interval_steps = 0;
   double aside = 0;  // seconds of held-out metrics, checkpoints and tuning during the loop
   double interval_grad_norm = 0, interval_wait = 0;
-  double noise_local = 0, noise_global = 0;  // sums over the steps since the last noise sample
-  int64_t noise_steps = 0;
   const auto run_start = Clock::now();
   auto interval_start = run_start;
   const int64_t first_step = step;
