@@ -5,12 +5,16 @@
 #
 #   run with carry [".carry"]:  bash scripts/device/nn.sh [BATCHES] [ACTIVATION]
 #
-# STEPS (default "tests compare"; STEPS="" builds only) picks what runs after the build: tests (the CUDA tests, with 4
-# cuDNN candidates per convolution to save time), parts (GPU-only speed at batch 512 and 1024 run
-# as one batch and as two halves, with the per-stage log), compare (scripts/torch_reference.py,
-# with TORCH_REF_ARGS appended, e.g. "--window-seconds 2.5" for sustained load), power (clocks and
-# power draw during sustained GPU-only runs), sweep (cuDNN's heuristics alone against a sweep of
-# the runtime-compiled engine's kernel configurations, JIRIKI_CUDNN_SWEEP).
+# STEPS (default "tests compare"; STEPS="" builds only) picks what runs after the build:
+#   tests    the CUDA tests, with 4 cuDNN candidates per convolution to save time
+#   parts    GPU-only speed at batch 512 and 1024 run as one batch and as two halves, with the
+#            per-stage log
+#   power    clocks and power draw (nvidia-smi) during sustained GPU-only runs, and through the
+#            steps after it
+#   sweep    cuDNN's heuristics alone against a sweep of the runtime-compiled engine's kernel
+#            configurations (JIRIKI_CUDNN_SWEEP)
+#   compare  scripts/torch_reference.py, with TORCH_REF_ARGS appended (e.g. "--window-seconds 2.5"
+#            for sustained load)
 #
 # That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
 # use the single header carried in .carry/catch2.
