@@ -8,9 +8,9 @@
 #   run with carry [".carry"]:  bash scripts/device/train.sh [BATCHES]
 #
 # STEPS (default "tests compare"; STEPS="" builds only) picks what runs after the build: tests,
-# compare, profile (ncu's
-# durations of the kernels of one training step at each batch size, summarised by
-# scripts/ncu_summary.py; its engine choices, timed under ncu, stay out of the choice file).
+# compare, profile (ncu's durations of the kernels of one training step at each batch size,
+# summarised by scripts/ncu_summary.py; its engine choices, timed under ncu, stay out of the choice
+# file).
 # That machine has CUDA, cuDNN (PyTorch's wheel), cmake and ninja but no Catch2 package: the tests
 # use the single header carried in .carry/catch2.
 set -uo pipefail
