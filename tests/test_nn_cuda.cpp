@@ -171,32 +171,6 @@ TEST_CASE("cuda backend: a large batch, run as two half batches on two streams",
   require_close_bf16(run(*chosen, features, 520), want);
 }
 
-TEST_CASE("cuda backend: block convolutions split into board pieces equal the reference", "[nn][cuda]") {
-  if (!have_gpu()) return;
-  // Forced at every batch size (the backend tries pieces from batch 256 on and keeps them when
-  // faster): each convolution as its interior plus four edges on a second stream (nn/conv_pieces.h),
-  // which read and write windows of the board tensors with their own slices of the weights.
-  ScopedEnv pieces("JIRIKI_CUDA_PIECES", "1");
-  for (Activation act : {Activation::RELU, Activation::SWISH}) {
-    Model m = random_model(3, 24, act, 81);
-    auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 40});
-    auto gpu = make_evaluator(m, cuda_options(40));
-    auto features = random_features(40, 82);
-    const Output want = run(*reference, features, 40);
-    INFO(activation_name(act));
-    const int tuned_before = cuda::shapes_tuned();
-    for (int n : {40, 3, 40}) {
-      INFO("batch " << n);
-      Output w{std::vector<float>(want.policy.begin(), want.policy.begin() + size_t(n) * POLICY_SIZE),
-               std::vector<float>(want.value.begin(), want.value.begin() + n)};
-      require_close_bf16(run(*gpu, features, n), w);
-    }
-    // The pieces ran: two buckets (40, 4), each with 4 edge shapes per block convolution, shapes
-    // that no other test builds (the whole ones may have been tuned before in this process).
-    CHECK(cuda::shapes_tuned() - tuned_before >= 16);
-  }
-}
-
 TEST_CASE("cuda backend: results do not depend on the batch a position is in", "[nn][cuda]") {
   if (!have_gpu()) return;
   Model m = random_model(2, 32, Activation::RELU, 11);

@@ -93,16 +93,12 @@ DeviceBuffer upload_f32(const std::vector<float>& v) {
   return d;
 }
 
-DeviceBuffer upload_raw(const std::vector<uint16_t>& h) {
-  DeviceBuffer d(h.size() * sizeof(uint16_t));
-  JIRIKI_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
-  return d;
-}
-
 DeviceBuffer upload_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> h(v.size());
   std::transform(v.begin(), v.end(), h.begin(), to_bf16);
-  return upload_raw(h);
+  DeviceBuffer d(h.size() * sizeof(uint16_t));
+  JIRIKI_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
+  return d;
 }
 
 DeviceBuffer zeroed(size_t bytes) {
@@ -142,16 +138,6 @@ int forced_parts() {
   const char* env = std::getenv("JIRIKI_CUDA_PARTS");
   return env ? std::clamp(std::atoi(env), 0, 2) : 0;
 }
-
-// JIRIKI_CUDA_PIECES: 1 splits the blocks' convolutions into board pieces from MIN_SPLIT_BATCH on,
-// 0 never does; -1 when unset (time both).
-int forced_pieces() {
-  const char* env = std::getenv("JIRIKI_CUDA_PIECES");
-  return env ? std::clamp(std::atoi(env), 0, 1) : -1;
-}
-// Below this batch size the pieces' extra kernels cost more than their taps save (at 256 on an
-// H100 a whole convolution takes 0.03 ms, a few launches' worth), so they are not tried.
-constexpr int MIN_SPLIT_BATCH = 256;
 
 // Events recorded between the stages of an eager forward pass: where the time goes, for the log.
 class StageTimes {
@@ -197,28 +183,20 @@ class CudaEvaluator : public Evaluator {
  private:
   struct ConvWeights {
     DeviceBuffer w, b;
-    DeviceBuffer edges[4];  // the TOP, BOTTOM, LEFT, RIGHT pieces' weights, once a bucket is split
   };
   // One batch size's tuned convolutions and captured forward pass.
   struct Bucket {
     int batch = 0;
     int parts = 1;  // the stem and blocks run as `parts` slices of batch / parts positions
     std::unique_ptr<FusedConv> stem, conv1, conv2;  // for batch / parts positions
-    // split: the blocks' convolutions run as board pieces (nn/conv_pieces.h), INTERIOR on the main
-    // stream and the four edges on the aux stream beside it; conv1/conv2 are then the INTERIOR.
-    bool split = false;
-    std::unique_ptr<FusedConv> conv1_edges[4], conv2_edges[4];
     size_t part_workspace = 0;
-    size_t edge_workspace_offset = 0;  // split: where in the workspace the edges' part starts
-    DeviceBuffer workspace;  // parts x part_workspace bytes (split: the interior's, then the edges')
+    DeviceBuffer workspace;  // parts x part_workspace bytes
     GraphExec exec;
   };
 
   ConvWeights upload_conv(const FoldedConv& c, int in_p);
   Bucket& bucket(int n);
-  std::unique_ptr<Bucket> build_bucket(int size, int parts, bool split);
-  void upload_edge_weights();
-  void run_block_conv(const Bucket& b, bool second, int block, const ConvArgs& args, cudaStream_t s, void* workspace);
+  std::unique_ptr<Bucket> build_bucket(int size, int parts);
   float replay_ms(const Bucket& b, int reps);
   void enqueue_forward(const Bucket& b, StageTimes* times = nullptr);
   void enqueue_tower(const Bucket& b, int part, cudaStream_t s, StageTimes* times);
@@ -333,7 +311,7 @@ CudaEvaluator::~CudaEvaluator() {
 }
 
 CudaEvaluator::ConvWeights CudaEvaluator::upload_conv(const FoldedConv& c, int in_p) {
-  return {upload_bf16(to_krsc(c, in_p, channels_)), upload_f32(padded(c.bias, channels_)), {}};
+  return {upload_bf16(to_krsc(c, in_p, channels_)), upload_f32(padded(c.bias, channels_))};
 }
 
 // The stem and the residual blocks for the positions of one part of the bucket. The residual
@@ -353,39 +331,12 @@ void CudaEvaluator::enqueue_tower(const Bucket& b, int part, cudaStream_t s, Sta
   b.stem->run(cudnn_.get(), s, {x0, stem_.w.get<uint16_t>(), stem_.b.get<float>(), nullptr, cur}, workspace);
   mark("stem");
   for (int i = 0; i < arch_.blocks; ++i) {
-    run_block_conv(b, false, i, {cur, conv1_[i].w.get<uint16_t>(), conv1_[i].b.get<float>(), nullptr, mid}, s, workspace);
+    b.conv1->run(cudnn_.get(), s, {cur, conv1_[i].w.get<uint16_t>(), conv1_[i].b.get<float>(), nullptr, mid}, workspace);
     mark("conv1");
-    run_block_conv(b, true, i, {mid, conv2_[i].w.get<uint16_t>(), conv2_[i].b.get<float>(), cur, next}, s, workspace);
+    b.conv2->run(cudnn_.get(), s, {mid, conv2_[i].w.get<uint16_t>(), conv2_[i].b.get<float>(), cur, next}, workspace);
     mark("conv2");
     std::swap(cur, next);
   }
-}
-
-// One convolution of block `block` (its second when `second`): whole, or for a split bucket its
-// interior on stream s while the edges run on the aux stream, joined before the next convolution.
-void CudaEvaluator::run_block_conv(const Bucket& b, bool second, int block, const ConvArgs& args, cudaStream_t s,
-                                   void* workspace) {
-  const FusedConv& main = second ? *b.conv2 : *b.conv1;
-  if (!b.split) {
-    main.run(cudnn_.get(), s, args, workspace);
-    return;
-  }
-  // The fork is recorded before the interior is enqueued: in the captured graph the edges then
-  // depend on what the interior depends on, not on the interior, and run beside it.
-  cudaStream_t aux = aux_stream_.get();
-  JIRIKI_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
-  JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(aux, fork_.get()));
-  main.run(cudnn_.get(), s, args, workspace);
-  const ConvWeights& cw = second ? conv2_[block] : conv1_[block];
-  const auto& edges = second ? b.conv2_edges : b.conv1_edges;
-  void* aux_workspace = static_cast<char*>(workspace) + b.edge_workspace_offset;
-  for (int e = 0; e < 4; ++e) {
-    ConvArgs a = args;
-    a.w = cw.edges[e].get<uint16_t>();
-    edges[e]->run(cudnn_.get(), aux, a, aux_workspace);
-  }
-  JIRIKI_CUDA_CHECK(cudaEventRecord(join_.get(), aux));
-  JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(s, join_.get()));
 }
 
 void CudaEvaluator::enqueue_forward(const Bucket& b, StageTimes* times) {
@@ -429,13 +380,11 @@ void CudaEvaluator::enqueue_forward(const Bucket& b, StageTimes* times) {
 }
 
 // Tunes the convolutions of a bucket run as `parts` slices and captures its forward pass.
-std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int parts, bool split) {
+std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int parts) {
   const auto start = std::chrono::steady_clock::now();
   auto b = std::make_unique<Bucket>();
   b->batch = size;
   b->parts = parts;
-  b->split = split && parts == 1 && arch_.blocks > 0;  // the aux stream is the second half's otherwise
-  if (b->split) upload_edge_weights();
   const int rows = size / parts;  // the batch size the convolutions are built for
   const int c = channels_;
   const Activation act = arch_.activation;
@@ -451,39 +400,14 @@ std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int
                                         engine_candidates());
   b->stem->tune(cudnn_.get(), s, {x0_.get<uint16_t>(), stem_.w.get<uint16_t>(), stem_.b.get<float>(), nullptr, h0});
   size_t workspace = b->stem->workspace_size();
-  size_t edge_workspace = 0;
   if (arch_.blocks > 0) {
-    // Tuned in the order they run, each piece on the output of the convolution before.
-    auto shape = [&](bool residual, BoardPiece piece) {
-      ConvShape sh{rows, c, c, 3, residual, act};
-      sh.piece = piece;
-      return sh;
-    };
-    const BoardPiece main_piece = b->split ? BoardPiece::INTERIOR : BoardPiece::WHOLE;
-    auto tune_conv = [&](bool second, const ConvArgs& args) {
-      auto& conv = second ? b->conv2 : b->conv1;
-      conv = std::make_unique<FusedConv>(cudnn_.get(), shape(second, main_piece), engine_candidates());
-      conv->tune(cudnn_.get(), s, args);
-      workspace = std::max(workspace, conv->workspace_size());
-      if (!b->split) return;
-      const ConvWeights& cw = second ? conv2_[0] : conv1_[0];
-      for (int e = 0; e < 4; ++e) {
-        auto& edge = (second ? b->conv2_edges : b->conv1_edges)[e];
-        edge = std::make_unique<FusedConv>(cudnn_.get(), shape(second, SPLIT_PIECES[1 + e]), engine_candidates());
-        ConvArgs a = args;
-        a.w = cw.edges[e].get<uint16_t>();
-        edge->tune(cudnn_.get(), s, a);
-        edge_workspace = std::max(edge_workspace, edge->workspace_size());
-      }
-    };
-    tune_conv(false, {h0, conv1_[0].w.get<uint16_t>(), conv1_[0].b.get<float>(), nullptr, mid});
-    tune_conv(true, {mid, conv2_[0].w.get<uint16_t>(), conv2_[0].b.get<float>(), h0, h1});
+    b->conv1 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, false, act}, engine_candidates());
+    b->conv1->tune(cudnn_.get(), s, {h0, conv1_[0].w.get<uint16_t>(), conv1_[0].b.get<float>(), nullptr, mid});
+    b->conv2 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, true, act}, engine_candidates());
+    b->conv2->tune(cudnn_.get(), s, {mid, conv2_[0].w.get<uint16_t>(), conv2_[0].b.get<float>(), h0, h1});
+    workspace = std::max({workspace, b->conv1->workspace_size(), b->conv2->workspace_size()});
   }
   b->part_workspace = (workspace + 255) / 256 * 256;
-  if (b->split) {  // one part: the interior's workspace, then the edges'
-    b->edge_workspace_offset = b->part_workspace;
-    b->part_workspace += (edge_workspace + 255) / 256 * 256;
-  }
   b->workspace = DeviceBuffer(b->part_workspace * b->parts);
 
   enqueue_forward(*b);  // once outside the capture: cuBLAS and kernel loading
@@ -504,14 +428,10 @@ std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int
 
   if (verbose()) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "[cuda] device %d batch %d (%d x %d%s) built in %.2f s: stem %s", device_, size, parts, rows,
-                 b->split ? ", split into board pieces" : "", secs, b->stem->description().c_str());
+    std::fprintf(stderr, "[cuda] device %d batch %d (%d x %d) built in %.2f s: stem %s", device_, size, parts, rows,
+                 secs, b->stem->description().c_str());
     if (b->conv1)
       std::fprintf(stderr, "; conv1 %s; conv2 %s", b->conv1->description().c_str(), b->conv2->description().c_str());
-    if (b->split)
-      for (int e = 0; e < 4; ++e)
-        std::fprintf(stderr, "; %s %s / %s", piece_name(SPLIT_PIECES[1 + e]), b->conv1_edges[e]->description().c_str(),
-                     b->conv2_edges[e]->description().c_str());
     std::fprintf(stderr, "\n");
     StageTimes times(s);
     enqueue_forward(*b, &times);
@@ -538,38 +458,16 @@ float CudaEvaluator::replay_ms(const Bucket& b, int reps) {
 CudaEvaluator::Bucket& CudaEvaluator::bucket(int n) {
   const int size = bucket_size(n, max_batch_);
   if (auto it = buckets_.find(size); it != buckets_.end()) return *it->second;
-  const bool may_halve = size >= 512 && size % 2 == 0;
-  const int forced = forced_parts(), forced_split = forced_pieces();
-  const bool may_split = arch_.blocks > 0 && size >= MIN_SPLIT_BATCH;
-  std::unique_ptr<Bucket> b = build_bucket(size, may_halve && forced == 2 ? 2 : 1, forced_split == 1);
-  auto keep_faster = [&](std::unique_ptr<Bucket> other, const char* what) {
-    const float mine = replay_ms(*b, 10), theirs = replay_ms(*other, 10);
-    if (verbose()) std::fprintf(stderr, "[cuda] batch %d: %.4f ms, %.4f ms %s\n", size, mine, theirs, what);
-    if (theirs < mine) b = std::move(other);
-  };
-  if (may_halve && forced == 0 && forced_split != 1)  // two half batches on two streams, if that is faster
-    keep_faster(build_bucket(size, 2, false), "as two halves");
-  if (may_split && forced_split == -1 && b->parts == 1) {  // board pieces, if that is faster
-    try {
-      keep_faster(build_bucket(size, 1, true), "in board pieces");
-    } catch (const std::runtime_error& e) {  // no engine for a piece: the whole convolutions stay
-      if (verbose()) std::fprintf(stderr, "[cuda] batch %d: board pieces not built (%s)\n", size, e.what());
-    }
+  const bool may_split = size >= 512 && size % 2 == 0;
+  const int forced = forced_parts();
+  std::unique_ptr<Bucket> b = build_bucket(size, may_split && forced == 2 ? 2 : 1);
+  if (may_split && forced == 0) {  // two half batches on two streams, if that is faster
+    std::unique_ptr<Bucket> halves = build_bucket(size, 2);
+    const float one = replay_ms(*b, 10), two = replay_ms(*halves, 10);
+    if (verbose()) std::fprintf(stderr, "[cuda] batch %d: %.4f ms as one, %.4f ms as two halves\n", size, one, two);
+    if (two < one) b = std::move(halves);
   }
   return *buckets_.emplace(size, std::move(b)).first->second;
-}
-
-// The four edge pieces' slices of every block convolution's weights (the interior uses all taps).
-void CudaEvaluator::upload_edge_weights() {
-  if (conv1_.empty() || conv1_[0].edges[0].bytes()) return;
-  for (size_t i = 0; i < conv1_.size(); ++i)
-    for (int second = 0; second < 2; ++second) {
-      ConvWeights& cw = second ? conv2_[i] : conv1_[i];
-      std::vector<uint16_t> krsc(cw.w.bytes() / sizeof(uint16_t));
-      JIRIKI_CUDA_CHECK(cudaMemcpy(krsc.data(), cw.w.get(), cw.w.bytes(), cudaMemcpyDeviceToHost));
-      for (int e = 0; e < 4; ++e)
-        cw.edges[e] = upload_raw(piece_weights(krsc, channels_, channels_, 3, SPLIT_PIECES[1 + e]));
-    }
 }
 
 void CudaEvaluator::upload_inputs(const float* features, int n) {

@@ -73,13 +73,9 @@ class Desc {
 
 enum Uid : int64_t { X = 1, W, BIAS, RESIDUAL, Y, CONV_OUT, BIASED, SUMMED };
 
-// A tensor [n][c][h][w] in cuDNN's terms, NHWC in memory. `row_pixels`: the pixels of a stored
-// row (w for a packed tensor; 9 for a window of a board tensor, whose rows stay 9 squares long
-// and whose images stay 81 squares apart).
-Desc make_tensor(Uid uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w, bool is_virtual,
-                 int64_t row_pixels, int64_t image_pixels) {
+Desc make_tensor(Uid uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w, bool is_virtual) {
   const std::array<int64_t, 4> dims = {n, c, h, w};
-  const std::array<int64_t, 4> nhwc_strides = {image_pixels * c, 1, row_pixels * c, c};
+  const std::array<int64_t, 4> nhwc_strides = {h * w * c, 1, w * c, c};
   const int64_t id = uid, alignment = 16;
   Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type)
@@ -187,8 +183,7 @@ std::string disk_key(const ConvShape& s, bool force_unfused, int max_candidates)
                 prop.major, prop.minor, size_t(cudnnGetVersion()), s.batch, s.in_channels, s.out_channels, s.kernel,
                 int(s.residual), int(s.act), int(s.epilogue), int(force_unfused), int(s.pass), int(s.identity),
                 max_candidates);
-  // Pieces were added after the format's first files: WHOLE keeps the key it had.
-  return s.piece == BoardPiece::WHOLE ? std::string(buf) : std::string(buf) + ",q" + piece_name(s.piece);
+  return buf;
 }
 
 // Reads the choice file into cache.disk if it is not the one read last. Under cache.mutex.
@@ -271,45 +266,31 @@ static cudnnBackendDescriptor_t add_pointwise(FusedConv::Graph& g, cudnnPointwis
 // no epilogue) or the convolution alone.
 static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const ConvShape& s, bool fused) {
   auto g = std::make_unique<FusedConv::Graph>();
-  const int64_t n = s.batch;
-  const PieceGeometry pg = piece_geometry(s.piece, s.kernel);
-  // Board tensors are windows of [batch][81][channels] (the whole board for WHOLE); the weights and
-  // the bias are packed; virtual tensors are shaped like the output window.
-  enum Kind { INPUT, OUTPUT };
-  auto tensor = [&](Uid uid, cudnnDataType_t type, int64_t c, Kind kind, bool is_virtual) -> Desc& {
-    const int64_t h = kind == INPUT ? pg.in_rows : pg.out_rows, w = kind == INPUT ? pg.in_cols : pg.out_cols;
-    const bool board = !is_virtual;
-    g->parts.push_back(make_tensor(uid, type, n, c, h, w, is_virtual, board ? 9 : w, board ? 81 : h * w));
+  const int64_t n = s.batch, k = s.kernel;
+  auto tensor = [&](Uid uid, cudnnDataType_t type, int64_t c, int64_t h, int64_t w, bool is_virtual, int64_t batch) -> Desc& {
+    g->parts.push_back(make_tensor(uid, type, batch, c, h, w, is_virtual));
     return g->parts.back();
   };
-  const ConvPass pass = s.pass;
-  // The backward data pass computes dx (input-shaped) from dy (output-shaped): only WHOLE, where
-  // the two shapes agree, reaches here with it.
-  Desc& x = tensor(X, CUDNN_DATA_BFLOAT16, s.in_channels, INPUT, false);
-  Desc& w = [&]() -> Desc& {
-    g->parts.push_back(make_tensor(W, CUDNN_DATA_BFLOAT16, s.out_channels, s.in_channels, pg.tap_rows, pg.tap_cols,
-                                   false, pg.tap_cols, pg.tap_rows * pg.tap_cols));
-    return g->parts.back();
-  }();
-  Desc& y = tensor(Y, CUDNN_DATA_BFLOAT16, s.out_channels, OUTPUT, false);
+  Desc& x = tensor(X, CUDNN_DATA_BFLOAT16, s.in_channels, 9, 9, false, n);
+  Desc& w = tensor(W, CUDNN_DATA_BFLOAT16, s.in_channels, k, k, false, s.out_channels);
+  Desc& y = tensor(Y, CUDNN_DATA_BFLOAT16, s.out_channels, 9, 9, false, n);
   // The convolution's own result: y, or for a fused graph a virtual fp32 tensor the pointwise
   // operations read (shaped like x for the backward data pass).
-  const bool data = pass == ConvPass::BACKWARD_DATA;
+  const bool data = s.pass == ConvPass::BACKWARD_DATA;
   Desc& conv_out = !fused ? (data ? x : y)
-                          : tensor(CONV_OUT, CUDNN_DATA_FLOAT, data ? s.in_channels : s.out_channels, OUTPUT, true);
+                          : tensor(CONV_OUT, CUDNN_DATA_FLOAT, data ? s.in_channels : s.out_channels, 9, 9, true, n);
 
   const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  const int64_t spatial = 2, pre_pad[2] = {pg.pad_top, pg.pad_left}, post_pad[2] = {pg.pad_bottom, pg.pad_right},
-                one[2] = {1, 1};
+  const int64_t spatial = 2, pad[2] = {k / 2, k / 2}, one[2] = {1, 1};
   Desc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
   conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, &comp)
       .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, &mode)
       .set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, &spatial)
       .set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, one, 2)
       .set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, one, 2)
-      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pre_pad, 2)
-      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, post_pad, 2)
+      .set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pad, 2)
+      .set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, pad, 2)
       .finalize("convolution descriptor");
   // The convolution operation. cuDNN names its attributes per pass; in each, the first two tensors
   // are read and the third written: forward (x, w) -> y, backward data (w, dy) -> dx, backward
@@ -335,7 +316,7 @@ static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const
       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,               "convolution backward filter operation"};
-  const bool filter = pass == ConvPass::BACKWARD_FILTER;
+  const bool filter = s.pass == ConvPass::BACKWARD_FILTER;
   const OpKind& kind = data ? DATA_OP : filter ? FILTER_OP : FORWARD_OP;
   cudnnBackendDescriptor_t in1 = data ? w.get() : x.get(), in2 = data ? y.get() : filter ? conv_out.get() : w.get(),
                            out = filter ? w.get() : conv_out.get(), conv_d = conv.get();
@@ -354,22 +335,19 @@ static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const
   if (fused && !s.epilogue) {  // the identity graph, or the addition of the residual
     Desc& out = data ? x : y;
     if (s.residual) {
-      Desc& residual = tensor(RESIDUAL, CUDNN_DATA_BFLOAT16, data ? s.in_channels : s.out_channels, OUTPUT, false);
+      Desc& residual = tensor(RESIDUAL, CUDNN_DATA_BFLOAT16, data ? s.in_channels : s.out_channels, 9, 9, false, n);
       ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_ADD, conv_out, &residual, out));
     } else {
       ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_IDENTITY, conv_out, nullptr, out));
     }
   } else if (fused) {
-    Desc& bias = [&]() -> Desc& {
-      g->parts.push_back(make_tensor(BIAS, CUDNN_DATA_FLOAT, 1, s.out_channels, 1, 1, false, 1, 1));
-      return g->parts.back();
-    }();
-    Desc& biased = tensor(BIASED, CUDNN_DATA_FLOAT, s.out_channels, OUTPUT, true);
+    Desc& bias = tensor(BIAS, CUDNN_DATA_FLOAT, s.out_channels, 1, 1, false, 1);
+    Desc& biased = tensor(BIASED, CUDNN_DATA_FLOAT, s.out_channels, 9, 9, true, n);
     ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_ADD, conv_out, &bias, biased));
     Desc* pre_act = &biased;
     if (s.residual) {
-      Desc& residual = tensor(RESIDUAL, CUDNN_DATA_BFLOAT16, s.out_channels, OUTPUT, false);
-      Desc& summed = tensor(SUMMED, CUDNN_DATA_FLOAT, s.out_channels, OUTPUT, true);
+      Desc& residual = tensor(RESIDUAL, CUDNN_DATA_BFLOAT16, s.out_channels, 9, 9, false, n);
+      Desc& summed = tensor(SUMMED, CUDNN_DATA_FLOAT, s.out_channels, 9, 9, true, n);
       ops.push_back(add_pointwise(*g, CUDNN_POINTWISE_ADD, biased, &residual, summed));
       pre_act = &summed;
     }
@@ -557,10 +535,8 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   if (shape.pass == ConvPass::BACKWARD_DATA && (shape.epilogue || (shape.residual && !shape.identity)))
     throw std::invalid_argument("FusedConv: the backward data pass adds a residual only through identity");
   if (shape.identity && shape.epilogue) throw std::invalid_argument("FusedConv: identity is for epilogue false");
-  if (shape.piece != BoardPiece::WHOLE && (shape.pass != ConvPass::FORWARD || shape.kernel != 3))
-    throw std::invalid_argument("FusedConv: board pieces are for the forward pass of 3x3 convolutions");
   key_ = Key(device, shape.batch, shape.in_channels, shape.out_channels, shape.kernel, shape.residual,
-             int(shape.act), shape.epilogue, force_unfused, int(shape.pass), shape.identity, int(shape.piece));
+             int(shape.act), shape.epilogue, force_unfused, int(shape.pass), shape.identity);
   std::optional<Choice> known;
   bool from_disk = false;  // known comes from the choice file: verified here before it is shared
   disk_key_ = disk_key(shape, force_unfused, max_candidates);
@@ -593,9 +569,9 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
       candidates_.push_back(std::move(p));
       tuned_ = true;
       if (verbose())
-        std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s (%s) batch %d: engine %lld as tuned before%s, in %.2f s\n",
+        std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: engine %lld as tuned before%s, in %.2f s\n",
                      shape.kernel, shape.kernel, shape.in_channels, shape.out_channels,
-                     shape.residual ? " +residual" : "", piece_name(shape.piece), shape.batch, (long long)candidates_[0]->engine,
+                     shape.residual ? " +residual" : "", shape.batch, (long long)candidates_[0]->engine,
                      from_disk ? " (tuning file)" : "",
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       if (from_disk) release_tuning(known, false);
@@ -607,7 +583,6 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
     for (bool fused : {true, false}) {
       if (fused && (force_unfused || !(shape.epilogue || shape.identity))) continue;
       if (!fused && !shape.epilogue && shape.residual) continue;  // the bare convolution would drop the residual
-      if (!fused && shape.piece != BoardPiece::WHOLE) continue;  // our epilogue kernel covers whole boards only
       fused_ = fused;
       try {
         graph_ = build_graph(handle, shape, fused);
@@ -641,9 +616,8 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   }
   if (verbose()) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s (%s) batch %d: %zu %s candidates in %.2f s\n", shape.kernel,
-                 shape.kernel, shape.in_channels, shape.out_channels, shape.residual ? " +residual" : "",
-                 piece_name(shape.piece), shape.batch,
+    std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: %zu %s candidates in %.2f s\n", shape.kernel,
+                 shape.kernel, shape.in_channels, shape.out_channels, shape.residual ? " +residual" : "", shape.batch,
                  candidates_.size(), fused_ ? "fused" : "unfused", s);
   }
 }
@@ -701,21 +675,16 @@ FusedConv::~FusedConv() { release_tuning(std::nullopt); }
 
 void FusedConv::run(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& a, void* workspace) const {
   const Plan& p = *candidates_[chosen_];
-  // A piece's windows start this many elements into the board tensors.
-  const PieceGeometry g = piece_geometry(shape_.piece, shape_.kernel);
-  const size_t in_offset = size_t(g.in_row * 9 + g.in_col) * shape_.in_channels;
-  const size_t out_offset = size_t(g.out_row * 9 + g.out_col) * shape_.out_channels;
   std::vector<int64_t> uids = {X, W, Y};
-  std::vector<void*> ptrs = {shape_.pass == ConvPass::BACKWARD_DATA ? a.dx : const_cast<uint16_t*>(a.x) + in_offset,
-                             shape_.pass == ConvPass::BACKWARD_FILTER ? a.dw : const_cast<uint16_t*>(a.w),
-                             a.y + out_offset};
+  std::vector<void*> ptrs = {shape_.pass == ConvPass::BACKWARD_DATA ? a.dx : const_cast<uint16_t*>(a.x),
+                             shape_.pass == ConvPass::BACKWARD_FILTER ? a.dw : const_cast<uint16_t*>(a.w), a.y};
   if (fused_ && shape_.epilogue) {
     uids.push_back(BIAS);
     ptrs.push_back(const_cast<float*>(a.bias));
   }
   if (fused_ && shape_.residual) {
     uids.push_back(RESIDUAL);
-    ptrs.push_back(const_cast<uint16_t*>(a.residual) + out_offset);
+    ptrs.push_back(const_cast<uint16_t*>(a.residual));
   }
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(), int64_t(uids.size()))

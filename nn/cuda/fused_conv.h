@@ -19,7 +19,6 @@
 #include <string>
 #include <vector>
 
-#include "nn/conv_pieces.h"
 #include "nn/cuda/cuda_util.h"
 #include "nn/model.h"
 
@@ -43,14 +42,10 @@ struct ConvShape {
   // ms against 0.039 for the precompiled engines the bare convolution gets).
   bool identity = false;
   ConvPass pass = ConvPass::FORWARD;  // BACKWARD_FILTER needs epilogue false
-  // The part of the board computed (nn/conv_pieces.h): x, residual and y are still whole boards,
-  // read and written only in the piece's windows; w holds the piece's slice of the weights. Pieces
-  // other than WHOLE: forward pass, kernel 3.
-  BoardPiece piece = BoardPiece::WHOLE;
 };
 
 // Device pointers of one call. x, residual, y: [batch][81][channels] bf16; w: [out][kh][kw][in]
-// (KRSC) bf16, the piece's taps only (piece_weights); bias: [out] fp32. BACKWARD_FILTER reads x and y (the gradient of the output) and
+// (KRSC) bf16; bias: [out] fp32. BACKWARD_FILTER reads x and y (the gradient of the output) and
 // writes dw, shaped like w. BACKWARD_DATA reads w and y (the gradient of the output) [and
 // residual] and writes dx, shaped like x.
 struct ConvArgs {
@@ -95,7 +90,7 @@ class FusedConv {
   struct Plan;   // one finalized engine configuration (fused_conv.cpp)
   struct Choice;  // a tuned shape's engine, shared by the process (fused_conv.cpp)
   // The device, the shape, and whether the unfused path is forced: what a Choice is for.
-  using Key = std::tuple<int, int, int, int, int, bool, int, bool, bool, int, bool, int>;
+  using Key = std::tuple<int, int, int, int, int, bool, int, bool, bool, int, bool>;
 
  private:
   void release_tuning(const std::optional<Choice>& choice, bool tuned = true);

@@ -13,8 +13,6 @@
 #            steps after it
 #   sweep    cuDNN's heuristics alone against a sweep of the runtime-compiled engine's kernel
 #            configurations (JIRIKI_CUDNN_SWEEP)
-#   pieces   the blocks' convolutions whole against split into board pieces (JIRIKI_CUDA_PIECES),
-#            GPU-only, alternating rounds of 0.5 s and of PIECES_SECONDS (default 3) each
 #   compare  scripts/torch_reference.py, with TORCH_REF_ARGS appended (e.g. "--window-seconds 2.5"
 #            for sustained load)
 #
@@ -82,27 +80,6 @@ if [[ " $STEPS " == *" sweep "* ]]; then
     done
   done
   cp /tmp/choices_heuristics.txt /tmp/choices_sweep.txt "$OUT/"
-fi
-
-if [[ " $STEPS " == *" pieces "* ]]; then
-  # Both ways tuned once into one choice file, the pieces' build logged, then alternating rounds.
-  step "whole convolutions against board pieces"
-  bench_gpu() {
-    JIRIKI_CUDNN_CACHE=/tmp/choices_pieces.txt build-device/jiriki bench nn --model "$MODEL" --backend cuda \
-      --gpu-only --batch "$BATCHES" --seconds "$1"
-  }
-  JIRIKI_CUDA_PIECES=0 bench_gpu 0.2 > /dev/null
-  JIRIKI_CUDA_PIECES=1 JIRIKI_CUDA_VERBOSE=1 bench_gpu 0.2 2>&1 | grep -E "built in|stages|^ +[0-9]+ "
-  for seconds in 0.5 "${PIECES_SECONDS:-3}"; do
-    for round in 1 2; do
-      for pieces in 0 1; do
-        echo "--- pieces $pieces, $seconds s, round $round"
-        JIRIKI_CUDA_PIECES=$pieces bench_gpu "$seconds" | grep -E "^ +[0-9]+ "
-      done
-    done
-  done
-  echo "--- left to choose"
-  JIRIKI_CUDA_VERBOSE=1 bench_gpu 0.5 2>&1 | grep -E "in board pieces|as two halves|^ +[0-9]+ "
 fi
 
 if [[ " $STEPS " == *" compare "* ]]; then
