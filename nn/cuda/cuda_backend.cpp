@@ -28,8 +28,8 @@
 //
 // Environment: JIRIKI_CUDA_VERBOSE=1 logs the engines tried and chosen and the time of each stage;
 // JIRIKI_CUDNN_CANDIDATES=K times K engine configurations per convolution (default 16);
-// JIRIKI_CUDNN_SWEEP=K also times K kernel configurations of the runtime-compiled engine beyond the
-// heuristics' list (slow: for filling the choice file once, nn/cuda/fused_conv.cpp);
+// JIRIKI_CUDNN_SWEEP=K times K kernel configurations of the runtime-compiled engine beyond the
+// heuristics' list (default 14 from batch 256 on, none below; nn/cuda/fused_conv.cpp);
 // JIRIKI_CUDA_PARTS=1 or 2 runs batches of 512 and more as one or as two halves without timing
 // both (for tests and measurements).
 #include "nn/cuda/cuda_backend.h"

@@ -422,8 +422,10 @@ static std::string knob_text(cudnnBackendDescriptor_t cfg, cudnnBackendDescripto
     text += type(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE) + "=" + value(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE) + " ";
   text += "of";
   for (const Desc& k : descriptor_array(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR))
-    text += " " + type(k, CUDNN_ATTR_KNOB_INFO_TYPE) + ":" + value(k, CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE) + ".." +
-            value(k, CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE) + "/" + value(k, CUDNN_ATTR_KNOB_INFO_STRIDE);
+    text.append(" ").append(type(k, CUDNN_ATTR_KNOB_INFO_TYPE)).append(":")
+        .append(value(k, CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE)).append("..")
+        .append(value(k, CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE)).append("/")
+        .append(value(k, CUDNN_ATTR_KNOB_INFO_STRIDE));
   return text;
 }
 
@@ -479,13 +481,22 @@ static std::optional<Desc> with_kernel_cfg(const Desc& cfg, int64_t value) {
   return out;
 }
 
-// JIRIKI_CUDNN_SWEEP=K: besides the heuristics' list, time K values of the KERNEL_CFG knob (spread
-// over its range; a K at least the range's size takes them all) on the first runtime-compiled
-// candidate. Each is compiled by NVRTC, about half a second apiece, so this is for a run that fills
-// the choice file once (`jiriki bench nn` at the batch sizes that matter); 0 or unset: no sweep.
-static int sweep_size() {
-  const char* e = std::getenv("JIRIKI_CUDNN_SWEEP");
-  return e ? std::max(0, std::atoi(e)) : 0;
+// The KERNEL_CFG sweep: besides the heuristics' list, time K values of that knob (spread evenly over
+// its range; a K at least the range's size takes them all) on the first runtime-compiled candidate.
+// Each is compiled by NVRTC, 0.3-0.5 s apiece. By default the inference convolutions of batch 256
+// and more get K = 14 (every fourth of the 56 values), a few seconds per shape, once per machine
+// (the choice file keeps the result): on an H200 cuDNN's heuristics left out the configuration that
+// runs the 192->192 convolution at batch 1024 in 0.097 ms and picked one taking 0.133 ms, and the
+// forward pass went from 392,000 to 447,000 positions/s; on an H100 it was listed at 1024 but not
+// at 512 (0.076 ms against 0.052), bench/results/nn_cuda_h100.txt. Smaller batches are latency-bound and keep the heuristics' list.
+// JIRIKI_CUDNN_SWEEP=K sets K for every fused shape (the trainer's too); 0 turns the sweep off.
+constexpr int DEFAULT_SWEEP = 14;
+constexpr int DEFAULT_SWEEP_MIN_BATCH = 256;
+
+static int sweep_size(const ConvShape& s) {
+  if (const char* e = std::getenv("JIRIKI_CUDNN_SWEEP")) return std::max(0, std::atoi(e));
+  const bool inference = s.pass == ConvPass::FORWARD && s.epilogue;
+  return inference && s.batch >= DEFAULT_SWEEP_MIN_BATCH ? DEFAULT_SWEEP : 0;
 }
 
 // Finalizes one configuration into a plan; null when it does not run on this device or shape.
@@ -624,7 +635,7 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
 
 // The KERNEL_CFG sweep (sweep_size()) on the first runtime-compiled candidate, appended to the list.
 void FusedConv::add_sweep(cudnnHandle_t handle) {
-  const int k = sweep_size();
+  const int k = sweep_size(shape_);
   if (k == 0) return;
   auto base = std::find_if(candidates_.begin(), candidates_.end(), [](const auto& p) { return p->runtime_compiled; });
   if (base == candidates_.end()) return;
