@@ -484,7 +484,7 @@ static std::optional<Desc> with_kernel_cfg(const Desc& cfg, int64_t value) {
 // The KERNEL_CFG sweep: besides the heuristics' list, time K values of that knob (spread evenly over
 // its range; a K at least the range's size takes them all) on the first runtime-compiled candidate.
 // Each is compiled by NVRTC, 0.3-0.5 s apiece. By default the inference convolutions of batch 256
-// and more get K = 14 (every fourth of the 56 values), a few seconds per shape, once per machine
+// and more get K = 14 (every fourth of the 56 values), 20-30 s per batch size, once per machine
 // (the choice file keeps the result): on an H200 cuDNN's heuristics left out the configuration that
 // runs the 192->192 convolution at batch 1024 in 0.097 ms and picked one taking 0.133 ms, and the
 // forward pass went from 392,000 to 447,000 positions/s; on an H100 it was listed at 1024 but not
