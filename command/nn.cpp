@@ -217,7 +217,8 @@ int bench_nn(int argc, char** argv) {
       .option("batch", "1,16,64,256,1024", "batch sizes")
       .option("seconds", "3", "time spent at each batch size")
       .option("dump", "", "then write the largest batch's features and outputs to this file (scripts/torch_reference.py)")
-      .flag("gpu-only", "cuda: time only the forward pass on the GPU, not evaluate() from host memory");
+      .flag("gpu-only", "cuda: time only the forward pass on the GPU, not evaluate() from host memory")
+      .flag("packed", "time evaluate_packed() from bit-packed planes (the search's path), not evaluate() from floats");
   add_backend_options(args);
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("model")) throw std::invalid_argument("--model FILE is required");
@@ -238,15 +239,24 @@ int bench_nn(int argc, char** argv) {
 
   std::cout << "model: " << args.str("model") << " (" << describe(model.arch) << ")\n"
             << "backend: " << eval->name() << "\n";
+  // The same positions as bits (every plane is 0 or 1), for --packed.
+  std::vector<uint8_t> packed(size_t(max_batch) * PACKED_INPUT_BYTES, 0);
+  for (size_t i = 0; i < features.size(); ++i)
+    if (features[i] != 0.0f) packed[i / INPUT_SIZE * PACKED_INPUT_BYTES + i % INPUT_SIZE / 8] |= uint8_t(1u << (i % INPUT_SIZE % 8));
+  auto call = [&](int n) {
+    if (args.has("packed")) eval->evaluate_packed(packed.data(), n, logits.data(), values.data());
+    else eval->evaluate(features.data(), n, logits.data(), values.data());
+  };
+  if (args.has("packed") && !args.has("gpu-only")) std::cout << "evaluate_packed(): from bit-packed planes\n";
   if (!args.has("gpu-only")) std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "calls");
   for (int64_t b : args.has("gpu-only") ? std::vector<int64_t>{} : batches) {
     const int n = int(b);
-    eval->evaluate(features.data(), n, logits.data(), values.data());  // warm-up: builds the plan
+    call(n);  // warm-up: builds the plan
     int calls = 0;
     auto t0 = std::chrono::steady_clock::now();
     double elapsed = 0;
     while (elapsed < seconds || calls < 3) {
-      eval->evaluate(features.data(), n, logits.data(), values.data());
+      call(n);
       ++calls;
       elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }

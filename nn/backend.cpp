@@ -2,6 +2,9 @@
 #include "nn/backend.h"
 
 #include <stdexcept>
+#include <vector>
+
+#include "nn/features.h"
 
 namespace jiriki::nn {
 
@@ -43,6 +46,14 @@ void check_batch_size(int n, int max_batch) {
   if (n < 1 || n > max_batch)
     throw std::invalid_argument("batch of " + std::to_string(n) + " positions; this evaluator takes 1 to " +
                                 std::to_string(max_batch));
+}
+
+void Evaluator::evaluate_packed(const uint8_t* packed, int n, float* policy_logits, float* value) {
+  check_batch_size(n, max_batch());
+  thread_local std::vector<float> planes;  // one evaluator is used by one thread at a time
+  planes.resize(size_t(n) * INPUT_SIZE);
+  unpack_features(packed, n, planes.data());
+  evaluate(planes.data(), n, policy_logits, value);
 }
 
 std::unique_ptr<Evaluator> make_evaluator(const Model& model, const BackendOptions& options) {

@@ -7,6 +7,7 @@
 //   cpu        oneDNN (nn/cpu_backend.cpp), only when built with JIRIKI_HAVE_DNNL
 //   cuda       cuDNN + cuBLAS (nn/cuda/), only when built with JIRIKI_HAVE_CUDA
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,10 @@ class Evaluator {
   // value:         n win probabilities of the side to move, sigmoid of the value logit, in [0,1].
   // 1 <= n <= max_batch(); throws std::invalid_argument otherwise.
   virtual void evaluate(const float* features, int n, float* policy_logits, float* value) = 0;
+  // The same from n x PACKED_INPUT_BYTES bytes written by nn::encode_packed_features, the search's
+  // and self-play's path. This default expands the bits on the host and calls evaluate(); the CUDA
+  // backend copies the bits and expands them on the GPU.
+  virtual void evaluate_packed(const uint8_t* packed, int n, float* policy_logits, float* value);
   virtual int max_batch() const = 0;
   virtual std::string name() const = 0;  // e.g. "cpu (oneDNN 2.6, 2 threads, fp32)"
 };

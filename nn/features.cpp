@@ -5,13 +5,18 @@
 
 namespace jiriki::nn {
 
-void encode_features(const Position& pos, float* planes) {
-  std::fill(planes, planes + INPUT_SIZE, 0.0f);
+namespace {
+
+// Computes the planes of pos and marks each element that is 1 with set(first, count): `count`
+// consecutive elements from index `first`. Every other element is 0. One definition for the float
+// and the packed encodings.
+template <class Set>
+void encode(const Position& pos, Set set) {
   const Color us = pos.side_to_move();
   const Bitboard occ = pos.pieces();
   // View square: White's board is rotated so that the side to move always plays "up".
   auto view = [us](Square s) { return us == BLACK ? s : rotate180(s); };
-  auto plane = [planes](int p) { return planes + p * SQUARES; };
+  auto plane = [](int p) { return p * SQUARES; };
 
   for (Color c : {BLACK, WHITE}) {
     const int side = c == us ? 0 : 1;
@@ -21,24 +26,42 @@ void encode_features(const Position& pos, float* planes) {
     for (Bitboard b = pos.pieces(c); b;) {
       Square s = b.pop_lsb();
       Piece p = pos.piece_on(s);
-      plane(base + PIECE_PLANE + type_of(p) - 1)[view(s)] = 1.0f;
-      float* attacked = plane(base + ATTACK_PLANE + type_of(p) - 1);
+      set(plane(base + PIECE_PLANE + type_of(p) - 1) + view(s), 1);
+      const int attacked = plane(base + ATTACK_PLANE + type_of(p) - 1);
       for (Bitboard a = bb::attacks(p, s, occ); a;) {
         Square v = view(a.pop_lsb());
-        attacked[v] = 1.0f;
+        set(attacked + v, 1);
         ++attackers[v];
       }
     }
     for (Square v = 0; v < SQ_NB; ++v)
-      for (int k = 0; k < std::min(MAX_ATTACK_COUNT, attackers[v]); ++k) plane(base + ATTACK_COUNT_PLANE + k)[v] = 1.0f;
+      for (int k = 0; k < std::min(MAX_ATTACK_COUNT, attackers[v]); ++k) set(plane(base + ATTACK_COUNT_PLANE + k) + v, 1);
     const Hand& hand = pos.hand(c);
     for (int i = 0; i < 7; ++i) {
       int n = std::min(hand[HAND_ORDER[i]], HAND_CAP[i]);
-      float* first = plane(HAND_PLANE + side * HAND_PLANES_PER_SIDE + HAND_GROUP_START[i]);
-      std::fill(first, first + n * SQUARES, 1.0f);
+      set(plane(HAND_PLANE + side * HAND_PLANES_PER_SIDE + HAND_GROUP_START[i]), n * SQUARES);
     }
   }
-  if (pos.in_check()) std::fill(plane(CHECK_PLANE), plane(CHECK_PLANE) + SQUARES, 1.0f);
+  if (pos.in_check()) set(plane(CHECK_PLANE), SQUARES);
+}
+
+}  // namespace
+
+void encode_features(const Position& pos, float* planes) {
+  std::fill(planes, planes + INPUT_SIZE, 0.0f);
+  encode(pos, [planes](int first, int count) { std::fill(planes + first, planes + first + count, 1.0f); });
+}
+
+void encode_packed_features(const Position& pos, uint8_t* bits) {
+  std::fill(bits, bits + PACKED_INPUT_BYTES, uint8_t(0));
+  encode(pos, [bits](int first, int count) {
+    for (int i = first; i < first + count; ++i) bits[i >> 3] |= uint8_t(1u << (i & 7));
+  });
+}
+
+void unpack_features(const uint8_t* bits, int n, float* planes) {
+  for (int p = 0; p < n; ++p, bits += PACKED_INPUT_BYTES, planes += INPUT_SIZE)
+    for (int i = 0; i < INPUT_SIZE; ++i) planes[i] = float((bits[i >> 3] >> (i & 7)) & 1);
 }
 
 int move_to_label(Move m, Color us) {

@@ -19,6 +19,8 @@
 //   10..19  the same with promotion
 //   20..26  drops of P, L, N, S, B, R, G (PieceType - 1)
 #pragma once
+#include <cstdint>
+
 #include "engine/position.h"
 #include "nn/model.h"
 
@@ -43,6 +45,14 @@ constexpr int DROP_LABEL = 20;            // + PieceType - 1
 
 // Writes the INPUT_SIZE (119 x 81) floats of pos, NCHW for one position.
 void encode_features(const Position& pos, float* planes);
+
+// The same planes as bits, for the engine's and self-play's path to the network: every plane is 0
+// or 1, so bit i (byte i / 8, bit i % 8) holds planes[i], in PACKED_INPUT_BYTES (nn/model.h; pad
+// bits zero). A GPU backend copies and expands these on the device: 16x fewer bytes over PCIe than
+// bf16 planes, and no host conversion.
+void encode_packed_features(const Position& pos, uint8_t* bits);
+// Expands n positions of packed planes into n x INPUT_SIZE floats.
+void unpack_features(const uint8_t* bits, int n, float* planes);
 
 // Policy index (0..2186) of a move (board move or drop) made by side `us`.
 int move_to_label(Move m, Color us);

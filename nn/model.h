@@ -30,6 +30,9 @@ constexpr int HAND_PLANES = 57;      // 2 x 28 hand thermometer planes + 1 in-ch
 constexpr int INPUT_PLANES = BOARD_PLANES + HAND_PLANES;  // 119
 constexpr int SQUARES = 81;          // H x W = 9 x 9
 constexpr int INPUT_SIZE = INPUT_PLANES * SQUARES;        // floats per position
+// Bytes per position of the planes packed as bits (nn::encode_packed_features): 1205, padded to a
+// multiple of 16.
+constexpr int PACKED_INPUT_BYTES = (INPUT_SIZE + 127) / 128 * 16;
 constexpr int POLICY_LABELS = 27;    // move labels (see nn/features.h)
 constexpr int POLICY_SIZE = POLICY_LABELS * SQUARES;      // 2187 logits per position
 constexpr int VALUE_CHANNELS = 27;   // channels of the value head's 1x1 convolution

@@ -49,4 +49,14 @@ inline std::vector<float> random_features(int n, uint64_t seed) {
   return out;
 }
 
+// n positions of 0/1 planes packed as evaluate_packed takes them (bit i of a position = plane
+// element i), written here independently of nn::encode_packed_features.
+inline std::vector<uint8_t> pack_planes(const std::vector<float>& planes, int n) {
+  std::vector<uint8_t> bits(size_t(n) * PACKED_INPUT_BYTES, 0);
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < INPUT_SIZE; ++i)
+      if (planes[size_t(p) * INPUT_SIZE + i] != 0.0f) bits[size_t(p) * PACKED_INPUT_BYTES + i / 8] |= uint8_t(1 << (i % 8));
+  return bits;
+}
+
 }  // namespace jiriki::nn::testing

@@ -114,6 +114,23 @@ TEST_CASE("cpu backend equals the reference on random networks and positions", "
   }
 }
 
+TEST_CASE("evaluate_packed expands the bits and gives what evaluate gives", "[nn][reference]") {
+  Model m = random_model(1, 8, Activation::RELU, 91);
+  auto reference = make_evaluator(m, options(BackendKind::REFERENCE, 6));
+  const auto features = random_features(6, 92);
+  const auto packed = jiriki::nn::testing::pack_planes(features, 6);
+  for (int n : {6, 1}) {
+    INFO("batch " << n);
+    const Output want = run(*reference, features, n);
+    Output got{std::vector<float>(size_t(n) * POLICY_SIZE), std::vector<float>(n)};
+    reference->evaluate_packed(packed.data(), n, got.policy.data(), got.value.data());
+    CHECK(got.policy == want.policy);
+    CHECK(got.value == want.value);
+  }
+  std::vector<float> policy(size_t(7) * POLICY_SIZE), value(7);
+  CHECK_THROWS_AS(reference->evaluate_packed(packed.data(), 7, policy.data(), value.data()), std::invalid_argument);
+}
+
 TEST_CASE("cpu backend: batch sizes outside 1..max_batch are refused", "[nn][cpu]") {
   Model m = random_model(1, 8, Activation::RELU, 1);
   auto cpu = make_evaluator(m, options(BackendKind::CPU, 4));

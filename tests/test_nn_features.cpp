@@ -222,3 +222,33 @@ TEST_CASE("features and labels: mirrored positions agree, labels of legal moves 
     }
   }
 }
+
+TEST_CASE("packed features: the same planes as bits, pad bits zero, expanded back exactly", "[nn][features][random]") {
+  std::mt19937_64 rng(11);
+  int positions = 0, ones = 0;
+  for (int game = 0; game < 4; ++game) {
+    Position pos;
+    for (int ply = 0; ply < 160; ++ply) {
+      MoveList moves = legal_moves(pos);
+      if (moves.size() == 0) break;
+      INFO(pos.sfen());
+      const auto f = features_of(pos);
+      std::vector<uint8_t> bits(PACKED_INPUT_BYTES, 0xff);  // 0xff: a byte left unwritten would show
+      encode_packed_features(pos, bits.data());
+      for (int i = 0; i < INPUT_SIZE; ++i) {
+        REQUIRE((f[i] == 0.0f || f[i] == 1.0f));
+        REQUIRE(((bits[i / 8] >> (i % 8)) & 1) == int(f[i]));
+        ones += int(f[i]);
+      }
+      for (int i = INPUT_SIZE; i < PACKED_INPUT_BYTES * 8; ++i) REQUIRE(((bits[i / 8] >> (i % 8)) & 1) == 0);
+      std::vector<float> back(INPUT_SIZE, -1.0f);
+      unpack_features(bits.data(), 1, back.data());
+      REQUIRE(back == f);
+      ++positions;
+      pos.do_move(moves.moves[rng() % moves.size()]);
+    }
+  }
+  CHECK(positions > 100);
+  CHECK(ones > positions * 50);  // real positions: many planes set, so the comparison means something
+  CHECK(PACKED_INPUT_BYTES == 1216);  // 9639 bits in 16-byte units
+}

@@ -301,16 +301,19 @@ TEST_CASE("search: stop ends an infinite search promptly", "[search]") {
 
 namespace {
 // Evaluator whose answers are a function of each position's own features, slow enough that
-// requests pile up behind it: value = first feature value of the position's plane 0, policy[0] =
-// the same. Counts calls.
+// requests pile up behind it: value = the number the first 8 planes' first elements spell in
+// binary (the first byte of the packed planes, expanded by Evaluator::evaluate_packed), policy[0] =
+// twice that.
 class SlowEcho : public nn::Evaluator {
  public:
   void evaluate(const float* f, int n, float* policy, float* value) override {
     nn::check_batch_size(n, 8);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     for (int i = 0; i < n; ++i) {
-      value[i] = f[size_t(i) * nn::INPUT_SIZE];
-      policy[size_t(i) * nn::POLICY_SIZE] = f[size_t(i) * nn::INPUT_SIZE] * 2.0f;
+      float id = 0;
+      for (int k = 0; k < 8; ++k) id += f[size_t(i) * nn::INPUT_SIZE + k] * float(1 << k);
+      value[i] = id;
+      policy[size_t(i) * nn::POLICY_SIZE] = id * 2.0f;
     }
   }
   int max_batch() const override { return 8; }
@@ -327,7 +330,7 @@ TEST_CASE("evaluation queue: waiting batches are merged and answered in their ow
   std::vector<std::unique_ptr<EvalBatch>> batches;
   for (int c = 0; c < 4; ++c) {
     batches.push_back(std::make_unique<EvalBatch>(8));
-    for (int i = 0; i < (c == 0 ? 8 : 2); ++i) batches[c]->add()[0] = float(c * 10 + i);
+    for (int i = 0; i < (c == 0 ? 8 : 2); ++i) batches[c]->add()[0] = uint8_t(c * 10 + i);
   }
   std::vector<std::thread> clients;
   clients.emplace_back([&] { queue.evaluate(*batches[0]); });

@@ -9,7 +9,7 @@ namespace jiriki::search {
 
 EvalBatch::EvalBatch(int capacity)
     : capacity_(capacity),
-      features_(size_t(capacity) * nn::INPUT_SIZE),
+      features_(size_t(capacity) * nn::PACKED_INPUT_BYTES),
       policy_(size_t(capacity) * nn::POLICY_SIZE),
       value_(size_t(capacity)) {}
 
@@ -46,12 +46,12 @@ void EvalQueue::reset_stats() {
 
 void EvalQueue::warm_up() {
   EvalBatch batch(max_batch_);
-  while (!batch.full()) std::fill_n(batch.add(), nn::INPUT_SIZE, 0.0f);
+  while (!batch.full()) std::fill_n(batch.add(), nn::PACKED_INPUT_BYTES, uint8_t(0));
   std::vector<int> sizes;
   for (int n = 1; n < max_batch_; n *= 2) sizes.push_back(n);
   sizes.push_back(max_batch_);
   for (auto& e : evaluators_)
-    for (int n : sizes) e->evaluate(batch.features_.data(), n, batch.policy_.data(), batch.value_.data());
+    for (int n : sizes) e->evaluate_packed(batch.features_.data(), n, batch.policy_.data(), batch.value_.data());
 }
 
 void EvalQueue::evaluate(EvalBatch& batch) {
@@ -89,16 +89,16 @@ void EvalQueue::worker_loop(int index) {
     try {
       if (taken.size() == 1) {  // no copy: evaluate the client's buffers in place
         EvalBatch& b = *taken[0]->batch;
-        eval.evaluate(b.features_.data(), b.size(), b.policy_.data(), b.value_.data());
+        eval.evaluate_packed(b.features_.data(), b.size(), b.policy_.data(), b.value_.data());
       } else {
         int off = 0;
         for (Request* r : taken) {
           const EvalBatch& b = *r->batch;
-          std::memcpy(staging.features_.data() + size_t(off) * nn::INPUT_SIZE, b.features_.data(),
-                      sizeof(float) * size_t(b.size()) * nn::INPUT_SIZE);
+          std::memcpy(staging.features_.data() + size_t(off) * nn::PACKED_INPUT_BYTES, b.features_.data(),
+                      size_t(b.size()) * nn::PACKED_INPUT_BYTES);
           off += b.size();
         }
-        eval.evaluate(staging.features_.data(), total, staging.policy_.data(), staging.value_.data());
+        eval.evaluate_packed(staging.features_.data(), total, staging.policy_.data(), staging.value_.data());
         off = 0;
         for (Request* r : taken) {
           EvalBatch& b = *r->batch;

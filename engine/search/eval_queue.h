@@ -25,8 +25,8 @@ class EvalBatch {
   int capacity() const { return capacity_; }
   int size() const { return n_; }
   bool full() const { return n_ == capacity_; }
-  // Appends a position; returns its nn::INPUT_SIZE floats to encode into.
-  float* add() { return features_.data() + size_t(n_++) * nn::INPUT_SIZE; }
+  // Appends a position; returns its nn::PACKED_INPUT_BYTES to encode into (nn::encode_packed_features).
+  uint8_t* add() { return features_.data() + size_t(n_++) * nn::PACKED_INPUT_BYTES; }
   void clear() { n_ = 0; }
   const float* policy(int i) const { return policy_.data() + size_t(i) * nn::POLICY_SIZE; }  // raw logits
   float value(int i) const { return value_[i]; }  // win probability of the side to move
@@ -34,7 +34,8 @@ class EvalBatch {
  private:
   friend class EvalQueue;
   int capacity_, n_ = 0;
-  std::vector<float> features_, policy_, value_;
+  std::vector<uint8_t> features_;  // bit-packed planes
+  std::vector<float> policy_, value_;
 };
 
 class EvalQueue {

@@ -234,7 +234,7 @@ PlayoutEnd run_playout(Tree& tree, Position& pos, LeafBatch& lb) {
       land(tree, path.data(), int(path.size()), fresh->value, 1 + int(collisions), result, result_plies);
       end = PlayoutEnd::LANDED;
     } else {
-      nn::encode_features(pos, lb.batch.add());
+      nn::encode_packed_features(pos, lb.batch.add());
       lb.leaves.push_back({&tree, fresh, us, int(lb.steps.size()), int(path.size())});
       lb.steps.insert(lb.steps.end(), path.begin(), path.end());
       end = PlayoutEnd::QUEUED;
@@ -259,7 +259,7 @@ bool queue_root(Tree& tree, const Position& pos, LeafBatch& lb) {
   }
   for (int i = 0; i < moves.size(); ++i) root->edges[i].move = moves.moves[i];
   tree.root = root;
-  nn::encode_features(pos, lb.batch.add());
+  nn::encode_packed_features(pos, lb.batch.add());
   lb.leaves.push_back({&tree, root, pos.side_to_move(), int(lb.steps.size()), 0});
   return true;
 }

@@ -22,6 +22,8 @@
 //         of tiles, the gap before the next kernel): both ways are built and timed, the faster
 //         kept (on an H100, two halves won at 512 and lost at 1024)
 //   host: policy and values copied back chunk by chunk, each chunk handed over when its DMA is done
+// evaluate_packed(n) (the search's and self-play's path) copies the bit-packed planes instead, 1216
+// bytes a position in one DMA, and a kernel expands them into the same bf16 planes first.
 // A bucket is built on first use: cuDNN engines are timed on that call's inputs, then the whole
 // forward pass is captured. Every resource belongs to the evaluator and its device, so several
 // evaluators may run on one GPU (one per thread) or on several GPUs in one process.
@@ -176,6 +178,7 @@ class CudaEvaluator : public Evaluator {
   ~CudaEvaluator() override;
 
   void evaluate(const float* features, int n, float* policy_logits, float* value) override;
+  void evaluate_packed(const uint8_t* packed, int n, float* policy_logits, float* value) override;
   int max_batch() const override { return max_batch_; }
   std::string name() const override { return name_; }
   double device_seconds_per_batch(int n, int reps);
@@ -220,8 +223,8 @@ class CudaEvaluator : public Evaluator {
   std::vector<ConvWeights> conv1_, conv2_;
   DeviceBuffer head_w_, policy_bias_, value_bias_, fc1_w_, fc1_b_, fc2_w_, fc2_b_;
 
-  DeviceBuffer in_, x0_, h_[3], heads_, policy_, value_in_, hidden_, value_;
-  PinnedBuffer host_in_, host_policy_, host_value_;
+  DeviceBuffer in_, packed_, x0_, h_[3], heads_, policy_, value_in_, hidden_, value_;
+  PinnedBuffer host_in_, host_packed_, host_policy_, host_value_;
 
   std::map<int, std::unique_ptr<Bucket>> buckets_;  // by batch size; last member: released first
 };
@@ -300,6 +303,8 @@ CudaEvaluator::CudaEvaluator(const FoldedModel& m, const BackendOptions& o)
   hidden_ = zeroed(b * VALUE_HIDDEN * sizeof(float));
   value_ = zeroed(b * sizeof(float));
   host_in_ = PinnedBuffer(b * INPUT_SIZE * sizeof(uint16_t));
+  packed_ = DeviceBuffer(b * PACKED_INPUT_BYTES);
+  host_packed_ = PinnedBuffer(b * PACKED_INPUT_BYTES);
   host_policy_ = PinnedBuffer(b * POLICY_SIZE * sizeof(float));
   host_value_ = PinnedBuffer(b * sizeof(float));
 }
@@ -505,6 +510,20 @@ void CudaEvaluator::evaluate(const float* features, int n, float* policy_logits,
   JIRIKI_CUDA_CHECK(cudaSetDevice(device_));
   upload_inputs(features, n);
   Bucket& b = bucket(n);  // built on first use, tuned on these very inputs
+  JIRIKI_CUDA_CHECK(cudaGraphLaunch(b.exec.get(), stream_.get()));
+  download_outputs(n, policy_logits, value);
+}
+
+void CudaEvaluator::evaluate_packed(const uint8_t* packed, int n, float* policy_logits, float* value) {
+  check_batch_size(n, max_batch_);
+  JIRIKI_CUDA_CHECK(cudaSetDevice(device_));
+  // 1216 bytes a position: one copy into pinned memory and one DMA, then the bits become the bf16
+  // planes evaluate() would have uploaded, in the same buffer, ahead of the same graph.
+  const size_t bytes = size_t(n) * PACKED_INPUT_BYTES;
+  std::copy_n(packed, bytes, host_packed_.get<uint8_t>());
+  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(packed_.get(), host_packed_.get(), bytes, cudaMemcpyHostToDevice, stream_.get()));
+  launch_unpack_features(packed_.get<uint8_t>(), in_.get<uint16_t>(), n, stream_.get());
+  Bucket& b = bucket(n);
   JIRIKI_CUDA_CHECK(cudaGraphLaunch(b.exec.get(), stream_.get()));
   download_outputs(n, policy_logits, value);
 }

@@ -47,6 +47,20 @@ __global__ void features_to_nhwc_kernel(const bf16* features, bf16* x) {
   }
 }
 
+// Bit i of a position's packed planes -> planes[i] as bf16 0 or 1; one thread per 8 planes (a byte).
+__global__ void unpack_features_kernel(const uint8_t* bits, bf16* planes, int64_t bytes_used) {
+  constexpr int USED = (INPUT_SIZE + 7) / 8;  // bytes of a position that hold planes
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= bytes_used) return;
+  const int64_t position = t / USED;
+  const int byte = int(t % USED);
+  const uint8_t b = bits[position * PACKED_INPUT_BYTES + byte];
+  bf16* out = planes + position * INPUT_SIZE + byte * 8;
+  const bf16 one = __float2bfloat16_rn(1.0f), zero = __float2bfloat16_rn(0.0f);
+  const int count = min(8, INPUT_SIZE - byte * 8);
+  for (int k = 0; k < count; ++k) out[k] = (b >> k) & 1 ? one : zero;
+}
+
 __global__ void bias_residual_act_kernel(bf16* y, const float* bias, const bf16* residual, int64_t count, int channels,
                                          Activation act) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
@@ -102,6 +116,13 @@ const bf16* as_bf16(const uint16_t* p) { return reinterpret_cast<const bf16*>(p)
 bf16* as_bf16(uint16_t* p) { return reinterpret_cast<bf16*>(p); }
 
 }  // namespace
+
+void launch_unpack_features(const uint8_t* bits, uint16_t* planes, int n, cudaStream_t stream) {
+  const int64_t bytes_used = int64_t(n) * ((INPUT_SIZE + 7) / 8);
+  constexpr int THREADS = 256;
+  unpack_features_kernel<<<grid_for(bytes_used, THREADS), THREADS, 0, stream>>>(bits, as_bf16(planes), bytes_used);
+  JIRIKI_CUDA_CHECK_LAUNCH();
+}
 
 void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream) {
   features_to_nhwc_kernel<<<n, 256, 0, stream>>>(as_bf16(features), as_bf16(x));

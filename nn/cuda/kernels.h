@@ -31,6 +31,9 @@ inline uint16_t to_bf16(float f) {
   return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
+// bits: [n][PACKED_INPUT_BYTES] (nn::encode_packed_features)  ->  planes: [n][119][81] bf16 (NCHW).
+void launch_unpack_features(const uint8_t* bits, uint16_t* planes, int n, cudaStream_t stream);
+
 // features: [n][119][81] bf16 (NCHW, as copied from the host)  ->  x: [n][81][128] bf16 (NHWC,
 // channels 119.. zero).
 void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream);
