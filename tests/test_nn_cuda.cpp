@@ -7,6 +7,7 @@
 #if JIRIKI_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "nn/backend.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/fused_conv.h"
+#include "nn/cuda/square_conv.h"
 #include "tests/nn_random.h"
 #include "tests/temp_dir.h"
 
@@ -169,6 +171,44 @@ TEST_CASE("cuda backend: a large batch, run as two half batches on two streams",
   }
   auto chosen = make_evaluator(m, cuda_options(520));
   require_close_bf16(run(*chosen, features, 520), want);
+}
+
+TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's tower and the reference", "[nn][cuda]") {
+  if (!have_gpu()) return;
+  if (!cuda::square_conv_supported(0, 128, 128)) {
+    WARN("GPU 0 is not an sm_90 (Hopper) GPU: square-major convolution test skipped");
+    return;
+  }
+  struct Case { int blocks, channels; Activation act; };
+  const Case cases[] = {{1, 192, Activation::RELU}, {2, 128, Activation::SWISH}};
+  constexpr int BATCH = 256, CHECKED = 12;  // the reference's direct loops are slow at 192 channels
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    INFO(c.blocks << " blocks, " << c.channels << " channels, " << activation_name(c.act));
+    Model m = random_model(c.blocks, c.channels, c.act, ++seed);
+    auto features = random_features(BATCH, ++seed);
+    Output square, square_part, cudnn;
+    {
+      ScopedEnv on("JIRIKI_CUDA_SQUARE", "1");
+      auto e = make_evaluator(m, cuda_options(BATCH));
+      REQUIRE(cuda_uses_square_conv(*e, BATCH));
+      square = run(*e, features, BATCH);
+      square_part = run(*e, features, 200);  // the bucket of 256 with padded rows
+    }
+    {
+      ScopedEnv off("JIRIKI_CUDA_SQUARE", "0");
+      auto e = make_evaluator(m, cuda_options(BATCH));
+      REQUIRE_FALSE(cuda_uses_square_conv(*e, BATCH));
+      cudnn = run(*e, features, BATCH);
+    }
+    require_close_bf16(square, cudnn);
+    REQUIRE(std::equal(square_part.policy.begin(), square_part.policy.end(), square.policy.begin()));
+    REQUIRE(std::equal(square_part.value.begin(), square_part.value.end(), square.value.begin()));
+    auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, CHECKED});
+    Output head{std::vector<float>(square.policy.begin(), square.policy.begin() + size_t(CHECKED) * POLICY_SIZE),
+                std::vector<float>(square.value.begin(), square.value.begin() + CHECKED)};
+    require_close_bf16(head, run(*reference, features, CHECKED));
+  }
 }
 
 TEST_CASE("cuda backend: packed planes expanded on the GPU give what evaluate gives", "[nn][cuda]") {

@@ -47,6 +47,7 @@
 #include "nn/cuda/cuda_util.h"
 #include "nn/cuda/fused_conv.h"
 #include "nn/cuda/kernels.h"
+#include "nn/cuda/square_conv.h"
 
 namespace jiriki::nn {
 
@@ -141,6 +142,23 @@ int forced_parts() {
   return env ? std::clamp(std::atoi(env), 0, 2) : 0;
 }
 
+// JIRIKI_CUDA_SQUARE: 0 never runs the tower with the square-major kernel, 1 always where it
+// applies, unset times it against cuDNN.
+int forced_square() {
+  const char* env = std::getenv("JIRIKI_CUDA_SQUARE");
+  return env ? std::clamp(std::atoi(env), 0, 1) : -1;
+}
+
+// A 3x3 convolution's weights as square_conv.h takes them: [9 taps][out_p][in_p], tap = 3*kh + kw.
+std::vector<float> to_tap_major(const FoldedConv& c, int in_p, int out_p) {
+  std::vector<float> w(size_t(9) * out_p * in_p, 0.0f);
+  for (int o = 0; o < c.out_channels; ++o)
+    for (int i = 0; i < c.in_channels; ++i)
+      for (int t = 0; t < 9; ++t)
+        w[(size_t(t) * out_p + o) * in_p + i] = c.weight[(size_t(o) * c.in_channels + i) * 9 + t];
+  return w;
+}
+
 // Events recorded between the stages of an eager forward pass: where the time goes, for the log.
 class StageTimes {
  public:
@@ -182,6 +200,11 @@ class CudaEvaluator : public Evaluator {
   int max_batch() const override { return max_batch_; }
   std::string name() const override { return name_; }
   double device_seconds_per_batch(int n, int reps);
+  bool uses_square_conv(int n) {
+    check_batch_size(n, max_batch_);
+    JIRIKI_CUDA_CHECK(cudaSetDevice(device_));
+    return bucket(n).square;
+  }
 
  private:
   struct ConvWeights {
@@ -192,6 +215,9 @@ class CudaEvaluator : public Evaluator {
     int batch = 0;
     int parts = 1;  // the stem and blocks run as `parts` slices of batch / parts positions
     std::unique_ptr<FusedConv> stem, conv1, conv2;  // for batch / parts positions
+    // Or the stem and blocks by the square-major kernel: one plan per convolution, in order.
+    bool square = false;
+    std::vector<SquareConvPlan> square_plans;
     size_t part_workspace = 0;
     DeviceBuffer workspace;  // parts x part_workspace bytes
     GraphExec exec;
@@ -199,7 +225,7 @@ class CudaEvaluator : public Evaluator {
 
   ConvWeights upload_conv(const FoldedConv& c, int in_p);
   Bucket& bucket(int n);
-  std::unique_ptr<Bucket> build_bucket(int size, int parts);
+  std::unique_ptr<Bucket> build_bucket(int size, int parts, bool square = false);
   float replay_ms(const Bucket& b, int reps);
   void enqueue_forward(const Bucket& b, StageTimes* times = nullptr);
   void enqueue_tower(const Bucket& b, int part, cudaStream_t s, StageTimes* times);
@@ -221,6 +247,10 @@ class CudaEvaluator : public Evaluator {
 
   ConvWeights stem_;
   std::vector<ConvWeights> conv1_, conv2_;
+  // The same weights tap-major for the square-major kernel, where it covers this network and GPU.
+  bool square_ok_ = false;
+  DeviceBuffer square_stem_w_;
+  std::vector<DeviceBuffer> square_w1_, square_w2_;
   DeviceBuffer head_w_, policy_bias_, value_bias_, fc1_w_, fc1_b_, fc2_w_, fc2_b_;
 
   DeviceBuffer in_, packed_, x0_, h_[3], heads_, policy_, value_in_, hidden_, value_;
@@ -277,6 +307,15 @@ CudaEvaluator::CudaEvaluator(const FoldedModel& m, const BackendOptions& o)
       head[size_t(o) * c + i] = m.policy_conv.weight[size_t(o) * arch_.channels + i];
       head[size_t(VALUE_HEAD_OFFSET + o) * c + i] = m.value_conv.weight[size_t(o) * arch_.channels + i];
     }
+  square_ok_ = c == arch_.channels && square_conv_supported(device_, INPUT_CHANNELS_PADDED, c) &&
+               (arch_.blocks == 0 || square_conv_supported(device_, c, c));
+  if (square_ok_) {
+    square_stem_w_ = upload_bf16(to_tap_major(m.stem, INPUT_CHANNELS_PADDED, c));
+    for (int i = 0; i < arch_.blocks; ++i) {
+      square_w1_.push_back(upload_bf16(to_tap_major(m.block_conv1[i], c, c)));
+      square_w2_.push_back(upload_bf16(to_tap_major(m.block_conv2[i], c, c)));
+    }
+  }
   head_w_ = upload_bf16(head);
   policy_bias_ = upload_f32(m.policy_bias);
   value_bias_ = upload_f32(m.value_conv.bias);
@@ -332,6 +371,13 @@ void CudaEvaluator::enqueue_tower(const Bucket& b, int part, cudaStream_t s, Sta
   auto* cur = h_[0].get<uint16_t>() + first_row * c;
   auto* next = h_[1].get<uint16_t>() + first_row * c;
   auto* mid = h_[2].get<uint16_t>() + first_row * c;
+  if (b.square) {  // the same buffers in the same order, planned by build_bucket
+    for (size_t i = 0; i < b.square_plans.size(); ++i) {
+      launch_square_conv(b.square_plans[i], s);
+      mark(i == 0 ? "stem" : i % 2 ? "conv1" : "conv2");
+    }
+    return;
+  }
   void* workspace = b.workspace.get<char>() + part * b.part_workspace;
   b.stem->run(cudnn_.get(), s, {x0, stem_.w.get<uint16_t>(), stem_.b.get<float>(), nullptr, cur}, workspace);
   mark("stem");
@@ -350,7 +396,8 @@ void CudaEvaluator::enqueue_forward(const Bucket& b, StageTimes* times) {
     if (times) times->mark(stage);
   };
   const int n = b.batch, c = channels_;
-  launch_features_to_nhwc(in_.get<uint16_t>(), x0_.get<uint16_t>(), n, s);
+  const RowOrder order = b.square ? RowOrder::SQUARE_MAJOR : RowOrder::POSITION_MAJOR;
+  launch_features_to_nhwc(in_.get<uint16_t>(), x0_.get<uint16_t>(), n, s, order);
   mark("features");
   if (b.parts == 2) {  // fork: the second half on the aux stream, joined before the heads
     JIRIKI_CUDA_CHECK(cudaEventRecord(fork_.get(), s));
@@ -364,14 +411,14 @@ void CudaEvaluator::enqueue_forward(const Bucket& b, StageTimes* times) {
   }
   const uint16_t* cur = h_[arch_.blocks % 2].get<uint16_t>();
   // Both heads' 1x1 convolutions: heads[n*81][56] = h[n*81][c] * head_w[56][c]^T (row-major; in
-  // cuBLAS's column-major terms heads^T = head_w^T(op T) * h^T).
+  // cuBLAS's column-major terms heads^T = head_w^T(op T) * h^T), rows in the tower's order.
   const float one = 1.0f, zero = 0.0f;
   JIRIKI_CUBLAS_CHECK(cublasGemmEx(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, HEAD_CHANNELS, n * SQUARES, c, &one,
                                    head_w_.get(), CUDA_R_16BF, c, cur, CUDA_R_16BF, c, &zero, heads_.get(), CUDA_R_32F,
                                    HEAD_CHANNELS, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   mark("heads");
   launch_heads_epilogue(heads_.get<float>(), policy_bias_.get<float>(), value_bias_.get<float>(), arch_.activation,
-                        policy_.get<float>(), value_in_.get<uint16_t>(), n, s);
+                        policy_.get<float>(), value_in_.get<uint16_t>(), n, s, order);
   mark("heads_epilogue");
   // fc1: hidden[n][256] = value_in[n][2192] * fc1_w[256][2192]^T.
   JIRIKI_CUBLAS_CHECK(cublasGemmEx(cublas_.get(), CUBLAS_OP_T, CUBLAS_OP_N, VALUE_HIDDEN, n, VALUE_FC1_IN_PADDED, &one,
@@ -385,7 +432,7 @@ void CudaEvaluator::enqueue_forward(const Bucket& b, StageTimes* times) {
 }
 
 // Tunes the convolutions of a bucket run as `parts` slices and captures its forward pass.
-std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int parts) {
+std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int parts, bool square) {
   const auto start = std::chrono::steady_clock::now();
   auto b = std::make_unique<Bucket>();
   b->batch = size;
@@ -398,22 +445,42 @@ std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int
   auto* h1 = h_[1].get<uint16_t>();
   auto* mid = h_[2].get<uint16_t>();
 
-  // Engines are timed layer after layer on this call's inputs (the first part's), each layer's
-  // output feeding the next.
-  launch_features_to_nhwc(in_.get<uint16_t>(), x0_.get<uint16_t>(), size, s);
-  b->stem = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, INPUT_CHANNELS_PADDED, c, 3, false, act},
-                                        engine_candidates());
-  b->stem->tune(cudnn_.get(), s, {x0_.get<uint16_t>(), stem_.w.get<uint16_t>(), stem_.b.get<float>(), nullptr, h0});
-  size_t workspace = b->stem->workspace_size();
-  if (arch_.blocks > 0) {
-    b->conv1 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, false, act}, engine_candidates());
-    b->conv1->tune(cudnn_.get(), s, {h0, conv1_[0].w.get<uint16_t>(), conv1_[0].b.get<float>(), nullptr, mid});
-    b->conv2 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, true, act}, engine_candidates());
-    b->conv2->tune(cudnn_.get(), s, {mid, conv2_[0].w.get<uint16_t>(), conv2_[0].b.get<float>(), h0, h1});
-    workspace = std::max({workspace, b->conv1->workspace_size(), b->conv2->workspace_size()});
+  auto wide = [](uint16_t* p) { return reinterpret_cast<__nv_bfloat16*>(p); };
+  const SquareAct square_act = act == Activation::RELU ? SquareAct::relu : SquareAct::swish;
+  if (square) {  // the convolutions of enqueue_tower, in its order and on its buffers
+    b->square = true;
+    const auto* x0 = reinterpret_cast<const __nv_bfloat16*>(x0_.get<uint16_t>());
+    auto* cur = h0;
+    auto* next = h1;
+    b->square_plans.push_back(make_square_conv_plan(x0, wide(square_stem_w_.get<uint16_t>()), stem_.b.get<float>(),
+                                                    nullptr, wide(cur), square_act, size, INPUT_CHANNELS_PADDED, c));
+    for (int i = 0; i < arch_.blocks; ++i) {
+      b->square_plans.push_back(make_square_conv_plan(wide(cur), wide(square_w1_[i].get<uint16_t>()),
+                                                      conv1_[i].b.get<float>(), nullptr, wide(mid), square_act, size,
+                                                      c, c));
+      b->square_plans.push_back(make_square_conv_plan(wide(mid), wide(square_w2_[i].get<uint16_t>()),
+                                                      conv2_[i].b.get<float>(), wide(cur), wide(next), square_act,
+                                                      size, c, c));
+      std::swap(cur, next);
+    }
+  } else {
+    // Engines are timed layer after layer on this call's inputs (the first part's), each layer's
+    // output feeding the next.
+    launch_features_to_nhwc(in_.get<uint16_t>(), x0_.get<uint16_t>(), size, s);
+    b->stem = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, INPUT_CHANNELS_PADDED, c, 3, false, act},
+                                          engine_candidates());
+    b->stem->tune(cudnn_.get(), s, {x0_.get<uint16_t>(), stem_.w.get<uint16_t>(), stem_.b.get<float>(), nullptr, h0});
+    size_t workspace = b->stem->workspace_size();
+    if (arch_.blocks > 0) {
+      b->conv1 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, false, act}, engine_candidates());
+      b->conv1->tune(cudnn_.get(), s, {h0, conv1_[0].w.get<uint16_t>(), conv1_[0].b.get<float>(), nullptr, mid});
+      b->conv2 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, true, act}, engine_candidates());
+      b->conv2->tune(cudnn_.get(), s, {mid, conv2_[0].w.get<uint16_t>(), conv2_[0].b.get<float>(), h0, h1});
+      workspace = std::max({workspace, b->conv1->workspace_size(), b->conv2->workspace_size()});
+    }
+    b->part_workspace = (workspace + 255) / 256 * 256;
+    b->workspace = DeviceBuffer(b->part_workspace * b->parts);
   }
-  b->part_workspace = (workspace + 255) / 256 * 256;
-  b->workspace = DeviceBuffer(b->part_workspace * b->parts);
 
   enqueue_forward(*b);  // once outside the capture: cuBLAS and kernel loading
   JIRIKI_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -433,8 +500,11 @@ std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int
 
   if (verbose()) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::fprintf(stderr, "[cuda] device %d batch %d (%d x %d) built in %.2f s: stem %s", device_, size, parts, rows,
-                 secs, b->stem->description().c_str());
+    std::fprintf(stderr, "[cuda] device %d batch %d (%d x %d) built in %.2f s: ", device_, size, parts, rows, secs);
+    if (b->square)
+      std::fprintf(stderr, "square-major kernel (%d CTAs)", b->square_plans[0].ctas);
+    else
+      std::fprintf(stderr, "stem %s", b->stem->description().c_str());
     if (b->conv1)
       std::fprintf(stderr, "; conv1 %s; conv2 %s", b->conv1->description().c_str(), b->conv2->description().c_str());
     std::fprintf(stderr, "\n");
@@ -463,6 +533,8 @@ float CudaEvaluator::replay_ms(const Bucket& b, int reps) {
 CudaEvaluator::Bucket& CudaEvaluator::bucket(int n) {
   const int size = bucket_size(n, max_batch_);
   if (auto it = buckets_.find(size); it != buckets_.end()) return *it->second;
+  const bool may_square = square_ok_ && size % kSquareTile == 0 && forced_square() != 0;
+  if (may_square && forced_square() == 1) return *buckets_.emplace(size, build_bucket(size, 1, true)).first->second;
   const bool may_split = size >= 512 && size % 2 == 0;
   const int forced = forced_parts();
   std::unique_ptr<Bucket> b = build_bucket(size, may_split && forced == 2 ? 2 : 1);
@@ -471,6 +543,12 @@ CudaEvaluator::Bucket& CudaEvaluator::bucket(int n) {
     const float one = replay_ms(*b, 10), two = replay_ms(*halves, 10);
     if (verbose()) std::fprintf(stderr, "[cuda] batch %d: %.4f ms as one, %.4f ms as two halves\n", size, one, two);
     if (two < one) b = std::move(halves);
+  }
+  if (may_square) {  // the square-major kernel, if that is faster still
+    std::unique_ptr<Bucket> square = build_bucket(size, 1, true);
+    const float cudnn = replay_ms(*b, 10), ours = replay_ms(*square, 10);
+    if (verbose()) std::fprintf(stderr, "[cuda] batch %d: %.4f ms with cuDNN, %.4f ms square-major\n", size, cudnn, ours);
+    if (ours < cudnn) b = std::move(square);
   }
   return *buckets_.emplace(size, std::move(b)).first->second;
 }
@@ -545,6 +623,12 @@ double cuda_device_seconds_per_batch(Evaluator& e, int n, int reps) {
   auto* c = dynamic_cast<cuda::CudaEvaluator*>(&e);
   if (!c) throw std::invalid_argument("not a CUDA evaluator: " + e.name());
   return c->device_seconds_per_batch(n, reps);
+}
+
+bool cuda_uses_square_conv(Evaluator& e, int n) {
+  auto* c = dynamic_cast<cuda::CudaEvaluator*>(&e);
+  if (!c) throw std::invalid_argument("not a CUDA evaluator: " + e.name());
+  return c->uses_square_conv(n);
 }
 
 }  // namespace jiriki::nn

@@ -10,4 +10,8 @@ namespace jiriki::nn {
 // Throws std::invalid_argument if `e` is not a CUDA evaluator or n is out of range.
 double cuda_device_seconds_per_batch(Evaluator& e, int n, int reps);
 
+// Whether batch n runs its tower with the square-major Hopper convolution (nn/cuda/square_conv.h)
+// rather than cuDNN; builds n's bucket if it is not built yet. Throws like the function above.
+bool cuda_uses_square_conv(Evaluator& e, int n);
+
 }  // namespace jiriki::nn

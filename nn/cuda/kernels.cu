@@ -22,7 +22,7 @@ __device__ __forceinline__ float activate(float x, Activation act) {
 // squares) and the write (along channels) are both coalesced. The read moves 4-byte words (a
 // position's planes start on a 2-byte boundary only, hence `shift`), the write 16-byte groups of
 // 8 channels: a simple version moving 2 bytes at a time took 3x as long.
-__global__ void features_to_nhwc_kernel(const bf16* features, bf16* x) {
+__global__ void features_to_nhwc_kernel(const bf16* features, bf16* x, int n, RowOrder order) {
   constexpr int WORDS = INPUT_SIZE / 2 + 2;
   __shared__ uint32_t words[WORDS];
   const uintptr_t begin = reinterpret_cast<uintptr_t>(features + int64_t(blockIdx.x) * INPUT_SIZE);
@@ -33,9 +33,9 @@ __global__ void features_to_nhwc_kernel(const bf16* features, bf16* x) {
   __syncthreads();
   const bf16* planes = reinterpret_cast<const bf16*>(words) + shift;
   constexpr int GROUPS = INPUT_CHANNELS_PADDED / 8;
-  uint4* out = reinterpret_cast<uint4*>(x + int64_t(blockIdx.x) * SQUARES * INPUT_CHANNELS_PADDED);
   for (int g = threadIdx.x; g < SQUARES * GROUPS; g += blockDim.x) {
     const int sq = g / GROUPS, c0 = g % GROUPS * 8;
+    const int64_t row = order == RowOrder::SQUARE_MAJOR ? int64_t(sq) * n + blockIdx.x : int64_t(blockIdx.x) * SQUARES + sq;
     union {
       uint4 vector;
       bf16 lanes[8];
@@ -43,7 +43,7 @@ __global__ void features_to_nhwc_kernel(const bf16* features, bf16* x) {
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       v.lanes[k] = c0 + k < INPUT_PLANES ? planes[(c0 + k) * SQUARES + sq] : __float2bfloat16_rn(0.0f);
-    out[g] = v.vector;
+    *reinterpret_cast<uint4*>(x + row * INPUT_CHANNELS_PADDED + c0) = v.vector;
   }
 }
 
@@ -73,10 +73,13 @@ __global__ void bias_residual_act_kernel(bf16* y, const float* bias, const bf16*
 // One block per position; the 81 x 56 head outputs are staged in shared memory so that the policy,
 // written label-major, is read without strided global loads.
 __global__ void heads_epilogue_kernel(const float* heads, const float* policy_bias, const float* value_bias,
-                                      Activation act, float* policy, bf16* value_in) {
+                                      Activation act, float* policy, bf16* value_in, int n, RowOrder order) {
   __shared__ float tile[SQUARES * HEAD_CHANNELS];
-  const float* in = heads + int64_t(blockIdx.x) * SQUARES * HEAD_CHANNELS;
-  for (int i = threadIdx.x; i < SQUARES * HEAD_CHANNELS; i += blockDim.x) tile[i] = in[i];
+  for (int i = threadIdx.x; i < SQUARES * HEAD_CHANNELS; i += blockDim.x) {
+    const int sq = i / HEAD_CHANNELS;
+    const int64_t row = order == RowOrder::SQUARE_MAJOR ? int64_t(sq) * n + blockIdx.x : int64_t(blockIdx.x) * SQUARES + sq;
+    tile[i] = heads[row * HEAD_CHANNELS + i % HEAD_CHANNELS];
+  }
   __syncthreads();
   float* p = policy + int64_t(blockIdx.x) * POLICY_SIZE;
   for (int i = threadIdx.x; i < POLICY_SIZE; i += blockDim.x) {
@@ -124,8 +127,8 @@ void launch_unpack_features(const uint8_t* bits, uint16_t* planes, int n, cudaSt
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 
-void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream) {
-  features_to_nhwc_kernel<<<n, 256, 0, stream>>>(as_bf16(features), as_bf16(x));
+void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream, RowOrder order) {
+  features_to_nhwc_kernel<<<n, 256, 0, stream>>>(as_bf16(features), as_bf16(x), n, order);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 
@@ -138,8 +141,9 @@ void launch_bias_residual_act(uint16_t* y, const float* bias, const uint16_t* re
 }
 
 void launch_heads_epilogue(const float* heads, const float* policy_bias, const float* value_bias, Activation act,
-                           float* policy, uint16_t* value_in, int n, cudaStream_t stream) {
-  heads_epilogue_kernel<<<n, 256, 0, stream>>>(heads, policy_bias, value_bias, act, policy, as_bf16(value_in));
+                           float* policy, uint16_t* value_in, int n, cudaStream_t stream, RowOrder order) {
+  heads_epilogue_kernel<<<n, 256, 0, stream>>>(heads, policy_bias, value_bias, act, policy, as_bf16(value_in), n,
+                                               order);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 

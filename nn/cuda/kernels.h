@@ -31,23 +31,29 @@ inline uint16_t to_bf16(float f) {
   return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
+// Order of the rows of activations: [n][81][c] (NHWC, cuDNN's) or [81][n][c] (square-major, the
+// Hopper convolution's, nn/cuda/square_conv.h).
+enum class RowOrder { POSITION_MAJOR, SQUARE_MAJOR };
+
 // bits: [n][PACKED_INPUT_BYTES] (nn::encode_packed_features)  ->  planes: [n][119][81] bf16 (NCHW).
 void launch_unpack_features(const uint8_t* bits, uint16_t* planes, int n, cudaStream_t stream);
 
 // features: [n][119][81] bf16 (NCHW, as copied from the host)  ->  x: [n][81][128] bf16 (NHWC,
-// channels 119.. zero).
-void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream);
+// channels 119.. zero), or [81][n][128] if `order` is SQUARE_MAJOR.
+void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream,
+                             RowOrder order = RowOrder::POSITION_MAJOR);
 
 // y = act(y + bias [+ residual]) over [rows][channels] (the unfused convolution's epilogue).
 void launch_bias_residual_act(uint16_t* y, const float* bias, const uint16_t* residual, int64_t rows, int channels,
                               Activation act, cudaStream_t stream);
 
-// heads: [n][81][56] fp32, the 1x1 convolutions of both heads.
+// heads: [n][81][56] fp32 ([81][n][56] if `order` is SQUARE_MAJOR), the 1x1 convolutions of both heads.
 //   policy[n][81*label + sq] = heads[n][sq][label] + policy_bias[81*label + sq]   (fp32)
 //   value_in[n][27*sq + c]  = act(heads[n][sq][27 + c] + value_bias[c])           (bf16, NHWC
 //                             flattening; fc1's columns are permuted to match; pad columns zero)
 void launch_heads_epilogue(const float* heads, const float* policy_bias, const float* value_bias, Activation act,
-                           float* policy, uint16_t* value_in, int n, cudaStream_t stream);
+                           float* policy, uint16_t* value_in, int n, cudaStream_t stream,
+                           RowOrder order = RowOrder::POSITION_MAJOR);
 
 // value[n] = sigmoid(fc2_bias + sum_j fc2_weight[j] * act(hidden[n][j] + fc1_bias[j])), j < 256.
 void launch_value_epilogue(const float* hidden, const float* fc1_bias, const float* fc2_weight, const float* fc2_bias,
