@@ -22,6 +22,10 @@
 //         of tiles, the gap before the next kernel): both ways are built and timed, the faster
 //         kept (on an H100, two halves won at 512 and lost at 1024)
 //   host: policy and values copied back chunk by chunk, each chunk handed over when its DMA is done
+// On Hopper, a bucket whose size is a multiple of 128 is also built with the stem and blocks on our
+// own convolution (square_conv.h: square-major rows [81][n][c], the off-board taps skipped), the
+// features and heads kernels switched to that row order; replays of both are timed and the faster
+// bucket kept (on an H100 ours won at 256-1024 by 15-24% of the replay time: bench/results/nn_cuda_h100.txt).
 // evaluate_packed(n) (the search's and self-play's path) copies the bit-packed planes instead, 1216
 // bytes a position in one DMA, and a kernel expands them into the same bf16 planes first.
 // A bucket is built on first use: cuDNN engines are timed on that call's inputs, then the whole
@@ -33,7 +37,8 @@
 // JIRIKI_CUDNN_SWEEP=K times K kernel configurations of the runtime-compiled engine beyond the
 // heuristics' list (default 14 from batch 256 on, none below; nn/cuda/fused_conv.cpp);
 // JIRIKI_CUDA_PARTS=1 or 2 runs batches of 512 and more as one or as two halves without timing
-// both (for tests and measurements).
+// both (for tests and measurements); JIRIKI_CUDA_SQUARE=0 or 1 never or always (where it applies)
+// runs the tower on the square-major kernel, without timing it against cuDNN.
 #include "nn/cuda/cuda_backend.h"
 
 #include <algorithm>

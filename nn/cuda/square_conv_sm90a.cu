@@ -8,12 +8,12 @@
 // registers, then add bias and residual, apply the activation and write bf16 into the staging tile,
 // which the producer stores by TMA. Only the taps that land on the board are loaded and multiplied.
 //
-// What the probes on an H100 at batch 1024 showed (bench/results/nn_cuda_h100.txt): the multiplies
+// What probes on an H100 at batch 1024 showed (bench/results/nn_cuda_h100.txt): the multiplies
 // alone run at ~850 TFLOP/s; a first epilogue that read the residual from global memory right
 // before each use stalled on every load and took longer than the multiplies; with the residual
-// arriving by TMA, its 4-byte scattered stores still cost a third of the time. Both now go through
-// a swizzled staging tile and TMA. 256-row tiles and multicasting the weights
-// to a cluster were no faster.
+// arriving by TMA, 4-byte scattered stores still cost a third of the time. Both now go through a
+// swizzled staging tile and TMA. 256-row tiles and multicasting the weights to a cluster of CTAs
+// were no faster. The CTAs are persistent (one per SM) and walk a host-made schedule.
 #include "nn/cuda/square_conv.h"
 
 #include <cuda.h>
@@ -393,11 +393,14 @@ bool square_conv_supported(int device, int c_in, int c_out) {
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
     return false;
-  cudaFuncAttributes attr{};
   Kernel k = kernel_for(c_in, c_out, SquareAct::relu, true);
-  // A binary without sm_90a code has the kernel with an empty body; its register count shows it.
-  return major == 9 && minor == 0 && k && cudaFuncGetAttributes(&attr, k) == cudaSuccess && attr.numRegs > 32 &&
-         encode_tiled() != nullptr;
+  if (major != 9 || minor != 0 || !k || !encode_tiled()) return false;
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, k) != cudaSuccess) {
+    cudaGetLastError();  // not sticky, but would be reported by the next launch check
+    return false;
+  }
+  return attr.numRegs > 32;  // a body compiled without sm_90a features is empty
 }
 
 SquareConvPlan make_square_conv_plan(const __nv_bfloat16* x, const __nv_bfloat16* w, const float* bias,
