@@ -207,7 +207,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     int step = 0;  // counts across tiles: stage and phase of the ring
     for (int t = 0; t < per_cta && mine[t] >= 0; ++t) {
       const Tile tile(mine[t], row_tiles);
-      for (int k = 0; k < tile.taps * kSlices; ++k, ++step) {
+      const int steps = tile.taps * kSlices;
+      for (int k = 0; k < steps; ++k, ++step) {
         const int stage = step % kStages;
         bar_wait(&empty[stage], ((step / kStages) & 1) ^ 1);
         const int tap = k / kSlices, slice = k % kSlices;
@@ -216,16 +217,18 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load(a_ring + stage * kABytes, &x_map, &full[stage], slice * kSlice,
                  (tile.square + dy * 9 + dx) * batch + tile.row0);
         tma_load(b_ring + stage * kBBytes, &w_map, &full[stage], slice * kSlice, (3 * (dy + 1) + dx + 1) * COUT);
-      }
-      // By now the consumers are on this tile: the last one's output is staged or nearly so.
-      // Store it, and once TMA has read the staging tile, fill it with this tile's residual.
-      if (t > 0) store_staged(tile_store_row(mine[t - 1]), (t - 1) & 1);
-      if constexpr (RESIDUAL) {
-        bar_expect_bytes(r_full, kRBytes);
-        for (int part = 0; part < COUT / 64; ++part)
-          tma_load(r_tile + part * kTile * 128, &r_map, r_full, part * 64, tile.square * batch + tile.row0);
-      } else {
-        bar_arrive(r_full);
+        if (k != (steps < kStages ? steps : kStages) - 1) continue;
+        // The ring is full of this tile's slices and the consumers are done multiplying the last
+        // tile: store its output once they have staged it, and once TMA has read the staging
+        // tile, fill it with this tile's residual, which then has most of the tile to arrive.
+        if (t > 0) store_staged(tile_store_row(mine[t - 1]), (t - 1) & 1);
+        if constexpr (RESIDUAL) {
+          bar_expect_bytes(r_full, kRBytes);
+          for (int part = 0; part < COUT / 64; ++part)
+            tma_load(r_tile + part * kTile * 128, &r_map, r_full, part * 64, tile.square * batch + tile.row0);
+        } else {
+          bar_arrive(r_full);
+        }
       }
       last = t;
     }
