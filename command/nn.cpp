@@ -194,7 +194,9 @@ static void bench_gpu_only(Evaluator& eval, const std::vector<int64_t>& batches,
   constexpr int WINDOWS = 5;
   std::cout << "GPU only (inputs and outputs already on the GPU, CUDA graph replays timed with CUDA events, "
                "median of " << WINDOWS << " windows):\n";
-  std::printf("%7s %14s %12s %10s %8s %9s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "replays", "spread%");
+  // tower: whose 3x3 convolutions the bucket runs, cuDNN's or the square-major Hopper kernel.
+  std::printf("%7s %14s %12s %10s %8s %9s %7s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "replays",
+              "spread%", "tower");
   for (int64_t b : batches) {
     const int n = int(b);
     std::vector<float> logits(size_t(n) * POLICY_SIZE), values(n);
@@ -205,7 +207,8 @@ static void bench_gpu_only(Evaluator& eval, const std::vector<int64_t>& batches,
     for (double& w : window) w = cuda_device_seconds_per_batch(eval, n, reps);
     std::sort(window.begin(), window.end());
     const double s = window[WINDOWS / 2], spread = 100 * (window.back() - window.front()) / s;
-    std::printf("%7d %14.1f %12.3f %10.1f %8d %9.1f\n", n, n / s, 1e3 * s, n / s * flop * 1e-9, WINDOWS * reps, spread);
+    std::printf("%7d %14.1f %12.3f %10.1f %8d %9.1f %7s\n", n, n / s, 1e3 * s, n / s * flop * 1e-9, WINDOWS * reps,
+                spread, cuda_uses_square_conv(eval, n) ? "square" : "cudnn");
   }
 }
 #endif
