@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "command/commands.h"
-#include "engine/position.h"
+#include "shogi/position.h"
 
 namespace jiriki {
 

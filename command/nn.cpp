@@ -9,7 +9,7 @@
 
 #include "command/commands.h"
 #include "common/args.h"
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 #include "nn/backend.h"
 #include "nn/features.h"
 #include "nn/model_file.h"

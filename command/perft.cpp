@@ -4,7 +4,7 @@
 
 #include "command/commands.h"
 #include "common/args.h"
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 
 namespace jiriki {
 

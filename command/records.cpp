@@ -10,9 +10,9 @@
 #include "command/commands.h"
 #include "common/args.h"
 #include "common/atomic_file.h"
-#include "engine/csa.h"
-#include "engine/hcpe3.h"
-#include "engine/kif.h"
+#include "shogi/csa.h"
+#include "shogi/hcpe3.h"
+#include "shogi/kif.h"
 
 namespace fs = std::filesystem;
 

@@ -4,7 +4,7 @@
 #include <bit>
 #include <chrono>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 
 namespace jiriki {
 

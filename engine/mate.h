@@ -16,7 +16,7 @@
 #include <memory>
 #include <vector>
 
-#include "engine/position.h"
+#include "shogi/position.h"
 
 namespace jiriki {
 

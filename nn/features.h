@@ -21,7 +21,7 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/position.h"
+#include "shogi/position.h"
 #include "nn/model.h"
 
 namespace jiriki::nn {

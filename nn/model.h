@@ -16,7 +16,7 @@
 // norm's beta plays that part); fc1 and fc2 have biases. All 3x3 convolutions pad by 1.
 //
 // Layouts: tensors are float32; conv weights OIHW ([out][in][kh][kw]); fc weights [out][in];
-// activations NCHW with H*W = 81 and the spatial index equal to the Square of engine/types.h
+// activations NCHW with H*W = 81 and the spatial index equal to the Square of shogi/types.h
 // (h = file - 1, w = rank - 1), as dlshogi lays out its planes.
 #pragma once
 #include <cstdint>

@@ -17,7 +17,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/hcpe3.h"
+#include "shogi/hcpe3.h"
 #include "engine/search/playout.h"
 #include "engine/search/search.h"
 #include "selfplay/openings.h"

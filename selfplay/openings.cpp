@@ -5,7 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "engine/hcpe.h"
+#include "shogi/hcpe.h"
 #include "engine/search/playout.h"
 #include "engine/search/search.h"
 

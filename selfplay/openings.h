@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/position.h"
+#include "shogi/position.h"
 
 namespace jiriki::search {
 struct SearchParams;

@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "common/atomic_file.h"
-#include "engine/csa.h"
+#include "shogi/csa.h"
 
 namespace fs = std::filesystem;
 

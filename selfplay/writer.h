@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/hcpe3.h"
+#include "shogi/hcpe3.h"
 
 namespace jiriki::selfplay {
 

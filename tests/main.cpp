@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "engine/position.h"
+#include "shogi/position.h"
 
 int main(int argc, char** argv) {
   jiriki::Position::init();

@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 #include "nn/features.h"
 #include "nn/model.h"
 

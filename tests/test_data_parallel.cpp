@@ -14,7 +14,7 @@
 #include <set>
 #include <thread>
 
-#include "engine/hcpe.h"
+#include "shogi/hcpe.h"
 #include "tests/temp_dir.h"
 #include "nn/model_file.h"
 #include "training/batch_tuner.h"

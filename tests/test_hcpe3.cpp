@@ -6,8 +6,8 @@
 #include <random>
 #include <string>
 
-#include "engine/hcpe3.h"
-#include "engine/movegen.h"
+#include "shogi/hcpe3.h"
+#include "shogi/movegen.h"
 
 using namespace jiriki;
 

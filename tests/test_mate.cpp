@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "engine/mate.h"
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 
 using namespace jiriki;
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 #include "nn/backend.h"
 #include "nn/features.h"
 #include "tests/nn_random.h"

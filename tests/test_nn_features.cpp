@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 #include "nn/features.h"
 
 using namespace jiriki;

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <random>
 
-#include "engine/csa.h"
-#include "engine/hcpe.h"
-#include "engine/kif.h"
-#include "engine/movegen.h"
+#include "shogi/csa.h"
+#include "shogi/hcpe.h"
+#include "shogi/kif.h"
+#include "shogi/movegen.h"
 
 using namespace jiriki;
 using Catch::Contains;

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/hcpe3.h"
+#include "shogi/hcpe3.h"
 #include "tests/temp_dir.h"
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 
 using namespace jiriki;
 namespace fs = std::filesystem;

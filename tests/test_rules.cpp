@@ -4,7 +4,7 @@
 #include <random>
 #include <set>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 
 using namespace jiriki;
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <thread>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 #include "engine/search/search.h"
 #include "nn/features.h"
 

@@ -19,9 +19,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "engine/csa.h"
-#include "engine/hcpe3.h"
-#include "engine/movegen.h"
+#include "shogi/csa.h"
+#include "shogi/hcpe3.h"
+#include "shogi/movegen.h"
 #include "engine/search/playout.h"
 #include "engine/search/search.h"
 #include "nn/model_file.h"

@@ -17,7 +17,7 @@
 #include <random>
 #include <utility>
 
-#include "engine/hcpe.h"
+#include "shogi/hcpe.h"
 #include "tests/temp_dir.h"
 #include "nn/model.h"
 #include "nn/model_file.h"

@@ -12,10 +12,10 @@
 #include <random>
 #include <set>
 
-#include "engine/hcpe.h"
+#include "shogi/hcpe.h"
 #include "tests/temp_dir.h"
-#include "engine/hcpe3.h"
-#include "engine/movegen.h"
+#include "shogi/hcpe3.h"
+#include "shogi/movegen.h"
 #include "nn/features.h"
 #include "nn/model_file.h"
 #include "training/checkpoint.h"

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 #include "nn/model_file.h"
 
 using namespace jiriki;

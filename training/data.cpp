@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 #include "nn/model_file.h"
 
 namespace fs = std::filesystem;

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/hcpe.h"
-#include "engine/hcpe3.h"
+#include "shogi/hcpe.h"
+#include "shogi/hcpe3.h"
 
 namespace jiriki::training {
 

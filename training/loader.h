@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/position.h"
+#include "shogi/position.h"
 #include "training/batch.h"
 #include "training/data.h"
 

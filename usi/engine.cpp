@@ -6,7 +6,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 #include "usi/network.h"
 
 namespace jiriki::usi {

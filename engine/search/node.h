@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/types.h"
+#include "shogi/types.h"
 
 namespace jiriki::search {
 

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/movegen.h"
-#include "engine/position.h"
+#include "shogi/movegen.h"
+#include "shogi/position.h"
 #include "engine/search/eval_queue.h"
 #include "engine/search/node.h"
 

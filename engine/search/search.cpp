@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "engine/mate.h"
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 #include "nn/features.h"
 
 namespace jiriki::search {

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "engine/mate.h"
-#include "engine/position.h"
+#include "shogi/position.h"
 #include "engine/search/eval_queue.h"
 #include "engine/search/node.h"
 #include "engine/search/playout.h"

@@ -7,7 +7,7 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/types.h"
+#include "shogi/types.h"
 
 namespace jiriki::search {
 

@@ -1,11 +1,11 @@
-#include "engine/hcpe3.h"
+#include "shogi/hcpe3.h"
 
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
 #include "common/atomic_file.h"
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 
 namespace jiriki {
 

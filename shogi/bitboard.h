@@ -5,7 +5,7 @@
 #include <bit>
 #include <cstdint>
 
-#include "engine/types.h"
+#include "shogi/types.h"
 
 namespace jiriki {
 

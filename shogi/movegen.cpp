@@ -1,4 +1,4 @@
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 
 namespace jiriki {
 

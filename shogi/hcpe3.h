@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/hcpe.h"
-#include "engine/record.h"
+#include "shogi/hcpe.h"
+#include "shogi/record.h"
 
 namespace jiriki {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/position.h"
+#include "shogi/position.h"
 
 namespace jiriki {
 

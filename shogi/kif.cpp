@@ -1,4 +1,4 @@
-#include "engine/kif.h"
+#include "shogi/kif.h"
 
 #include <algorithm>
 #include <cstdio>

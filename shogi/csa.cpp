@@ -1,4 +1,4 @@
-#include "engine/csa.h"
+#include "shogi/csa.h"
 
 #include <utility>
 

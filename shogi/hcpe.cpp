@@ -1,11 +1,11 @@
-#include "engine/hcpe.h"
+#include "shogi/hcpe.h"
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
 
-#include "engine/record.h"
+#include "shogi/record.h"
 
 namespace jiriki {
 

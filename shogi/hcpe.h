@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/position.h"
+#include "shogi/position.h"
 
 namespace jiriki {
 

@@ -1,10 +1,10 @@
-#include "engine/position.h"
+#include "shogi/position.h"
 
 #include <cctype>
 #include <random>
 #include <sstream>
 
-#include "engine/movegen.h"
+#include "shogi/movegen.h"
 
 namespace jiriki {
 

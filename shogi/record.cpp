@@ -1,4 +1,4 @@
-#include "engine/record.h"
+#include "shogi/record.h"
 
 #include <iconv.h>
 

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/bitboard.h"
-#include "engine/types.h"
+#include "shogi/bitboard.h"
+#include "shogi/types.h"
 
 namespace jiriki {
 

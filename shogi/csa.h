@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/record.h"
+#include "shogi/record.h"
 
 namespace jiriki {
 

@@ -1,4 +1,4 @@
-#include "engine/bitboard.h"
+#include "shogi/bitboard.h"
 
 namespace jiriki::bb {
 

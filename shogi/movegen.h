@@ -1,7 +1,7 @@
 // Move generation. Every generator yields legal moves only, including each optional
 // non-promotion (as YaneuraOu's LEGAL_ALL and cshogi count them); the subsets serve the searches.
 #pragma once
-#include "engine/position.h"
+#include "shogi/position.h"
 
 namespace jiriki {
 
