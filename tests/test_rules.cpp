@@ -195,6 +195,12 @@ TEST_CASE("SFEN: output of known positions and hands", "[rules][sfen]") {
   CHECK(hands.hand(WHITE)[PAWN] == 11);
   CHECK(hands.game_ply() == 7);
   CHECK(from_sfen("8k/9/9/9/9/9/9/9/K8 b -").game_ply() == 1);  // move number optional
+  // A letter written more than once adds up, as other engines read it: GG is two golds.
+  Position repeated = from_sfen("8k/9/9/9/9/9/9/9/K8 b GG2Pp3P 1");
+  CHECK(repeated.hand(BLACK)[GOLD] == 2);
+  CHECK(repeated.hand(BLACK)[PAWN] == 5);
+  CHECK(repeated.hand(WHITE)[PAWN] == 1);
+  CHECK(repeated.sfen() == "8k/9/9/9/9/9/9/9/K8 b 2G5Pp 1");
   play(pos, {"7g7f"});
   CHECK(pos.sfen() == "lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2");
 }
@@ -228,7 +234,9 @@ TEST_CASE("SFEN: malformed input is rejected with a message naming the problem",
   has(error_of("4k4/9/9/9/4R4/9/9/9/4K4 b - 1"), "side not to move in check");
   has(error_of("4k4/9/9/9/9/9/9/9/4K4 b 0P 1"), "at least 1");
   has(error_of("4k4/9/9/9/9/9/9/9/4K4 b K 1"), "invalid piece 'K'");
-  has(error_of("4k4/9/9/9/9/9/9/9/4K4 b PP 1"), "twice");
+  has(error_of("4k4/9/9/9/9/9/9/9/4K4 b GGGGG 1"), "5 pieces of type 'G'");   // repeated letters add up ...
+  has(error_of("4k4/9/9/9/9/9/9/9/4K4 b 10P9P 1"), "19 pieces of type 'P'");  // ... to an impossible count
+  has(error_of("4k4/9/9/9/9/9/9/9/4K4 b 18P18P18P18P18P18P18P18P18P18P18P18P18P18P18P 1"), "pieces of type 'P'");
   has(error_of("4k4/9/9/9/9/9/9/9/4K4 b - 0"), "move number");
   has(error_of("4k4/9/9/9/9/9/9/9/4K4 b - 1 x"), "unexpected text");
   has(error_of("4k4/9/9/9/9/9/9/9/4+K4 b - 1"), "cannot promote");

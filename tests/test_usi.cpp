@@ -528,3 +528,56 @@ TEST_CASE("usi: no time loss at 10 s + 1 s per move over a game against itself",
   WARN("10 s + 1 s: " << record.size() << " moves, smallest margin left on the clock " << worst_margin << " ms");
   CHECK(worst_margin > 0);
 }
+
+// Issue 18, bug 1: a malformed clock value must not leave a search running. The go is still
+// answered by one bestmove, and the next position + go is served, not refused.
+TEST_CASE("usi: go with a malformed clock value is answered and leaves no search behind", "[usi][state]") {
+  EngineProcess e;
+  start(e);
+  e.send("position startpos");
+  e.send("go wtime abc");
+  std::vector<std::string> seen;
+  best_of(e.expect("bestmove", 5000, &seen), Position());
+  REQUIRE(!seen.empty());
+  CHECK_THAT(seen[0], Catch::StartsWith("info string error: go: wtime needs a non-negative integer"));
+  e.send("position startpos moves 7g7f");
+  e.send("go nodes 50");
+  seen.clear();
+  Position pos;
+  pos.do_move(move_from_usi(pos, "7g7f"));
+  best_of(e.expect("bestmove", 5000, &seen), pos);
+  for (const auto& l : seen) CHECK(l.find("error") == std::string::npos);
+  CHECK(e.sync().empty());  // exactly one bestmove each: nothing more is owed
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
+// Issue 18, bug 2: after a rejected position (or none at all) there is no position to play in:
+// go answers bestmove resign and says why, never a move of an older position.
+TEST_CASE("usi: go after a rejected position or none resigns and says why", "[usi][state]") {
+  EngineProcess e;
+  start(e);
+  e.send("go nodes 50");  // no position yet
+  std::vector<std::string> seen;
+  CHECK(e.expect("bestmove", 5000, &seen) == "bestmove resign");
+  REQUIRE(seen.size() == 1);
+  CHECK_THAT(seen[0], Catch::StartsWith("info string") && Catch::Contains("no position"));
+
+  e.send("position startpos moves 7g7f");
+  e.send("position sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL q - 1");
+  e.send("go nodes 50");
+  seen.clear();
+  CHECK(e.expect("bestmove", 5000, &seen) == "bestmove resign");
+  REQUIRE(seen.size() == 2);
+  CHECK_THAT(seen[0], Catch::StartsWith("info string error: position:") && Catch::Contains("side to move"));
+  CHECK_THAT(seen[1], Catch::StartsWith("info string") && Catch::Contains("rejected"));
+
+  // The next accepted position is played again.
+  e.send("position startpos moves 7g7f");
+  e.send("go nodes 50");
+  Position pos;
+  pos.do_move(move_from_usi(pos, "7g7f"));
+  best_of(e.expect("bestmove", 5000), pos);
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
