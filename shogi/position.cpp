@@ -136,8 +136,13 @@ std::optional<std::string> Position::set_sfen(std::string_view text) {
       if (pt == NO_PIECE_TYPE || pt == KING) return std::string("SFEN hand has an invalid piece '") + c + "'";
       if (have_count && count < 1) return "SFEN hand count must be at least 1 in '" + hands + "'";
       Color col = std::isupper(static_cast<unsigned char>(c)) ? BLACK : WHITE;
-      if (p.hand_[col].count[pt] != 0) return std::string("SFEN hand lists '") + c + "' twice";
-      p.hand_[col].count[pt] = uint8_t(have_count ? count : 1);
+      // A letter written again adds up (GG is two golds, as other engines read it); the total is
+      // checked here, before it could wrap, and against the board below.
+      const int total = p.hand_[col].count[pt] + (have_count ? count : 1);
+      if (total > MAX_PIECES[pt])
+        return std::string("SFEN has ") + std::to_string(total) + " pieces of type '" + PIECE_CHARS[pt] +
+               "' in one hand (at most " + std::to_string(MAX_PIECES[pt]) + ")";
+      p.hand_[col].count[pt] = uint8_t(total);
       count = 0;
       have_count = false;
     }

@@ -1,6 +1,7 @@
 // The USI command loop (see engine.h).
 #include "usi/engine.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <iostream>
@@ -82,7 +83,16 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   options_.add_spin("PV_Interval", 1000, 100, 100000);  // ms between info lines
 }
 
-Engine::~Engine() { stop_all(); }
+Engine::~Engine() { finish(true); }
+
+const char* state_name(State s) {
+  switch (s) {
+    case State::IDLE: return "idle";
+    case State::THINKING: return "thinking";
+    case State::PONDERING: return "pondering";
+  }
+  return "?";
+}
 
 void Engine::send(const std::string& line) {
   std::lock_guard lock(out_mutex_);
@@ -95,36 +105,72 @@ int Engine::loop(std::istream& in) {
   in.tie(nullptr);
   for (std::string line; std::getline(in, line);)
     if (!command(line)) return 0;
-  stop_all();  // end of input: a GUI that went away
+  finish(true);  // end of input: a GUI that went away
   return 0;
 }
 
+State Engine::state() {
+  settle();
+  return state_;
+}
+
+void Engine::settle() {
+  if (state_ == State::THINKING && !searcher_.searching() && !mate_running_) finish(true);
+}
+
+void Engine::finish(bool send_answer) {
+  quiet_ = !send_answer;
+  searcher_.stop();
+  mate_stop_ = true;
+  searcher_.wait();
+  if (mate_thread_.joinable()) mate_thread_.join();
+  quiet_ = false;
+  state_ = State::IDLE;
+}
+
+// Every command's effect in every state. Commands not listed by state act the same in all three:
+//   usi, setoption, position     the same in every state; a search already running is not changed
+//   isready                      idle: loads the network if an option changed; then readyok
+//   unknown or malformed         an error line; nothing else changes
 bool Engine::command(const std::string& raw) {
   std::string line = raw;
   while (!line.empty() && (line.back() == '\r' || line.back() == '\n')) line.pop_back();
   std::string args;
   const std::string cmd = first_word(line, &args);
   if (cmd.empty()) return true;
+  settle();
+  const State s = state_;
   try {
     if (cmd == "usi") cmd_usi();
     else if (cmd == "isready") cmd_isready();
     else if (cmd == "setoption") cmd_setoption(args);
+    else if (cmd == "position") cmd_position(args);
     else if (cmd == "usinewgame") {
-      stop_all();
+      // idle: a fresh tree. thinking, pondering: the search answers first (the GUI skipped stop).
+      finish(true);
       searcher_.clear_tree();
-    } else if (cmd == "position") cmd_position(args);
-    else if (cmd == "go") cmd_go(args);
-    else if (cmd == "stop") {
-      searcher_.stop();
-      mate_stop_ = true;
-      stop_sent_ = true;
-    } else if (cmd == "ponderhit") searcher_.ponderhit();
-    else if (cmd == "gameover") {
-      quiet_ = true;  // a search still running owes no bestmove after the game ended
-      stop_all();
-      quiet_ = false;
+    } else if (cmd == "go") {
+      // idle: -> thinking, or pondering for go ponder; no position: bestmove resign at once.
+      // thinking, pondering: the running search answers first (each go gets its own bestmove).
+      if (s != State::IDLE) {
+        send(std::string("info string go while ") + state_name(s) + ": the running search answers first");
+        finish(true);
+      }
+      cmd_go(args);
+    } else if (cmd == "stop") {
+      // idle: nothing. thinking, pondering: -> idle, bestmove sent.
+      if (s != State::IDLE) finish(true);
+    } else if (cmd == "ponderhit") {
+      // pondering: -> thinking, the clock runs from now. idle, thinking: nothing.
+      if (s == State::PONDERING) {
+        searcher_.ponderhit();
+        state_ = State::THINKING;
+      }
+    } else if (cmd == "gameover") {
+      // idle: nothing. thinking, pondering: -> idle, and no bestmove after the game ended.
+      if (s != State::IDLE) finish(false);
     } else if (cmd == "quit") {
-      stop_all();
+      finish(true);
       return false;
     } else error("unknown command '" + cmd + "'");
   } catch (const std::exception& e) {
@@ -135,13 +181,6 @@ bool Engine::command(const std::string& raw) {
   return true;
 }
 
-void Engine::stop_all() {
-  searcher_.stop();
-  mate_stop_ = true;
-  searcher_.wait();
-  if (mate_thread_.joinable()) mate_thread_.join();
-}
-
 void Engine::cmd_usi() {
   send("id name jiriki");
   send("id author the jiriki authors");
@@ -150,7 +189,7 @@ void Engine::cmd_usi() {
 }
 
 void Engine::cmd_isready() {
-  if (!searcher_.searching() && !mate_running_) ensure_network();
+  if (state_ == State::IDLE) ensure_network();
   send("readyok");
 }
 
@@ -178,33 +217,33 @@ void Engine::cmd_setoption(const std::string& args) {
 }
 
 void Engine::cmd_position(const std::string& args) {
+  // Whatever happens below, the previous position is gone: a go after a rejected position must
+  // not play a move of the one before it.
+  game_.reset();
+  no_game_reason_ = "the last position command was rejected";
   std::vector<std::string> w = words(args);
   size_t i = 0;
-  std::string sfen;
+  Game game;
   if (i < w.size() && w[i] == "startpos") {
-    sfen = Position::STARTPOS_SFEN;
+    game.sfen = Position::STARTPOS_SFEN;
     ++i;
   } else if (i < w.size() && w[i] == "sfen") {
-    for (++i; i < w.size() && w[i] != "moves"; ++i) sfen += (sfen.empty() ? "" : " ") + w[i];
+    for (++i; i < w.size() && w[i] != "moves"; ++i) game.sfen += (game.sfen.empty() ? "" : " ") + w[i];
   } else {
     return error("position: expected 'position startpos|sfen <sfen> [moves ...]'");
   }
-  Position pos;
-  if (auto err = pos.set_sfen(sfen)) return error("position: " + *err);
-  std::vector<Move> moves;
+  if (auto err = game.pos.set_sfen(game.sfen)) return error("position: " + *err);
   if (i < w.size()) {
     if (w[i] != "moves") return error("position: expected 'moves', got '" + w[i] + "'");
     for (++i; i < w.size(); ++i) {
-      Move m = move_from_usi(pos, w[i]);
+      Move m = move_from_usi(game.pos, w[i]);
       if (m == MOVE_NONE) return error("position: malformed move '" + w[i] + "'");
-      if (!pos.is_legal(m)) return error("position: illegal move '" + w[i] + "' in " + pos.sfen());
-      pos.do_move(m);
-      moves.push_back(m);
+      if (!game.pos.is_legal(m)) return error("position: illegal move '" + w[i] + "' in " + game.pos.sfen());
+      game.pos.do_move(m);
+      game.moves.push_back(m);
     }
   }
-  sfen_ = sfen;
-  moves_ = std::move(moves);
-  pos_ = pos;
+  game_ = std::move(game);
 }
 
 bool Engine::ensure_network() {
@@ -253,13 +292,26 @@ search::SearchParams Engine::search_params() const {
 }
 
 void Engine::cmd_go(const std::string& args) {
-  // After `stop` the answer may still be on its way; a GUI that does not wait for it gets it first.
-  if (stop_sent_) stop_all();
-  if (searcher_.searching() || mate_running_) return error("go: already thinking (send stop first)");
-  stop_sent_ = false;
   std::vector<std::string> w = words(args);
+  const auto mate = std::find(w.begin(), w.end(), "mate");
+  if (mate != w.end()) return start_mate(mate + 1 == w.end() ? "" : *(mate + 1));
+  if (!game_) {
+    send("info string error: go: no position to play in (" + no_game_reason_ + "): bestmove resign");
+    return send("bestmove resign");
+  }
+  try {
+    start_search(w);  // nothing throws once the search has started
+  } catch (const std::exception& e) {
+    error(std::string("go: ") + e.what() + ": bestmove resign");
+    send("bestmove resign");
+  }
+}
+
+void Engine::start_search(const std::vector<std::string>& w) {
   search::GoClock clock;
   search::SearchLimits limits;
+  // A word or number that cannot be read makes the go a timed one on whatever clock was read
+  // (a zero clock at worst: the quickest answer), never an endless search a GUI would wait on.
   bool timed = false;
   for (size_t i = 0; i < w.size(); ++i) {
     const std::string& k = w[i];
@@ -270,10 +322,6 @@ void Engine::cmd_go(const std::string& args) {
     if (k == "ponder") {
       limits.ponder = true;
       continue;
-    }
-    if (k == "mate") {
-      if (i + 1 >= w.size()) return error("go mate: expected a time in milliseconds or 'infinite'");
-      return cmd_go_mate(w[i + 1]);
     }
     int64_t* field = nullptr;
     int64_t* field2 = nullptr;
@@ -288,12 +336,14 @@ void Engine::cmd_go(const std::string& args) {
     else if (k == "nodes") field = &limits.nodes;
     else {
       error("go: unknown parameter '" + k + "' ignored");
+      timed = true;
       continue;
     }
     std::optional<int64_t> v = i + 1 < w.size() ? parse_int(w[i + 1]) : std::nullopt;
     if (!v || *v < 0) {
       error("go: " + k + " needs a non-negative integer" + (i + 1 < w.size() ? ", not '" + w[i + 1] + "'" : ""));
       if (i + 1 < w.size() && !v) ++i;
+      timed = true;
       continue;
     }
     ++i;
@@ -303,39 +353,46 @@ void Engine::cmd_go(const std::string& args) {
   }
   // A bare `go` (or `go ponder` without a clock) runs until stop.
   if (!timed && limits.nodes == 0) limits.infinite = true;
-  if (timed) {
+  if (timed && !limits.infinite) {
     search::TimeOptions to;
     to.network_delay = options_.integer("NetworkDelay");
     to.network_delay2 = options_.integer("NetworkDelay2");
     to.minimum_thinking_time = options_.integer("MinimumThinkingTime");
     to.slow_mover = int(options_.integer("SlowMover"));
     limits.use_time = true;
-    limits.time = search::allocate_time(clock, pos_.side_to_move(), pos_.game_ply(), to);
+    limits.time = search::allocate_time(clock, game_->pos.side_to_move(), game_->pos.game_ply(), to);
   }
 
   ensure_network();  // an error here is reported, and the search answers resign
-  searcher_.wait();
   searcher_.set_hash_size(size_t(options_.integer("USI_Hash")) << 20);
   searcher_.set_params(search_params());
-  if (auto err = searcher_.set_position(sfen_, moves_)) return error("go: " + *err);
+  if (auto err = searcher_.set_position(game_->sfen, game_->moves)) throw std::runtime_error(*err);
   send_ponder_ = options_.check("USI_Ponder");
   searcher_.start(
       limits, [this](const search::SearchInfo& info) { send_info(info); },
       [this](const search::SearchResult& r) { send_result(r); }, int(options_.integer("PV_Interval")));
+  state_ = limits.ponder ? State::PONDERING : State::THINKING;
 }
 
-void Engine::cmd_go_mate(const std::string& time) {
+void Engine::start_mate(const std::string& time) {
   MateLimits limits;
   if (time != "infinite") {
     std::optional<int64_t> t = parse_int(time);
-    if (!t || *t < 0) return error("go mate: expected a time in milliseconds or 'infinite', not '" + time + "'");
+    if (!t || *t < 0) {
+      // Answered all the same (the GUI waits for it): a zero time finds nothing.
+      error("go mate: expected a time in milliseconds or 'infinite', not '" + time + "'");
+      return send("checkmate timeout");
+    }
     limits.time_ms = *t;
   }
-  if (mate_thread_.joinable()) mate_thread_.join();
+  if (!game_) {
+    send("info string error: go mate: no position to search (" + no_game_reason_ + ")");
+    return send("checkmate timeout");
+  }
   mate_stop_ = false;
   mate_running_ = true;
   limits.stop = &mate_stop_;
-  mate_thread_ = std::thread([this, limits, pos = pos_]() mutable {
+  mate_thread_ = std::thread([this, limits, pos = game_->pos]() mutable {
     MateResult r = mate_solver_.solve(pos, limits);
     std::string line = "checkmate";
     if (r.status == MateResult::MATE)
@@ -344,6 +401,7 @@ void Engine::cmd_go_mate(const std::string& time) {
     mate_running_ = false;  // before the answer: the GUI may send go as soon as it reads it
     if (!quiet_) send(line);
   });
+  state_ = State::THINKING;
 }
 
 void Engine::send_info(const search::SearchInfo& info) {

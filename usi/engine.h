@@ -1,12 +1,16 @@
 // The USI protocol engine: reads commands, drives the tree search and the mate solver, and writes
 // the answers GUIs (ShogiGUI, Shogidokoro, ShogiHome) expect. All protocol text lives here; the
 // search (engine/search/) knows nothing of it. Every bad input is answered with an
-// `info string error: ...` line and leaves the engine as it was.
+// `info string error: ...` line and leaves the engine as it was, except that a rejected `position`
+// leaves no position: a following `go` resigns rather than play a move of an older one. Every `go`
+// is answered by exactly one `bestmove` (a `go mate` by one `checkmate`); only `gameover` withdraws
+// the answer of a search still running.
 #pragma once
 #include <atomic>
 #include <iosfwd>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +21,15 @@
 
 namespace jiriki::usi {
 
+// What the engine is doing, as the command thread sees it. A search that has sent its bestmove by
+// itself counts as finished at the next command.
+enum class State {
+  IDLE,       // no search: the last go (if any) has been answered
+  THINKING,   // a go (or go mate) is running; it owes one answer
+  PONDERING,  // a go ponder is running; it answers after ponderhit (-> THINKING) or stop
+};
+const char* state_name(State s);
+
 class Engine {
  public:
   explicit Engine(std::ostream& out);
@@ -26,18 +39,29 @@ class Engine {
   int loop(std::istream& in);
   // Handles one command line; false after `quit`.
   bool command(const std::string& line);
+  // The state after the commands so far (for tests and the fuzz harness).
+  State state();
 
  private:
+  // The game to play in: the last accepted `position`.
+  struct Game {
+    std::string sfen;
+    std::vector<Move> moves;
+    Position pos;
+  };
+
   void send(const std::string& line);
   void error(const std::string& message) { send("info string error: " + message); }
 
+  void settle();                   // THINKING whose search has answered -> IDLE
+  void finish(bool send_answer);   // any state -> IDLE; the running search answers unless told not to
   void cmd_usi();
   void cmd_isready();
   void cmd_setoption(const std::string& args);
   void cmd_position(const std::string& args);
   void cmd_go(const std::string& args);
-  void cmd_go_mate(const std::string& time);
-  void stop_all();  // stop, wait for the threads; the answers they owe are still sent
+  void start_search(const std::vector<std::string>& words);
+  void start_mate(const std::string& time);
 
   bool ensure_network();  // (re)builds the evaluation queue when an option changed; false on error
   search::SearchParams search_params() const;
@@ -52,19 +76,17 @@ class Engine {
   int search_threads_ = 1;  // the threads queue_ serves (Threads, or its default for the backend)
   bool network_dirty_ = true;
 
-  // The position of the last valid `position` command.
-  std::string sfen_ = Position::STARTPOS_SFEN;
-  std::vector<Move> moves_;
-  Position pos_;
+  State state_ = State::IDLE;
+  std::optional<Game> game_;                                  // empty: none set, or the last was rejected
+  std::string no_game_reason_ = "no position has been set";  // why game_ is empty
 
   // `go mate`.
   MateSolver mate_solver_;
   std::thread mate_thread_;
   std::atomic<bool> mate_stop_{false};
   std::atomic<bool> mate_running_{false};
-  std::atomic<bool> quiet_{false};
+  std::atomic<bool> quiet_{false};        // the answer of the search being stopped is not wanted (gameover)
   std::atomic<bool> send_ponder_{true};  // USI_Ponder as it was at `go`
-  bool stop_sent_ = false;                // `stop` came after the last `go`  // after gameover: the stopped search's bestmove is not wanted
 };
 
 }  // namespace jiriki::usi
