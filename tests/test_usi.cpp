@@ -15,9 +15,10 @@
 #include <thread>
 
 #include "shogi/movegen.h"
-#include "nn/model_file.h"
+#include "tests/usi_session.h"
 
 using namespace jiriki;
+using jiriki::testing::tiny_model_path;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -137,24 +138,6 @@ class EngineProcess {
   int to_ = -1, from_ = -1;
   std::string buf_, transcript_;
 };
-
-// A tiny network in a model file, shared by the tests of this file and removed at exit.
-struct TinyModelFile {
-  std::string path = (std::filesystem::temp_directory_path() / ("jiriki_test_usi_" + std::to_string(getpid()) + ".jnn")).string();
-  TinyModelFile() {
-    nn::Architecture a;
-    a.blocks = 1;
-    a.channels = 16;
-    nn::Model m(a);
-    nn::init_model(m, 11);
-    nn::save_model(m, path);
-  }
-  ~TinyModelFile() { std::filesystem::remove(path); }
-};
-const std::string& tiny_model_path() {
-  static const TinyModelFile file;
-  return file.path;
-}
 
 // usi + the tiny network + isready.
 void start(EngineProcess& e, const std::vector<std::string>& options = {}) {
