@@ -1,6 +1,7 @@
 #include "shogi/position.h"
 
 #include <cctype>
+#include <charconv>
 #include <random>
 #include <sstream>
 
@@ -151,15 +152,13 @@ std::optional<std::string> Position::set_sfen(std::string_view text) {
 
   p.start_ply_ = 1;
   if (!ply_text.empty()) {
-    size_t pos = 0;
-    long v = 0;
-    try {
-      v = std::stol(ply_text, &pos);
-    } catch (...) {
-      pos = 0;
-    }
-    if (pos != ply_text.size() || v < 1) return "SFEN move number must be a positive integer, got '" + ply_text + "'";
-    p.start_ply_ = int(v);
+    // Digits only, and small enough that the moves played after it still count in an int.
+    int v = 0;
+    auto [end, ec] = std::from_chars(ply_text.data(), ply_text.data() + ply_text.size(), v);
+    if (ec != std::errc() || end != ply_text.data() + ply_text.size() || v < 1 || v > MAX_MOVE_NUMBER)
+      return "SFEN move number must be an integer from 1 to " + std::to_string(MAX_MOVE_NUMBER) + ", got '" +
+             ply_text + "'";
+    p.start_ply_ = v;
   }
 
   // Validation of the whole position.
@@ -473,6 +472,8 @@ bool Position::declaration_win(EnteringKingRule rule) const {
 
 std::string move_to_usi(Move m) {
   if (m == MOVE_NONE) return "none";
+  // A 16-bit value read from a file may be no move at all: say so rather than index past the tables.
+  if (move_to(m) >= SQ_NB || (is_drop(m) && drop_type(m) > GOLD)) return "(not a move: " + std::to_string(m) + ")";
   if (is_drop(m)) return std::string{PIECE_CHARS[drop_type(m)], '*'} + square_to_usi(move_to(m));
   return square_to_usi(move_from(m)) + square_to_usi(move_to(m)) + (is_promotion(m) ? "+" : "");
 }

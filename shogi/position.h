@@ -28,6 +28,8 @@ enum class Repetition { NONE, DRAW, WIN, LOSE };  // WIN/LOSE: for the side to m
 
 class Position {
  public:
+  // The largest SFEN move number accepted: a game's moves can follow it without overflow.
+  static constexpr int MAX_MOVE_NUMBER = 1000000000;
   static constexpr const char* STARTPOS_SFEN =
       "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1";
 

@@ -102,6 +102,15 @@ TEST_CASE("hcpe3: truncated and illegal streams are rejected with their offset",
   REQUIRE(err);
   CHECK(err->find("illegal move 7g7e") != std::string::npos);
   CHECK(err->find("byte offset 36") != std::string::npos);
+
+  // Found by fuzz_hcpe3: a move value that is no move at all (a drop "from" square 127, piece
+  // type 47) made the error message read past the piece letters. It is named by its number.
+  bad[36] = 0xff;
+  bad[37] = 0x3f;
+  games.clear();
+  err = parse_hcpe3(bad, games);
+  REQUIRE(err);
+  CHECK(err->find("illegal move (not a move: 16383)") != std::string::npos);
 }
 
 TEST_CASE("hcpe3: dlshogi's maximum-length flag reads as a draw", "[records][hcpe3]") {

@@ -238,6 +238,12 @@ TEST_CASE("SFEN: malformed input is rejected with a message naming the problem",
   has(error_of("4k4/9/9/9/9/9/9/9/4K4 b 10P9P 1"), "19 pieces of type 'P'");  // ... to an impossible count
   has(error_of("4k4/9/9/9/9/9/9/9/4K4 b 18P18P18P18P18P18P18P18P18P18P18P18P18P18P18P 1"), "pieces of type 'P'");
   has(error_of("4k4/9/9/9/9/9/9/9/4K4 b - 0"), "move number");
+  has(error_of("4k4/9/9/9/9/9/9/9/4K4 b - +5"), "move number");
+  // Found by fuzz_sfen: a move number beyond an int was cut to one, written out as a negative
+  // number that did not read back. The largest accepted leaves room for the moves that follow.
+  has(error_of("4k4/9/9/9/9/9/9/9/4K4 b - 4000000000000000001"), "from 1 to 1000000000");
+  has(error_of("4k4/9/9/9/9/9/9/9/4K4 b - 1000000001"), "from 1 to 1000000000");
+  CHECK(from_sfen("4k4/9/9/9/9/9/9/9/4K4 b - 1000000000").game_ply() == 1000000000);
   has(error_of("4k4/9/9/9/9/9/9/9/4K4 b - 1 x"), "unexpected text");
   has(error_of("4k4/9/9/9/9/9/9/9/4+K4 b - 1"), "cannot promote");
   // A promoted pawn does not count for nifu and may stand anywhere.
@@ -251,6 +257,8 @@ TEST_CASE("USI move text", "[rules][usi]") {
   CHECK(move_from_usi(pos, "8h2b+") == make_move(make_square(7, 7), make_square(1, 1), true));
   CHECK(move_from_usi(pos, "P*5e") == make_drop(PAWN, make_square(4, 4)));
   CHECK(move_to_usi(make_drop(GOLD, make_square(4, 4))) == "G*5e");
+  CHECK(move_to_usi(Move(0x3fff)) == "(not a move: 16383)");  // a drop of piece type 47 (fuzz_hcpe3)
+  CHECK(move_to_usi(Move(81)) == "(not a move: 81)");          // destination square 81
   CHECK(move_to_usi(make_move(make_square(7, 7), make_square(1, 1), true)) == "8h2b+");
   for (const char* bad : {"", "7g7", "7g7f++", "7g7j", "0g7f", "7g7g", "K*5e", "p*5e", "P*5j", "P+5e", "resign"})
     CHECK(move_from_usi(pos, bad) == MOVE_NONE);
