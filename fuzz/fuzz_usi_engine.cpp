@@ -77,6 +77,14 @@ std::optional<Position> position_of(const std::string& line) {
   return pos;
 }
 
+bool resource_option(const std::vector<std::string>& w) {
+  if (w.size() < 3 || w[0] != "setoption") return false;
+  const std::string name = lower(w[2]);
+  for (const char* n : {"modelfile", "backend", "gpu", "threads", "batchsize", "usi_hash"})
+    if (name == n) return true;
+  return false;
+}
+
 struct Harness {
   testing::UsiLines lines;
   usi::Engine engine{lines.stream};
@@ -88,8 +96,8 @@ struct Harness {
       // option name N type T default D ...
       std::vector<std::string> w = words_of(l);
       if (w.size() < 7 || w[0] != "option" || w[5] != "default") continue;
-      std::string d = w[6] == "<empty>" ? "" : w[6];
-      reset.push_back("setoption name " + w[2] + " value " + d);
+      if (resource_option({"setoption", "name", w[2]})) continue;  // set once, never changed by an input
+      reset.push_back("setoption name " + w[2] + " value " + w[6]);
     }
     engine.command("setoption name Backend value cpu");
     engine.command("isready");
@@ -102,13 +110,6 @@ Harness& harness() {
   return *h;
 }
 
-bool resource_option(const std::vector<std::string>& w) {
-  if (w.size() < 3 || w[0] != "setoption") return false;
-  const std::string name = lower(w[2]);
-  for (const char* n : {"modelfile", "backend", "gpu", "threads", "batchsize", "usi_hash"})
-    if (name == n) return true;
-  return false;
-}
 
 }  // namespace
 
