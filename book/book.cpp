@@ -330,7 +330,7 @@ std::string BookFile::read_at(int64_t offset, int64_t length) const {
 }
 
 int64_t BookFile::next_sfen_line(int64_t from, std::string* line) const {
-  constexpr int64_t CHUNK = 8192;  // far longer than any line of a book
+  constexpr int64_t CHUNK = 1024;  // longer than any line of a book (an SFEN line is under 200 bytes)
   while (from < size_) {
     // Read from the byte before `from`: a line starts at 0 or right after a '\n'.
     const int64_t base = std::max<int64_t>(0, from - 1);
@@ -355,7 +355,7 @@ int64_t BookFile::next_sfen_line(int64_t from, std::string* line) const {
       i = e + 1;
     }
     if (at_eof && i >= buf.size()) return -1;
-    if (base + int64_t(i) <= from && i < buf.size()) throw std::runtime_error(path_ + ": a line longer than 8 KB at byte " + std::to_string(from));
+    if (base + int64_t(i) <= from && i < buf.size()) throw std::runtime_error(path_ + ": a line longer than 1 KB at byte " + std::to_string(from));
     from = base + int64_t(i);
   }
   return -1;

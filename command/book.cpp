@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <unordered_set>
 
 #include <unistd.h>
 
@@ -20,6 +21,9 @@
 #include "shogi/kif.h"
 #include "shogi/movegen.h"
 #include "shogi/record_files.h"
+#include "engine/search/search.h"
+#include "usi/engine.h"
+#include "usi/network.h"
 
 namespace fs = std::filesystem;
 
@@ -30,18 +34,102 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// `book build --think`: the positions one book move past the book (its leaves' children not in it)
+// are searched with the engine, and each enters the book with its best moves: the value is the
+// search's win rate as centipawns, the depth its principal variation's length, the count the
+// playouts of the move.
+int book_think(const Args& args) {
+  if (args.rest().size() != 1) throw std::invalid_argument("--think extends one book: give one input book");
+  book::Book b = book::Book::load(args.rest()[0]);
+  const int playouts = int(args.integer("playouts")), multipv = int(args.integer("multipv"));
+  const int64_t max_positions = args.integer("max-positions");
+  if (playouts < 1 || multipv < 1 || max_positions < 0)
+    throw std::invalid_argument("--playouts and --multipv must be positive, --max-positions not negative");
+  // The frontier: every legal book move's position that the book does not hold (by key, any move number).
+  std::vector<Position> frontier;
+  std::unordered_set<std::string> queued;
+  for (const book::BookPosition& p : b.positions()) {
+    Position pos;
+    if (auto err = pos.set_sfen(p.key + " " + std::to_string(std::max(p.ply, 1)))) continue;
+    for (const book::BookMove& m : p.moves) {
+      if (!pos.is_legal(m.move)) continue;
+      Position next = pos;
+      next.do_move(m.move);
+      const std::string key = next.sfen(false);
+      if (legal_moves(next).size() == 0 || !b.find(key).empty() || !queued.insert(key).second) continue;
+      frontier.push_back(next);
+    }
+  }
+  if (max_positions > 0 && int64_t(frontier.size()) > max_positions) frontier.resize(size_t(max_positions));
+
+  const nn::Model model = usi::load_network(args.str("model"));
+  std::string backend;
+  int threads = 0;
+  auto queue = usi::make_backend_queue(model, args.str("backend"), 0, 0, 0, &threads, &backend);
+  search::Searcher searcher(size_t(args.integer("hash")) << 20);
+  search::SearchParams params;
+  params.threads = threads;
+  params.batch_size = queue->max_batch();
+  params.multipv = multipv;
+  searcher.set_params(params);
+  searcher.set_eval_queue(queue.get());
+  queue->warm_up();
+  std::cerr << usi::describe_network(args.str("model"), model) << "; " << backend << "\n"
+            << "searching " << frontier.size() << " positions past the book's leaves, " << playouts << " playouts each\n";
+  const auto t = Clock::now();
+  auto last_report = t;
+  for (size_t i = 0; i < frontier.size(); ++i) {
+    const Position& pos = frontier[i];
+    if (auto err = searcher.set_position(pos.sfen(), {})) throw std::runtime_error(*err);
+    search::SearchLimits limits;
+    limits.nodes = playouts;
+    const search::SearchResult r = searcher.run(limits);
+    book::BookPosition p{pos.sfen(false), pos.game_ply(), {}};
+    for (const search::RootLine& l : r.info.lines) {
+      book::BookMove m;
+      m.move = l.move;
+      m.ponder = l.pv.size() > 1 ? l.pv[1] : MOVE_NONE;
+      m.value = l.mate > 0 ? 32000 - l.mate : l.mate < 0 ? -32000 - l.mate : search::winrate_to_cp(l.winrate);
+      m.depth = int(l.pv.size());
+      m.count = uint64_t(std::max(l.visits, 0));
+      p.moves.push_back(m);
+    }
+    b.add(std::move(p));
+    searcher.clear_tree();  // positions are unrelated: no subtree to keep
+    if (seconds_since(last_report) > 5 || i + 1 == frontier.size()) {
+      std::cerr << "searched " << i + 1 << "/" << frontier.size() << " positions in " << seconds_since(t) << " s\n";
+      last_report = Clock::now();
+    }
+  }
+  b.save(args.str("o"));
+  std::cout << "added " << frontier.size() << " searched positions; wrote " << b.size() << " positions to "
+            << args.str("o") << "\n";
+  return 0;
+}
+
 int book_build(int argc, char** argv) {
-  Args args("jiriki book build [--min-count K] [--plies P] -o BOOK INPUT...",
+  Args args("jiriki book build [--min-count K] [--plies P] -o BOOK INPUT...\n"
+            "       jiriki book build --think [--playouts N] [--multipv M] [--model FILE] -o BOOK BOOK_IN",
             "Builds a book from game records (hcpe3, CSA, KIF, or directories of them): every position met in\n"
             "the first P plies of the games and played from at least K times, each move with its count and a\n"
             "value (the records' mean engine score for the side that played it where they carry one, as hcpe3\n"
-            "does, else that side's win rate as centipawns).");
+            "does, else that side's win rate as centipawns).\n"
+            "With --think, extends a book instead: each position one book move past the book is searched with\n"
+            "the engine for N playouts and added with its M best moves (value from the search's win rate).");
   args.option("min-count", "1", "K: positions played from fewer times are left out")
       .option("plies", "32", "P: moves of each game that count")
       .option("o", "", "book file to write")
+      .flag("think", "extend the input book by searching the positions just past it")
+      .option("playouts", "1000", "--think: playouts per position")
+      .option("multipv", "3", "--think: best moves kept per position")
+      .option("max-positions", "0", "--think: search at most this many positions (0: all)")
+      .option("model", usi::DEFAULT_MODEL, "--think: network file (default: the engine's untrained stand-in)")
+      .option("backend", "auto", "--think: auto, cpu, cuda or reference")
+      .option("hash", "1024", "--think: search tree memory in MiB")
       .positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("o")) throw std::invalid_argument("-o BOOK is required");
+  if (args.has("think")) return book_think(args);
   if (args.rest().empty()) throw std::invalid_argument("no input records given");
   book::BuildOptions opt;
   opt.min_count = int(args.integer("min-count"));
@@ -208,6 +296,7 @@ int cmd_book(int argc, char** argv) {
   }
   std::cout << "usage: jiriki book build|merge|info|probe|import ...\n"
                "  build -o BOOK [--min-count K] [--plies P] INPUT...   a book from game records\n"
+               "  build --think [--playouts N] -o BOOK BOOK_IN          extend a book by searching past its leaves\n"
                "  merge -o BOOK INPUT...                                 merge books\n"
                "  info BOOK                                              positions, moves, move numbers\n"
                "  probe BOOK [--sfen S] [--moves M...]                   the book moves of a position\n"
@@ -234,6 +323,7 @@ int bench_book(int argc, char** argv) {
   // Random games of up to 40 plies: almost every position is new, as in a large real book.
   book::Book b;
   std::vector<Position> hits, misses;
+  std::unordered_set<uint64_t> seen;
   auto t = Clock::now();
   for (int64_t added = 0; added < n;) {
     Position pos;
@@ -241,10 +331,12 @@ int bench_book(int argc, char** argv) {
       MoveList moves = legal_moves(pos);
       if (moves.size() == 0) break;
       const Move m = moves.moves[book::random_below(rng, moves.size())];
-      b.add({pos.sfen(false), pos.game_ply(), {book::BookMove{m, MOVE_NONE, 0, 0, 1}}});
-      ++added;
-      if (int64_t(hits.size()) < lookups / 2 && book::random_below(rng, uint64_t(std::max<int64_t>(n / lookups, 1))) == 0)
-        hits.push_back(pos);
+      if (seen.insert(pos.key()).second) {  // each position once (the start and early transpositions recur)
+        b.add({pos.sfen(false), pos.game_ply(), {book::BookMove{m, MOVE_NONE, 0, 0, 1}}});
+        ++added;
+        if (int64_t(hits.size()) < lookups / 2 && book::random_below(rng, uint64_t(std::max<int64_t>(n / lookups, 1))) == 0)
+          hits.push_back(pos);
+      }
       pos.do_move(m);
     }
     if (int64_t(misses.size()) < lookups / 2) {  // a position one random move past a game's end: not in the book
@@ -278,6 +370,36 @@ int bench_book(int argc, char** argv) {
   const book::BookFile file(path);
   std::printf("on the fly: opened in %.6f s\n", seconds_since(t));
   time_lookups(file, "on the fly");
+
+  // The engine as a GUI drives it: from `go` to `bestmove` at positions of the book (the book path
+  // answers within the call, so the call's time is the answer's).
+  for (bool on_the_fly : {false, true}) {
+    std::ostringstream out;
+    usi::Engine engine(out);
+    for (const char* c : {"setoption name BookMoves value 10000", "setoption name Threads value 1"}) engine.command(c);
+    engine.command("setoption name BookFile value " + path);
+    engine.command(std::string("setoption name BookOnTheFly value ") + (on_the_fly ? "true" : "false"));
+    t = Clock::now();
+    engine.command("isready");
+    const double ready_s = seconds_since(t);
+    std::vector<double> ms;
+    int from_book = 0;
+    for (size_t i = 0; i < hits.size() && i < 1000; ++i) {
+      engine.command("position sfen " + hits[i].sfen());
+      out.str("");
+      const auto t0 = Clock::now();
+      engine.command("go btime 0 wtime 0 byoyomi 1000");
+      ms.push_back(seconds_since(t0) * 1e3);
+      from_book += out.str().find("info string book move") != std::string::npos;
+      engine.command("stop");
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("usi go -> bestmove (%s, isready %.1f s): %d/%zu answered from the book, median %.3f ms, "
+                "99th percentile %.3f ms, max %.3f ms\n",
+                on_the_fly ? "on the fly" : "in memory", ready_s, from_book, ms.size(), ms[ms.size() / 2],
+                ms[ms.size() * 99 / 100], ms.back());
+    engine.command("quit");
+  }
   if (temporary) fs::remove(path);
   return 0;
 }
