@@ -12,6 +12,7 @@
 #include "book/build.h"
 #include "book/gpsshogi.h"
 #include "book/policy.h"
+#include "shogi/csa.h"
 #include "shogi/movegen.h"
 #include "temp_dir.h"
 
@@ -422,4 +423,35 @@ TEST_CASE("book: gpsshogi's weighted book is imported", "[book]") {
   CHECK(move_to_usi(top[0].move) == "7g7f");
   CHECK(move_to_usi(top[1].move) == "2g2f");
   CHECK(texts(probe(g, after("7g7f"), LookupOptions{false, false})).count("3c3d") == 1);
+}
+
+TEST_CASE("book: jiriki book build reads CSA records and counts their moves", "[book]") {
+  // Two hand-made games as CSA files: 7g7f 3c3d (White to move resigns: Black wins) and
+  // 7g7f 8c8d 2g2f (White to move resigns: Black wins).
+  testing::TempDir dir("book_build_cli");
+  std::filesystem::create_directories(dir.path / "games");
+  int n = 0;
+  for (const std::string& line : {std::string("7g7f 3c3d 2g2f"), std::string("7g7f 8c8d 2g2f")}) {
+    GameRecord rec;
+    Position pos;
+    std::istringstream in(line);
+    for (std::string w; in >> w;) {
+      rec.add_move(usi(pos, w));
+      pos.do_move(rec.moves.back());
+    }
+    rec.end = GameEnd::RESIGN;
+    std::ofstream((dir.path / "games" / ("g" + std::to_string(++n) + ".csa")).string()) << write_csa(rec);
+  }
+  const std::string cmd = std::string(JIRIKI_BINARY) + " book build --plies 2 -o " + dir.file("b.db") + " " +
+                          (dir.path / "games").string() + " > /dev/null 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  Book b = Book::load(dir.file("b.db"));
+  REQUIRE(b.size() == 2);
+  const Position start;
+  std::vector<BookMove> at_start = probe(b, start, {});
+  REQUIRE(at_start.size() == 1);
+  CHECK(at_start[0].count == 2);
+  CHECK(at_start[0].value == winrate_value(2, 2));  // (2 + 1) / (2 + 2) = 3/4: 756 ln 3 = 831
+  CHECK(at_start[0].value == 831);
+  CHECK(texts(probe(b, after("7g7f"), {})) == std::set<std::string>{"3c3d", "8c8d"});
 }
