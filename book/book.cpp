@@ -115,22 +115,20 @@ std::optional<BookMove> parse_move_line(const std::string& line, std::string& er
 std::string flip_key(const std::string& key) {
   auto w = split_words(key);
   if (w.size() != 3) return key;
-  // Board: the tokens in reverse order (a token is '+' with its letter, a digit or '/'), cases swapped.
-  std::vector<std::string> tokens;
-  for (size_t i = 0; i < w[0].size(); ++i) {
-    if (w[0][i] == '+' && i + 1 < w[0].size()) {
-      tokens.push_back(std::string(w[0].substr(i, 2)));
-      ++i;
-    } else {
-      tokens.push_back(std::string(1, w[0][i]));
-    }
-  }
   auto swap_case = [](std::string s) {
     for (char& c : s) c = std::isupper((unsigned char)c) ? char(std::tolower(c)) : char(std::toupper(c));
     return s;
   };
+  // Board: read backwards (the last square first), a '+' staying in front of its letter, cases swapped.
+  const std::string_view in = w[0];
   std::string board;
-  for (auto it = tokens.rbegin(); it != tokens.rend(); ++it) board += swap_case(*it);
+  board.reserve(in.size());
+  for (size_t i = in.size(); i-- > 0;) {
+    const char c = in[i];
+    const bool promoted = i > 0 && in[i - 1] == '+';
+    if (promoted) board += '+', --i;
+    board += std::isupper((unsigned char)c) ? char(std::tolower(c)) : char(std::toupper(c));
+  }
   // Hands: Black's pieces come first (upper case), then White's; each half keeps its piece order.
   std::string hands = std::string(w[2]), black, white;
   if (hands != "-") {

@@ -103,7 +103,7 @@ class Book : public BookSource {
 
 // A sorted book file searched by binary search over its bytes, for books too large to load: each
 // lookup reads about log2(file size) small pieces of the file. The file must be sorted as `Book`
-// writes it; `jiriki book info --check` verifies that.
+// writes it; `jiriki book info` says whether a file is.
 class BookFile : public BookSource {
  public:
   // Opens the file and checks its header; throws std::runtime_error when it cannot.

@@ -186,8 +186,10 @@ int book_merge(int argc, char** argv) {
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("o") || args.rest().empty()) throw std::invalid_argument("-o BOOK and at least one input are required");
   book::Book out;
-  for (const std::string& in : args.rest())
-    for (const book::BookPosition& p : book::Book::load(in).positions()) out.add(p);
+  for (const std::string& in : args.rest()) {
+    const book::Book b = book::Book::load(in);
+    for (const book::BookPosition& p : b.positions()) out.add(p);
+  }
   out.save(args.str("o"));
   std::cout << "wrote " << out.size() << " positions to " << args.str("o") << "\n";
   return 0;

@@ -116,6 +116,21 @@ TEST_CASE("book: lookup by move number, or whatever the move number with IgnoreB
   CHECK(texts(probe(twice, later, any_ply)) == std::set<std::string>{"7g7f"});
   // A position not in the book.
   CHECK(probe(b, after("7g7f 3c3d"), any_ply).empty());
+  // A position written without a move number matches at any.
+  Book plyless = Book::parse("#YANEURAOU-DB2016 1.00\nsfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -\n"
+                             "7g7f none 0 0 1\n");
+  CHECK(texts(probe(plyless, later, exact)) == std::set<std::string>{"7g7f"});
+}
+
+TEST_CASE("book: merging books keeps every move and adds the counts of a move in both", "[book]") {
+  Book merged = Book::parse(HAND_BOOK);
+  const Book other = Book::parse("#YANEURAOU-DB2016 1.00\nsfen " + std::string(Position::STARTPOS_SFEN) +
+                                 "\n2g2f none 0 0 7\n1g1f none 0 0 2\n");
+  for (const BookPosition& p : other.positions()) merged.add(p);
+  REQUIRE(merged.size() == 2);
+  std::map<std::string, uint64_t> counts;
+  for (const BookMove& m : probe(merged, Position(), {})) counts[move_to_usi(m.move)] = m.count;
+  CHECK(counts == std::map<std::string, uint64_t>{{"7g7f", 10}, {"2g2f", 12}, {"5g5f", 1}, {"1g1f", 2}});
 }
 
 TEST_CASE("book: flipped lookup finds a White-to-move position as its rotated counterpart", "[book]") {
@@ -440,7 +455,7 @@ TEST_CASE("book: jiriki book build reads CSA records and counts their moves", "[
       pos.do_move(rec.moves.back());
     }
     rec.end = GameEnd::RESIGN;
-    std::ofstream((dir.path / "games" / ("g" + std::to_string(++n) + ".csa")).string()) << write_csa(rec);
+    std::ofstream(dir.path / "games" / ("g" + std::to_string(++n) + ".csa")) << write_csa(rec);
   }
   const std::string cmd = std::string(JIRIKI_BINARY) + " book build --plies 2 -o " + dir.file("b.db") + " " +
                           (dir.path / "games").string() + " > /dev/null 2>&1";
