@@ -196,24 +196,28 @@ int book_merge(int argc, char** argv) {
 }
 
 int book_info(int argc, char** argv) {
-  Args args("jiriki book info BOOK", "Positions, moves, and the positions at each move number of a book (read whole,\n"
-                                     "which checks every line; also says whether the file is sorted for BookOnTheFly).");
+  Args args("jiriki book info BOOK",
+            "Positions, moves, positions by move number and moves by search depth of a book (read whole, which\n"
+            "checks every line); also says whether the file is sorted as BookOnTheFly needs.");
   args.positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (args.rest().size() != 1) throw std::invalid_argument("one book file expected");
   const std::string path = args.rest()[0];
   const book::Book b = book::Book::load(path);
   std::size_t moves = 0;
-  std::map<int, std::size_t> by_ply;
+  std::map<int, std::size_t> by_ply, by_depth;
   for (const auto& p : b.positions()) {
     moves += p.moves.size();
     ++by_ply[p.ply];
+    for (const auto& m : p.moves) ++by_depth[m.depth];
   }
   std::cout << path << ": " << b.size() << " positions, " << moves << " moves\n";
-  std::cout << "positions by move number:";
+  std::cout << "positions by move number (the book's depth):";
   for (auto [ply, n] : by_ply) std::cout << " " << ply << ":" << n;
+  std::cout << "\nmoves by search depth:";
+  for (auto [depth, n] : by_depth) std::cout << " " << depth << ":" << n;
   std::cout << "\n";
-  const bool sorted = book::Book::parse(b.text(), path).text() == read_file_bytes(path);
+  const bool sorted = b.text() == read_file_bytes(path);
   std::cout << "file as jiriki writes it (sorted, usable with BookOnTheFly): " << (sorted ? "yes" : "no") << "\n";
   return 0;
 }
