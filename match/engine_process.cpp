@@ -60,7 +60,7 @@ std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec
 }
 
 struct EngineProcess::Child {
-  bp::opstream in;
+  bp::pipe in;  // a bare pipe: bp::opstream's destructor throws (and terminates) on a dead reader
   bp::ipstream out;
   bp::group group;
   bp::child proc;
@@ -165,8 +165,17 @@ bool EngineProcess::sync(std::chrono::milliseconds timeout) {
 
 bool EngineProcess::send(const std::string& line) {
   if (!child_) return false;
-  child_->in << line << '\n' << std::flush;
-  return bool(child_->in);
+  std::string bytes = line + '\n';
+  try {
+    for (size_t done = 0; done < bytes.size();) {
+      int n = child_->in.write(bytes.data() + done, int(bytes.size() - done));
+      if (n <= 0) return false;
+      done += size_t(n);
+    }
+  } catch (const std::exception&) {  // EPIPE: the engine is gone
+    return false;
+  }
+  return true;
 }
 
 std::optional<EngineLine> EngineProcess::read_line(Clock::time_point deadline) {
