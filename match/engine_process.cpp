@@ -49,8 +49,10 @@ std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec
       }
     } else if (key.rfind("option.", 0) == 0 && key.size() > 7) {
       spec.options.emplace_back(key.substr(7), value);
+    } else if (key.rfind("env.", 0) == 0 && key.size() > 4) {
+      spec.env.emplace_back(key.substr(4), value);
     } else {
-      return "unknown engine field '" + key + "' (expected cmd, name, dir, args or option.NAME)";
+      return "unknown engine field '" + key + "' (expected cmd, name, dir, args, env.VAR or option.NAME)";
     }
   }
   if (spec.cmd.empty()) return "cmd=PATH is required";
@@ -120,13 +122,15 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
   if (!spec_.dir.empty() && !std::filesystem::is_directory(spec_.dir))
     return spec_.name + ": working directory " + spec_.dir + " does not exist";
   auto child = std::make_shared<Child>();
+  bp::environment env = boost::this_process::environment();
+  for (const auto& [var, value] : spec_.env) env[var] = value;
   try {
     if (spec_.dir.empty())
       child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in < child->in, bp::std_out > child->out,
-                              bp::std_err > bp::null, child->group);
+                              bp::std_err > bp::null, env, child->group);
     else
       child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in < child->in, bp::std_out > child->out,
-                              bp::std_err > bp::null, bp::start_dir(spec_.dir), child->group);
+                              bp::std_err > bp::null, env, bp::start_dir(spec_.dir), child->group);
   } catch (const std::exception& e) {
     return spec_.name + ": cannot start " + spec_.cmd + ": " + e.what();
   }

@@ -19,12 +19,14 @@ namespace jiriki::match {
 
 using Clock = std::chrono::steady_clock;
 
-// How to run an engine: the --engine value "cmd=PATH name=NAME [dir=DIR] [args="a b"] [option.N=V ...]".
+// How to run an engine: the --engine value
+// "cmd=PATH name=NAME [dir=DIR] [args="a b"] [env.VAR=VALUE ...] [option.N=V ...]".
 struct EngineSpec {
   std::string name;  // display name (defaults to the file name of cmd)
   std::string cmd;   // executable; a name without '/' is looked up in PATH
   std::string dir;   // working directory ("" = the runner's)
   std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;      // added to the runner's environment
   std::vector<std::pair<std::string, std::string>> options;  // sent as setoption after usiok
 };
 

@@ -42,7 +42,9 @@ EloEstimate estimate(const std::array<double, N>& scores, const std::array<int64
   e.lo = elo_from_score(m.mean - Z95 * se);
   e.hi = elo_from_score(m.mean + Z95 * se);
   e.los = se > 0 ? 0.5 * (1 + std::erf((m.mean - 0.5) / (std::sqrt(2.0) * se))) : (m.mean > 0.5 ? 1.0 : m.mean < 0.5 ? 0.0 : 0.5);
-  e.nelo = m.var > 0 ? (m.mean - 0.5) / std::sqrt(pair_factor * m.var) * NELO_UNIT : 0.0;
+  const double inf = std::numeric_limits<double>::infinity();
+  if (m.var > 0) e.nelo = (m.mean - 0.5) / std::sqrt(pair_factor * m.var) * NELO_UNIT;
+  else e.nelo = m.mean > 0.5 ? inf : m.mean < 0.5 ? -inf : 0.0;  // every outcome alike
   return e;
 }
 
