@@ -17,6 +17,7 @@ static const Subcommand SUBCOMMANDS[] = {
     {"records", "convert records between hcpe3, hcpe, CSA and KIF; summarise them", cmd_records},
     {"selfplay", "generate training games by self-play (hcpe3, CSA)", cmd_selfplay},
     {"play", "show one game of the network against itself, move by move", cmd_play},
+    {"match", "tournaments between USI engines: Elo, SPRT, adjudication, records", cmd_match},
 };
 
 static void print_help() {
