@@ -16,6 +16,8 @@ static const Subcommand SUBCOMMANDS[] = {
     {"train", "train a network on hcpe / hcpe3 records", cmd_train},
     {"records", "convert records between hcpe3, hcpe, CSA and KIF; summarise them", cmd_records},
     {"selfplay", "generate training games by self-play (hcpe3, CSA)", cmd_selfplay},
+    {"play", "show one game of the network against itself, move by move", cmd_play},
+    {"match", "tournaments between USI engines: Elo, SPRT, adjudication, records", cmd_match},
     {"book", "opening books (YaneuraOu format): build, merge, info, probe, import", cmd_book},
 };
 

@@ -4,7 +4,8 @@
 # installed here; the build detects it.
 set -euo pipefail
 # gpsshogi-data: gpsshogi's opening book, which `jiriki book import` converts and its test reads.
-pkgs=(build-essential cmake ninja-build ccache catch2 libdnnl-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin gpsshogi-data)
+pkgs=(build-essential cmake ninja-build ccache catch2 libdnnl-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
+      libboost-dev libboost-filesystem-dev gpsshogi-data)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
