@@ -6,7 +6,7 @@
 //
 // What the harness changes, and why: every go gets " nodes 16" appended (a search costs
 // milliseconds, not the seconds a clock would give it), and setoption lines for the options that
-// pick resources (ModelFile, Backend, GPU, Threads, BatchSize, USI_Hash) are dropped, so that an
+// pick resources (ModelFile, Backend, GPU, Threads, BatchSize, USI_Hash, BookFile) are dropped, so that an
 // input cannot load other files or allocate without bound; the option parser itself is exercised
 // by every other setoption. One engine serves every input (loading the network per input would be
 // most of the time; it is made at the first input); each input starts from `stop`, every other
@@ -29,7 +29,7 @@ bool resource_option(const std::string& line) {
   is >> setoption >> name >> id;
   if (setoption != "setoption") return false;
   for (char& c : id) c = char(std::tolower((unsigned char)c));
-  for (const char* n : {"modelfile", "backend", "gpu", "threads", "batchsize", "usi_hash"})
+  for (const char* n : {"modelfile", "backend", "gpu", "threads", "batchsize", "usi_hash", "bookfile"})
     if (id == n) return true;
   return false;
 }

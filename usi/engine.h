@@ -17,6 +17,7 @@
 
 #include "engine/mate.h"
 #include "engine/search/search.h"
+#include "usi/book.h"
 #include "usi/options.h"
 
 namespace jiriki::usi {
@@ -71,6 +72,7 @@ class Engine {
   std::ostream& out_;
   std::mutex out_mutex_;
   Options options_;
+  UsiBook book_;
   search::Searcher searcher_;
   std::unique_ptr<search::EvalQueue> queue_;
   int search_threads_ = 1;  // the threads queue_ serves (Threads, or its default for the backend)
