@@ -12,9 +12,9 @@ CORPUS = os.path.join(ROOT, "fuzz", "corpus")
 
 
 def c_literals(text):
-    """Every statement `const char* NAME = "..." "...";` (adjacent literals joined) as bytes."""
+    """Every statement `const char* NAME = "..." "...";` (or std::string; adjacent literals joined) as bytes."""
     out = {}
-    for m in re.finditer(r'const char\* (\w+) =\s*((?:"(?:[^"\\]|\\.)*"\s*)+);', text):
+    for m in re.finditer(r'const (?:char\*|std::string) (\w+) =\s*((?:"(?:[^"\\]|\\.)*"\s*)+);', text):
         data = b""
         for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(2)):
             raw = lit.encode("utf-8")
@@ -86,6 +86,11 @@ for i, s in enumerate(sfens):
     write("sfen", "rules_%02d" % i, s.encode())
 write("sfen", "startpos", b"startpos")
 write("sfen", "hand_repeated", b"8k/9/9/9/9/9/9/9/K8 b GG2Pp3P 1")
+
+book = c_literals(open(os.path.join(ROOT, "tests", "test_book.cpp"), encoding="utf-8").read())
+write("book", "hand_book.db", book["HAND_BOOK"])
+write("book", "no_ply.db", b"#YANEURAOU-DB2016 1.00\nsfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -\n"
+      b"7g7f 3c3d 50 32 10\n")
 
 for i, text in enumerate(["7g7f", "8h2b+", "P*5e", "G*5e", "7g7f+", "resign", "3c3d", "2b3c", "8h2b"]):
     for pos in range(5):
