@@ -97,12 +97,16 @@ std::optional<std::string> Reader::statement(std::string_view st) {
     if (!pos_ || rec_.moves.empty()) return "time line before any move " + quoted(st);
     if (ended_) return std::nullopt;  // the time of the final statement is not kept
     size_t i = 1;
-    int secs = 0;
-    while (i < st.size() && st[i] >= '0' && st[i] <= '9' && secs < 100000000) secs = secs * 10 + (st[i++] - '0');
+    int64_t secs = 0;
+    while (i < st.size() && st[i] >= '0' && st[i] <= '9') {
+      secs = secs * 10 + (st[i++] - '0');
+      if (secs > MAX_MOVE_SECONDS) return "time over " + std::to_string(MAX_MOVE_SECONDS) + " seconds " + quoted(st);
+    }
+    const size_t digits = i - 1;
     if (i < st.size() && st[i] == '.') ++i;  // V3 fractions of a second are dropped
-    while (i > 2 && i < st.size() && st[i] >= '0' && st[i] <= '9') ++i;
-    if (i == 1 || i != st.size()) return "bad time line " + quoted(st);
-    rec_.seconds.back() = secs;
+    while (digits > 0 && i < st.size() && st[i] >= '0' && st[i] <= '9') ++i;
+    if (digits == 0 || i != st.size()) return "bad time line " + quoted(st);
+    rec_.seconds.back() = int(secs);
     return std::nullopt;
   }
   if (c == '%') {

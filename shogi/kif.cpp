@@ -305,7 +305,9 @@ std::optional<std::string> Reader::move_line(std::u32string_view t) {
     if (close == std::u32string_view::npos || colon > slash || slash > close) return "bad time in '" + to_utf8(s) + "'";
     int min = parse_number(rest.substr(1, colon - 1)), sec = parse_number(rest.substr(colon + 1, slash - colon - 1));
     if (min < 0 || sec < 0 || sec >= 60) return "bad time in '" + to_utf8(s) + "'";
-    secs = min * 60 + sec;
+    secs = min * 60 + sec;  // at most 9999999 minutes: no overflow
+    if (secs > MAX_MOVE_SECONDS)
+      return "time over " + std::to_string(MAX_MOVE_SECONDS) + " seconds in '" + to_utf8(s) + "'";
     rest = trim(rest.substr(close + 1));
   }
   if (rest == U"+") rest = {};
@@ -461,17 +463,18 @@ std::string write_kif(const GameRecord& rec, TextEncoding enc) {
   s += U"手数----指手---------消費時間--\n";
 
   Position pos = rec.start;
-  int total[COLOR_NB] = {0, 0};
+  int64_t total[COLOR_NB] = {0, 0};  // a long game of long moves passes an int
   char buf[64];
   for (size_t i = 0; i < rec.moves.size(); ++i) {
     Move m = rec.moves[i];
     std::u32string text = move_text(pos, m, i ? rec.moves[i - 1] : MOVE_NONE);
     int secs = i < rec.seconds.size() && rec.seconds[i] > 0 ? rec.seconds[i] : 0;
-    int& t = total[pos.side_to_move()];
+    int64_t& t = total[pos.side_to_move()];
     t += secs;
     std::snprintf(buf, sizeof buf, "%4zu ", i + 1);
     s += to_u32(buf) + text + std::u32string(std::max(1, 13 - width(text)), U' ');
-    std::snprintf(buf, sizeof buf, "(%2d:%02d/%02d:%02d:%02d)\n", secs / 60, secs % 60, t / 3600, t / 60 % 60, t % 60);
+    std::snprintf(buf, sizeof buf, "(%2d:%02d/%02lld:%02lld:%02lld)\n", secs / 60, secs % 60, (long long)(t / 3600),
+                  (long long)(t / 60 % 60), (long long)(t % 60));
     s += to_u32(buf);
     pos.do_move(m);
   }

@@ -32,6 +32,11 @@ enum class GameEnd {
 // Game result with dlshogi's hcpe values (the low two bits of hcpe's result byte).
 enum GameResult : uint8_t { DRAW = 0, BLACK_WIN = 1, WHITE_WIN = 2 };
 
+// The longest time for one move a record may hold (over three years): CSA's T line and KIF's
+// "(minutes:seconds/...)" both hold it, and a whole game's total still fits in 64 bits. A file
+// with more is refused rather than cut.
+constexpr int MAX_MOVE_SECONDS = 99999999;
+
 struct GameRecord {
   Position start;              // the position before the first move
   std::vector<Move> moves;     // the moves played, each verified legal when read

@@ -424,6 +424,18 @@ TEST_CASE("csa: malformed input is rejected with the line", "[records][csa]") {
   CHECK_THAT(error_of("+\n"), Contains("line 1") && Contains("side to move before any position line"));
   CHECK_THAT(error_of("N+a\n"), Contains("no start position"));
   CHECK_THAT(error_of("PI\n+\nT5\n"), Contains("line 3") && Contains("time line before any move"));
+  // Found by fuzz_csa: digits past the ninth were dropped, so T6194741327996562090 read as 619474132
+  // seconds, which the KIF writer then wrote as a time the KIF reader refused. Too long is refused.
+  CHECK_THAT(error_of("PI\n+\n+7776FU\nT6194741327996562090\n"), Contains("line 4") && Contains("time over 99999999"));
+  CHECK_THAT(error_of("PI\n+\n+7776FU\nT100000000\n"), Contains("time over 99999999 seconds"));
+  {
+    GameRecord longest;
+    REQUIRE_FALSE(read_csa("PI\n+\n+7776FU\nT99999999\n-3334FU\nT99999999.5\n", longest));
+    CHECK(longest.seconds == std::vector<int>{99999999, 99999999});
+    GameRecord back;
+    REQUIRE_FALSE(read_kif(write_kif(longest), back));  // 1666666:39 per move, and back
+    CHECK(back.seconds == longest.seconds);
+  }
   CHECK_THAT(error_of("PI\n+\n+7776FU\n%FOO\n"), Contains("line 4") && Contains("unknown end statement '%FOO'"));
   CHECK_THAT(error_of("PI\n+\n%TORYO\n+7776FU\n"), Contains("line 4") && Contains("move after the end"));
   CHECK_THAT(error_of("PI\n+\nhello\n"), Contains("line 3") && Contains("unrecognised statement 'hello'"));
@@ -600,6 +612,7 @@ TEST_CASE("kif: malformed input is rejected with the line", "[records][kif]") {
              Contains("line 4") && Contains("move number 3 where 2 was expected"));
   CHECK_THAT(error_of(head + "   1 同　歩(77)\n"), Contains("同 without a previous move"));
   CHECK_THAT(error_of(head + "   1 ７六歩(77) ( 0:99/00:00:01)\n"), Contains("bad time"));
+  CHECK_THAT(error_of(head + "   1 ７六歩(77) (1666667:00/00:00:01)\n"), Contains("time over 99999999 seconds"));
   CHECK_THAT(error_of(head + "   1 ７六歩(77)   xyz\n"), Contains("unexpected text after the move"));
   CHECK_THAT(error_of(head + "   1 ５五角打\n"), Contains("illegal move B*5e"));
   CHECK_THAT(error_of(head + "   1 投了\n   2 ７六歩(77)\n"), Contains("line 4") && Contains("move after the end"));
