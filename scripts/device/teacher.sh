@@ -6,6 +6,8 @@
 #
 #   run with carry [".carry"]:  bash scripts/device/teacher.sh GAME_SECONDS
 #
+# gpsshogi is deterministic, so the second player searches 4/5 of the nodes of the first: otherwise each
+# colour-swapped pair would be one game played twice.
 # Environment: NODES (gpsshogi's node limit a move, 30000), CONC (games at once, 14), BOOK_PLIES
 # (plies of each opening drawn from gpsshogi's own book, 24), NETS ("6x64 10x128": networks to
 # train), TRAIN_STEPS (per network, 4000), STEPS ("teacher train" by default).
@@ -26,7 +28,7 @@ ln -sfn $GPS/usr/share/gpsshogi-data/data $GPS/home/data
 cat > $GPS/gpsusi <<EOS
 #!/bin/sh
 export LD_LIBRARY_PATH=$GPS/usr/lib/x86_64-linux-gnu OSL_HOME=$GPS/home
-exec $GPS/usr/games/gpsusi --node-count-hard-limit $NODES -N 1 "\$@"
+exec $GPS/usr/games/gpsusi --node-count-hard-limit \${GPS_NODES:-$NODES} -N 1 "\$@"
 EOS
 chmod +x $GPS/gpsusi
 LD_LIBRARY_PATH=$GPS/usr/lib/x86_64-linux-gnu OSL_HOME=$GPS/home $GPS/usr/games/gpsusi --health-check 2>&1 | tail -2
@@ -35,7 +37,7 @@ LD_LIBRARY_PATH=$GPS/usr/lib/x86_64-linux-gnu OSL_HOME=$GPS/home $GPS/usr/games/
 TAG=$(date +%Y%m%d-%H%M%S)
 if [[ " $STEPS " == *" teacher "* ]]; then
   step "teacher games for $SECS s: gpsshogi x2 at $NODES nodes, $CONC at once, openings $BOOK_PLIES plies from its book"
-  timeout -s INT "$SECS" .carry/bin/jiriki-cpu match --engine "cmd=$GPS/gpsusi name=gps-a" --engine "cmd=$GPS/gpsusi name=gps-b" \
+  timeout -s INT "$SECS" .carry/bin/jiriki-cpu match --engine "cmd=$GPS/gpsusi name=gps-a" --engine "cmd=$GPS/gpsusi name=gps-b env.GPS_NODES=$((NODES * 4 / 5))" \
     --games 100000 --concurrency "$CONC" --tc byoyomi=60000 --timeout 120000 --book /tmp/joseki.db --book-plies "$BOOK_PLIES" \
     --seed "$(date +%s)" --hcpe3 "$OUT/teacher-$TAG.hcpe3" --out /tmp/teacher > "$OUT/teacher-$TAG.log" 2>&1 &
   TEACHER=$!
