@@ -24,6 +24,30 @@ const char* backend_kind_name(BackendKind k) {
   return "?";
 }
 
+BackendChoice resolve_backend(const std::string& name, BackendUse use) {
+  if (name == "cpu" || name == "cuda" || (name == "reference" && use == BackendUse::INFERENCE))
+    return {parse_backend_kind(name), "asked for"};
+  if (name != "auto")
+    throw std::invalid_argument("unknown backend '" + name + "' (expected " +
+                                (use == BackendUse::INFERENCE ? "auto, cpu, cuda or reference)" : "auto, cpu or cuda)"));
+  std::string why;
+  if (const int n = cuda_device_count(&why); n > 0)
+    return {BackendKind::CUDA, "auto: " + std::to_string(n) + " CUDA device" + (n == 1 ? "" : "s") + " found"};
+#if JIRIKI_HAVE_DNNL
+  const BackendKind cpu = BackendKind::CPU;
+#else
+  const BackendKind cpu = use == BackendUse::TRAINING ? BackendKind::CPU : BackendKind::REFERENCE;
+#endif
+  return {cpu, "auto: " + why};
+}
+
+#if !JIRIKI_HAVE_CUDA
+int cuda_device_count(std::string* why) {
+  if (why) *why = "this jiriki was built without CUDA";
+  return 0;
+}
+#endif
+
 Precision parse_precision(const std::string& name) {
   if (name == "auto") return Precision::AUTO;
   if (name == "fp32") return Precision::FP32;

@@ -19,6 +19,28 @@ enum class BackendKind { REFERENCE, CPU, CUDA };
 BackendKind parse_backend_kind(const std::string& name);  // "reference" | "cpu" | "cuda"; throws
 const char* backend_kind_name(BackendKind k);
 
+// What a backend is asked for: evaluating a network (reference, cpu, cuda) or training one (cpu:
+// training/network.h, cuda: training/cuda/; no reference).
+enum class BackendUse { INFERENCE, TRAINING };
+
+// The backend a command runs on and why, for the one line every command prints.
+struct BackendChoice {
+  BackendKind kind = BackendKind::CPU;
+  std::string reason;  // e.g. "auto: no CUDA device available (no CUDA-capable device is detected)"
+  std::string line() const { return std::string("backend: ") + backend_kind_name(kind) + " (" + reason + ")"; }
+};
+
+// The one place where "auto" | "cpu" | "cuda" | "reference" (--backend, USI's Backend) becomes a
+// backend, for every command that evaluates or trains a network. "auto" is the GPU when one is usable
+// (built with CUDA and a device present), else the CPU (oneDNN for inference when built in, else the
+// reference loops). A named backend is taken as asked; one not built in or not usable fails later,
+// when it is made, with the reason. Throws std::invalid_argument for an unknown name.
+BackendChoice resolve_backend(const std::string& name, BackendUse use = BackendUse::INFERENCE);
+
+// CUDA devices this process can use: 0 when built without CUDA or when the driver finds none, with
+// the reason in `why` (when given).
+int cuda_device_count(std::string* why = nullptr);
+
 // Arithmetic the backend computes in. AUTO: fp32 on the CPU, bf16 on the GPU.
 enum class Precision { AUTO, FP32, FP16, BF16 };
 Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16"; throws

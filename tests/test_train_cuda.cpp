@@ -345,7 +345,7 @@ TEST_CASE("GPU trainer: `train --backend cuda` learns as the CPU trainer does an
   c.schedule.lr = 3e-3;
   c.model_out = files.dir.file("cpu.bin");
   const TrainResult cpu = train(c);
-  c.backend = "cuda";
+  c.backend = nn::BackendKind::CUDA;
   c.model_out = files.dir.file("gpu.bin");
   const TrainResult gpu = train(c);
   std::printf("80 steps on 192 positions: CPU train loss %.4f, held-out %.4f; GPU train loss %.4f, held-out %.4f\n",
@@ -392,11 +392,11 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   c.optimizer.weight_decay = 0;  // an unmoved tensor then stays exactly where it started
   c.schedule.kind = Schedule::CONSTANT;
   c.schedule.lr = 0.02;
-  c.backend = "cuda";
+  c.backend = nn::BackendKind::CUDA;
   c.bucket_mb = 0.004;  // a few kB: several buckets even for this small network
   c.model_out = files.dir.file("plain.bin");
   train(c);
-  c.allreduce = "nccl";
+  c.allreduce = AllReduce::NCCL;
   c.model_out = files.dir.file("nccl.bin");
   train(c);
   nn::Model start(c.arch);
@@ -423,11 +423,11 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   };
   same_update(nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
 
-  c.allreduce = "host";
+  c.allreduce = AllReduce::HOST;
   c.gpus = {0, 0};
   c.model_out = files.dir.file("two_gpu.bin");
   train(c);
-  c.backend = "cpu";
+  c.backend = nn::BackendKind::CPU;
   c.gpus.clear();
   c.replicas = 2;
   c.model_out = files.dir.file("two_cpu.bin");
@@ -449,7 +449,7 @@ TEST_CASE("train --backend cuda without a usable GPU is refused with the reason"
   c.model_out = files.dir.file("unused.bin");
   c.arch.blocks = 1;
   c.arch.channels = 8;
-  c.backend = "cuda";
+  c.backend = nn::BackendKind::CUDA;
   c.quiet = true;
   // Built without CUDA: "this jiriki was built without CUDA"; with CUDA: "no CUDA device available".
   CHECK_THROWS_WITH(train(c), Catch::Contains("CUDA"));

@@ -54,6 +54,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/fnv1a.h"
 #include "nn/cuda/cuda_util.h"
 #include "nn/cuda/fused_conv.h"
 #include "training/buckets.h"
@@ -1369,9 +1370,7 @@ uint64_t GpuTrainer::weights_checksum() {
   JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
   std::vector<uint32_t> bits(m.total);
   m.copy(bits.data(), m.params.get(), m.total * sizeof(float), cudaMemcpyDeviceToHost);
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over 32-bit words
-  for (uint32_t w : bits) h = (h ^ w) * 0x100000001b3ULL;
-  return h;
+  return fnv1a64_words(bits.data(), bits.size());
 }
 
 std::string GpuTrainer::description() const { return impl_->description(); }
