@@ -2,8 +2,8 @@
 // networks and real positions. The CUDA backend stores weights and activations in bf16 (8-bit
 // mantissa, rounding error 2^-9 per value) and accumulates in fp32, so it agrees with the
 // reference to about 1e-2 relative, not to fp32 precision: the bounds below are set for that.
-// Without a GPU the tests say they were skipped and pass; built without CUDA, test_nn_cpu.cpp
-// checks that the backend says so.
+// They need a GPU: tagged [gpu], they are not run (and reported skipped) where there is none (see
+// tests/gpu.h); built without CUDA, test_nn_cpu.cpp checks that the backend says so.
 #if JIRIKI_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -23,6 +23,7 @@
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/fused_conv.h"
 #include "nn/cuda/square_conv.h"
+#include "tests/gpu.h"
 #include "tests/nn_random.h"
 #include "tests/temp_dir.h"
 
@@ -30,19 +31,13 @@ using namespace jiriki;
 using namespace jiriki::nn;
 using jiriki::nn::testing::random_features;
 using jiriki::nn::testing::random_model;
+using jiriki::testing::require_gpu;
 
 namespace {
 
 int gpu_count() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
-// True when a GPU is there; otherwise says that the test was skipped.
-bool have_gpu() {
-  if (gpu_count() > 0) return true;
-  WARN("no CUDA device: CUDA backend test skipped");
-  return false;
 }
 
 BackendOptions cuda_options(int max_batch, int gpu = 0) {
@@ -105,8 +100,8 @@ void require_close_bf16(const Output& got, const Output& want) {
 
 }  // namespace
 
-TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda][gpu]") {
+  require_gpu();
   struct Case { int blocks, channels; Activation act; };
   const Case cases[] = {
       {3, 32, Activation::RELU},
@@ -134,8 +129,8 @@ TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda]
   }
 }
 
-TEST_CASE("cuda backend: the unfused fallback (convolution, then our epilogue) equals the reference", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: the unfused fallback (convolution, then our epilogue) equals the reference", "[nn][cuda][gpu]") {
+  require_gpu();
   ScopedEnv unfused("JIRIKI_CUDA_UNFUSED", "1");  // read when the convolutions are built, on first use
   for (Activation act : {Activation::RELU, Activation::SWISH}) {
     Model m = random_model(2, 16, act, 51);
@@ -147,8 +142,8 @@ TEST_CASE("cuda backend: the unfused fallback (convolution, then our epilogue) e
   }
 }
 
-TEST_CASE("cuda backend: a bigger swish network, many positions", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: a bigger swish network, many positions", "[nn][cuda][gpu]") {
+  require_gpu();
   Model m = random_model(6, 64, Activation::SWISH, 7);
   auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 16});
   auto gpu = make_evaluator(m, cuda_options(16));
@@ -156,8 +151,8 @@ TEST_CASE("cuda backend: a bigger swish network, many positions", "[nn][cuda]") 
   require_close_bf16(run(*gpu, features, 16), run(*reference, features, 16));
 }
 
-TEST_CASE("cuda backend: a large batch, run as two half batches on two streams", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: a large batch, run as two half batches on two streams", "[nn][cuda][gpu]") {
+  require_gpu();
   // 520 positions run in the bucket of 520 (max_batch); forced to two towers of 260 (nn/cuda/cuda_backend.cpp
   // otherwise keeps whichever of one or two towers is faster), then left to choose.
   Model m = random_model(2, 8, Activation::RELU, 41);
@@ -173,8 +168,8 @@ TEST_CASE("cuda backend: a large batch, run as two half batches on two streams",
   require_close_bf16(run(*chosen, features, 520), want);
 }
 
-TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's tower and the reference", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's tower and the reference", "[nn][cuda][gpu]") {
+  require_gpu();
   if (!cuda::square_conv_supported(0, 128, 128)) {
     WARN("GPU 0 is not an sm_90 (Hopper) GPU: square-major convolution test skipped");
     return;
@@ -211,8 +206,8 @@ TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's towe
   }
 }
 
-TEST_CASE("cuda backend: packed planes expanded on the GPU give what evaluate gives", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: packed planes expanded on the GPU give what evaluate gives", "[nn][cuda][gpu]") {
+  require_gpu();
   Model m = random_model(2, 16, Activation::RELU, 93);
   auto gpu = make_evaluator(m, cuda_options(40));
   auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 40});
@@ -232,8 +227,8 @@ TEST_CASE("cuda backend: packed planes expanded on the GPU give what evaluate gi
   }
 }
 
-TEST_CASE("cuda backend: results do not depend on the batch a position is in", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: results do not depend on the batch a position is in", "[nn][cuda][gpu]") {
+  require_gpu();
   Model m = random_model(2, 32, Activation::RELU, 11);
   auto gpu = make_evaluator(m, cuda_options(64));
   auto features = random_features(64, 12);
@@ -251,8 +246,8 @@ TEST_CASE("cuda backend: results do not depend on the batch a position is in", "
   CHECK(all.value[0] != all.value[1]);
 }
 
-TEST_CASE("cuda backend: every GPU of the machine gives the same results", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: every GPU of the machine gives the same results", "[nn][cuda][gpu]") {
+  require_gpu();
   const int gpus = gpu_count();
   if (gpus < 2) WARN("one CUDA device: the several-GPU part of this test is skipped");
   Model m = random_model(1, 16, Activation::SWISH, 21);
@@ -270,8 +265,8 @@ TEST_CASE("cuda backend: every GPU of the machine gives the same results", "[nn]
   }
 }
 
-TEST_CASE("cuda backend: evaluators on one GPU tune each shape once and share the choice", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: evaluators on one GPU tune each shape once and share the choice", "[nn][cuda][gpu]") {
+  require_gpu();
   // Four evaluators (a search's threads) meet the same bucket at the same time: one tunes its three
   // convolution shapes (stem, conv1, conv2), the others wait and take its engines. 44 channels: a
   // shape no other test here tunes.
@@ -303,8 +298,8 @@ std::vector<std::string> file_lines(const std::filesystem::path& path) {
 }
 
 TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, and a bad file costs only time",
-          "[nn][cuda]") {
-  if (!have_gpu()) return;
+          "[nn][cuda][gpu]") {
+  require_gpu();
   const jiriki::testing::TempDir dir("cudnn_choices");
   const auto file = dir.path / "sub" / "choices.txt";  // the directory is created on the first write
   ScopedEnv env("JIRIKI_CUDNN_CACHE", file.c_str());
@@ -377,8 +372,8 @@ TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, a
   cuda::forget_tuned_shapes();
 }
 
-TEST_CASE("cuda backend: bad options and batch sizes are refused with their reason", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: bad options and batch sizes are refused with their reason", "[nn][cuda][gpu]") {
+  require_gpu();
   Model m = random_model(0, 8, Activation::RELU, 31);
   CHECK_THROWS_WITH(make_evaluator(m, cuda_options(4, gpu_count())), Catch::Matchers::Contains("does not exist"));
   BackendOptions fp32 = cuda_options(4);
