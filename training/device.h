@@ -15,7 +15,7 @@
 #include "training/batch_tuner.h"
 #include "training/comm.h"
 #include "training/optimizer.h"
-#include "training/thread_pool.h"
+#include "common/thread_pool.h"
 #include "training/trainer.h"
 
 namespace jiriki::training {

@@ -22,7 +22,7 @@
 #include "training/data.h"
 #include "training/device.h"
 #include "training/loader.h"
-#include "training/thread_pool.h"
+#include "common/thread_pool.h"
 
 namespace jiriki::training {
 

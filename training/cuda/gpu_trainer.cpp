@@ -57,6 +57,7 @@
 #include "common/fnv1a.h"
 #include "nn/cuda/cuda_util.h"
 #include "nn/cuda/fused_conv.h"
+#include "nn/cuda/kernels.h"
 #include "training/buckets.h"
 #include "training/cuda/train_kernels.h"
 
@@ -78,12 +79,13 @@ using nn::SQUARES;
 using nn::VALUE_CHANNELS;
 using nn::VALUE_HIDDEN;
 using nn::cuda::DeviceBuffer;
+using nn::cuda::HEAD_OUTPUTS;           // policy and value 1x1 convolutions as one GEMM
+using nn::cuda::INPUT_CHANNELS_PADDED;  // the 119 input planes padded, as in the inference backend
+using nn::cuda::launch_features_to_nhwc;
 using nn::cuda::PinnedBuffer;
 
 namespace {
 
-constexpr int STEM_IN = 128;                    // the 119 input planes padded (as the inference backend)
-constexpr int HEADS = 2 * POLICY_LABELS;        // policy and value 1x1 convolutions as one GEMM
 constexpr size_t ALIGN = 64;                    // floats: every tensor starts 256-byte aligned
 constexpr size_t CUBLAS_WORKSPACE = size_t(32) << 20;
 constexpr size_t FIND_WORKSPACE = size_t(512) << 20;  // the most an algorithm may take
@@ -518,7 +520,7 @@ void GpuTrainer::Impl::build_layout(const nn::Model& model) {
       s.count = t.tensor->size();
       if (shape.size() == 4 && shape[2] == 3) {
         s.layout = Slot::KRSC;
-        s.in_padded = t.name == "stem.conv.weight" ? STEM_IN : shape[1];
+        s.in_padded = t.name == "stem.conv.weight" ? INPUT_CHANNELS_PADDED : shape[1];
         s.count = size_t(shape[0]) * 9 * s.in_padded;
       } else if (t.name == "value.fc1.weight") {
         s.layout = Slot::FC1;
@@ -576,12 +578,12 @@ void GpuTrainer::Impl::allocate_activations() {
   auto floats = [](size_t n) { return DeviceBuffer(n * sizeof(float)); };
   input = floats(b * (INPUT_SIZE + POLICY_SIZE + 2));
   zero(input);  // evaluation reads rows a short batch leaves
-  x0 = bf16s(r * STEM_IN);
+  x0 = bf16s(r * INPUT_CHANNELS_PADDED);
   for (size_t u = 0; u + 1 < bn.size(); ++u) {
     conv_out.push_back(bf16s(r * c));
     act_out.push_back(bf16s(r * c));
   }
-  heads = floats(r * HEADS);
+  heads = floats(r * HEAD_OUTPUTS);
   policy = floats(b * POLICY_SIZE);
   value_conv = bf16s(r * VALUE_CHANNELS);
   value_act = bf16s(b * POLICY_SIZE);
@@ -611,11 +613,11 @@ void GpuTrainer::Impl::allocate_activations() {
 // real data), then sizes the one workspace the chosen algorithms share.
 void GpuTrainer::Impl::tune_convolutions() {
   const size_t c = size_t(channels);
-  launch_fill_random(at(x0), rows * STEM_IN, 1, stream);
+  launch_fill_random(at(x0), rows * INPUT_CHANNELS_PADDED, 1, stream);
   launch_fill_random(at(act_out[0]), rows * c, 2, stream);
   launch_fill_random(at(dz_ring[0]), rows * c, 3, stream);
   DeviceBuffer find_workspace(FIND_WORKSPACE);
-  stem_conv = std::make_unique<Conv>(batch, STEM_IN, channels);
+  stem_conv = std::make_unique<Conv>(batch, INPUT_CHANNELS_PADDED, channels);
   stem_conv->tune(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), at(dz_ring[0]), nullptr, at(wgrad16),
                   find_workspace.get(), FIND_WORKSPACE);
   size_t workspace = stem_conv->workspace_size();
@@ -630,9 +632,9 @@ void GpuTrainer::Impl::tune_convolutions() {
   // workspace of their own size (cudnn_workspace does not exist yet).
   using nn::cuda::ConvPass;
   DeviceBuffer legacy_ws(std::max<size_t>(workspace, 256));
-  stem_forward = graph_conv(ConvPass::FORWARD, STEM_IN, false, {at(x0), weight16("stem.conv.weight"), nullptr, nullptr, at(conv_out[0])},
+  stem_forward = graph_conv(ConvPass::FORWARD, INPUT_CHANNELS_PADDED, false, {at(x0), weight16("stem.conv.weight"), nullptr, nullptr, at(conv_out[0])},
                             [&] { stem_conv->forward(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), legacy_ws.get()); });
-  stem_filter = graph_conv(ConvPass::BACKWARD_FILTER, STEM_IN, false, {at(x0), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)},
+  stem_filter = graph_conv(ConvPass::BACKWARD_FILTER, INPUT_CHANNELS_PADDED, false, {at(x0), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)},
                            [&] { stem_conv->backward_filter(cudnn, at(x0), at(dz_ring[0]), at(wgrad16), legacy_ws.get()); });
   if (block_conv) {
     block_forward = graph_conv(ConvPass::FORWARD, channels, false,
@@ -837,7 +839,7 @@ void GpuTrainer::Impl::enqueue_forward(bool train) {
   }
   const uint16_t* trunk = at(act_out[units - 1]);
 
-  gemm_forward(heads.get(), CUDA_R_32F, trunk, weight16("policy.conv.weight"), int(rows), channels, HEADS);
+  gemm_forward(heads.get(), CUDA_R_32F, trunk, weight16("policy.conv.weight"), int(rows), channels, HEAD_OUTPUTS);
   launch_heads_split(at<float>(heads), param("policy.bias"), at<float>(policy), at(value_conv), batch, stream);
   bn_forward(bn.back(), at(value_conv), nullptr, at(value_act), train);
   gemm_forward(fc1.get(), CUDA_R_32F, at(value_act), weight16("value.fc1.weight"), batch, POLICY_SIZE, VALUE_HIDDEN);
