@@ -82,7 +82,7 @@ void write_gradient_dump(const std::string& path, const nn::Model& model, traini
 double gpu_step_seconds(const training::TrainConfig& c, int reps, const std::string& dump) {
   nn::Model model(c.arch);
   nn::init_model(model, c.seed);
-  training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, c.gpus[0]);
+  training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, c.gpus[0], c.cuda);
   std::fprintf(stderr, "%s\n", gpu.description().c_str());
   const training::Dataset data = training::load_dataset(c.data, {});
   training::Loader loader(data, {.batch_size = c.batch, .seed = c.seed, .allocator = gpu.host_allocator()});
@@ -108,7 +108,7 @@ training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainCon
   training::run_on_threads(n, [&](int r, training::HostComm& comm) {
     nn::Model model(c.arch);
     nn::init_model(model, c.seed);
-    training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, gpus[size_t(r)]);
+    training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, gpus[size_t(r)], c.cuda);
     if (!comms.empty()) gpu.attach_nccl(comms[size_t(r)], size_t(c.bucket_mb * 1e6));
     training::Loader loader(data, {.batch_size = c.batch,
                                    .seed = c.seed,
@@ -199,7 +199,7 @@ int bench_data_parallel(const training::TrainConfig& base, const std::vector<int
   }
   if (nccl) {
     nn::Model model(base.arch);
-    training::cuda::GpuTrainer probe(model, base.optimizer, 8, gpus[0]);
+    training::cuda::GpuTrainer probe(model, base.optimizer, 8, gpus[0], base.cuda);
     floats = probe.gradient_floats();
     const double bytes = double(floats) * sizeof(float), factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
     const double one_message = training::cuda::nccl_allreduce_seconds(comms, gpus, floats, 20);
@@ -271,6 +271,7 @@ int bench_train(int argc, char** argv) {
   const nn::BackendChoice backend = options::backend(args, nn::BackendUse::TRAINING);
   c.backend = backend.kind;
   c.gpus = options::gpus(args);
+  c.cuda = nn::CudaSettings::from_environment();
   c.optimizer.kind = training::parse_optimizer(args.str("optimizer"));
   c.schedule.lr = c.optimizer.kind == training::OptimizerKind::SGD ? 0.1 : 0.001;
   c.quiet = true;

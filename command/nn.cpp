@@ -39,6 +39,7 @@ static BackendOptions backend_options(const Args& args, int max_batch, std::stri
   o.gpu = options::gpu(args);
   o.precision = parse_precision(args.str("precision"));
   o.max_batch = max_batch;
+  o.cuda = CudaSettings::from_environment();
   return o;
 }
 

@@ -94,6 +94,7 @@ int cmd_selfplay(int argc, char** argv) {
   c.seconds = args.real("seconds");
   require(c.games >= 0 && c.positions >= 0 && c.seconds >= 0, "--games, --positions and --seconds must not be negative");
   c.precision = nn::parse_precision(args.str("precision"));
+  c.cuda = nn::CudaSettings::from_environment();
   c.gpus = options::gpus(args);
   const nn::BackendChoice backend = options::backend(args, nn::BackendUse::INFERENCE);
   c.backend = backend.kind;

@@ -126,6 +126,7 @@ int cmd_train(int argc, char** argv) {
   const nn::BackendChoice backend = options::backend(args, nn::BackendUse::TRAINING);
   c.backend = backend.kind;
   if (args.has("gpus")) c.gpus = options::gpus(args);
+  c.cuda = nn::CudaSettings::from_environment();
   c.replicas = int(args.integer("replicas"));
   c.allreduce = training::parse_allreduce(args.str("allreduce"));
   c.bucket_mb = args.real("bucket-mb");

@@ -46,12 +46,35 @@ enum class Precision { AUTO, FP32, FP16, BF16 };
 Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16"; throws
 const char* precision_name(Precision p);
 
+// Settings of the CUDA backend's convolutions (nn/cuda/) and of the GPU trainer's, typed and passed
+// down (BackendOptions::cuda, training::TrainConfig::cuda). A default-constructed one keeps no file
+// of tuned engines and logs nothing: what tests want. The commands take from_environment(), where
+// the JIRIKI_* variables of the README override the defaults.
+struct CudaSettings {
+  // Whose 3x3 convolutions a batch bucket's tower runs (nn/cuda/square_conv.h).
+  enum class Tower { TIMED, CUDNN, SQUARE };
+  Tower tower = Tower::TIMED;  // JIRIKI_CUDA_SQUARE: 0 cuDNN, 1 square-major where it applies; unset: the faster
+  int parts = 0;               // JIRIKI_CUDA_PARTS: a bucket as 1 or 2 half towers; 0: the faster
+  int engine_candidates = 16;  // JIRIKI_CUDNN_CANDIDATES: cuDNN engine configurations timed per convolution
+  int cudnn_sweep = -1;        // JIRIKI_CUDNN_SWEEP: kernel configurations timed beyond cuDNN's heuristics for
+                               // every fused convolution; -1: 14 for inference from batch 256 on, else none
+  bool unfused = false;        // JIRIKI_CUDA_UNFUSED: the convolution alone, then our epilogue kernel
+  std::string choice_file;     // JIRIKI_CUDNN_CACHE: the file of tuned engines ("": none; "off" in the variable)
+  bool verbose = false;        // JIRIKI_CUDA_VERBOSE: engine choices and timings to stderr
+  bool profile = false;        // JIRIKI_CUDA_PROFILE=1: the GPU trainer's timing runs one step for a profiler
+
+  // The defaults with the JIRIKI_* variables' overrides; the choice file defaults to
+  // $XDG_CACHE_HOME/jiriki/cudnn-choices.txt, else ~/.cache/jiriki/cudnn-choices.txt.
+  static CudaSettings from_environment();
+};
+
 struct BackendOptions {
   BackendKind kind = BackendKind::CPU;
   int threads = 0;        // CPU threads; 0 = all hardware threads
   int gpu = 0;            // CUDA device index
   int max_batch = 256;    // largest n evaluate() accepts
   Precision precision = Precision::AUTO;
+  CudaSettings cuda;      // the cuda backend's
 };
 
 // Evaluates batches of positions. One evaluator is used by one thread at a time; make one per

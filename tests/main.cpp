@@ -51,8 +51,8 @@ std::vector<std::string> without_gpu(const std::vector<std::string>& spec) {
 
 int main(int argc, char** argv) {
   jiriki::Position::init();
-  // The tests never read or write the user's file of tuned cuDNN engines (nn/cuda/fused_conv.cpp);
-  // the one test of that file points it elsewhere.
+  // The jiriki processes the tests start never read or write the user's file of tuned cuDNN engines
+  // (the tests' own evaluators keep none: a default nn::CudaSettings has no file).
   setenv("JIRIKI_CUDNN_CACHE", "off", 1);
   Catch::Session session;
   if (int rc = session.applyCommandLine(argc, argv); rc != 0) return rc;

@@ -52,18 +52,6 @@ struct Output {
   std::vector<float> policy, value;
 };
 
-// Sets an environment variable of the backend for one scope, also when an assertion fails; the
-// value before comes back after.
-struct ScopedEnv {
-  const char* name;
-  std::optional<std::string> before;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    if (const char* b = std::getenv(n)) before = b;
-    setenv(n, value, 1);
-  }
-  ~ScopedEnv() { before ? setenv(name, before->c_str(), 1) : unsetenv(name); }
-};
-
 // Outputs poisoned with NaN first, so that an element the backend fails to write cannot pass.
 Output run(Evaluator& e, const std::vector<float>& features, int n) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -131,11 +119,12 @@ TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda]
 
 TEST_CASE("cuda backend: the unfused fallback (convolution, then our epilogue) equals the reference", "[nn][cuda][gpu]") {
   require_gpu();
-  ScopedEnv unfused("JIRIKI_CUDA_UNFUSED", "1");  // read when the convolutions are built, on first use
+  BackendOptions unfused = cuda_options(8);
+  unfused.cuda.unfused = true;
   for (Activation act : {Activation::RELU, Activation::SWISH}) {
     Model m = random_model(2, 16, act, 51);
     auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 8});
-    auto gpu = make_evaluator(m, cuda_options(8));
+    auto gpu = make_evaluator(m, unfused);
     auto features = random_features(8, 52);
     INFO(activation_name(act));
     require_close_bf16(run(*gpu, features, 8), run(*reference, features, 8));
@@ -160,8 +149,9 @@ TEST_CASE("cuda backend: a large batch, run as two half batches on two streams",
   auto features = random_features(520, 42);
   const Output want = run(*reference, features, 520);
   {
-    ScopedEnv two("JIRIKI_CUDA_PARTS", "2");
-    auto halves = make_evaluator(m, cuda_options(520));
+    BackendOptions two = cuda_options(520);
+    two.cuda.parts = 2;
+    auto halves = make_evaluator(m, two);
     require_close_bf16(run(*halves, features, 520), want);
   }
   auto chosen = make_evaluator(m, cuda_options(520));
@@ -184,15 +174,17 @@ TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's towe
     auto features = random_features(BATCH, ++seed);
     Output square, square_part, cudnn;
     {
-      ScopedEnv on("JIRIKI_CUDA_SQUARE", "1");
-      auto e = make_evaluator(m, cuda_options(BATCH));
+      BackendOptions on = cuda_options(BATCH);
+      on.cuda.tower = CudaSettings::Tower::SQUARE;
+      auto e = make_evaluator(m, on);
       REQUIRE(cuda_uses_square_conv(*e, BATCH));
       square = run(*e, features, BATCH);
       square_part = run(*e, features, 200);  // the bucket of 256 with padded rows
     }
     {
-      ScopedEnv off("JIRIKI_CUDA_SQUARE", "0");
-      auto e = make_evaluator(m, cuda_options(BATCH));
+      BackendOptions off = cuda_options(BATCH);
+      off.cuda.tower = CudaSettings::Tower::CUDNN;
+      auto e = make_evaluator(m, off);
       REQUIRE_FALSE(cuda_uses_square_conv(*e, BATCH));
       cudnn = run(*e, features, BATCH);
     }
@@ -302,7 +294,8 @@ TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, a
   require_gpu();
   const jiriki::testing::TempDir dir("cudnn_choices");
   const auto file = dir.path / "sub" / "choices.txt";  // the directory is created on the first write
-  ScopedEnv env("JIRIKI_CUDNN_CACHE", file.c_str());
+  BackendOptions options = cuda_options(8);
+  options.cuda.choice_file = file.string();
   // 40 channels, batch 8: shapes no other test here tunes. One block: stem, conv1, conv2 + residual.
   Model m = random_model(1, 40, Activation::RELU, 71);
   auto features = random_features(8, 72);
@@ -310,7 +303,7 @@ TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, a
   const Output want = run(*reference, features, 8);
   auto evaluate_fresh = [&] {
     cuda::forget_tuned_shapes();  // as a new process would: only the file remembers
-    auto gpu = make_evaluator(m, cuda_options(8));
+    auto gpu = make_evaluator(m, options);
     return run(*gpu, features, 8);
   };
 
@@ -348,10 +341,9 @@ TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, a
   }
   SECTION("a kernel-configuration sweep: its choices are kept with their knob and give right outputs") {
     std::filesystem::remove(file);
-    {
-      ScopedEnv sweep("JIRIKI_CUDNN_SWEEP", "3");
-      require_close_bf16(evaluate_fresh(), want);
-    }
+    options.cuda.cudnn_sweep = 3;
+    require_close_bf16(evaluate_fresh(), want);
+    options.cuda.cudnn_sweep = -1;
     std::vector<std::string> swept = file_lines(file);
     REQUIRE(swept.size() == 3);
     std::ofstream out(file, std::ios::trunc);

@@ -50,6 +50,7 @@ struct TrainConfig {
   // Where the steps run: CPU (training/network.h) or CUDA (training/cuda/), through training/device.h.
   // `jiriki train --backend auto` resolves it with nn::resolve_backend.
   nn::BackendKind backend = nn::BackendKind::CPU;
+  nn::CudaSettings cuda;  // the GPU trainer's convolutions, logging, profiling (`jiriki train`: from the environment)
 
   // ---- data parallelism (training/comm.h, training/buckets.h) --------------------------------
   // One replica per GPU of `gpus` (threads of this process), or `replicas` CPU replicas on threads;

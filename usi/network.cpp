@@ -35,6 +35,7 @@ std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, co
                                                       std::string* description) {
   nn::BackendOptions o;
   o.gpu = gpu;
+  o.cuda = nn::CudaSettings::from_environment();  // the JIRIKI_* overrides of the README
   int evaluators = 1;
   // One evaluator per search thread; on a CPU each gets an equal share of the cores.
   auto make = [&](nn::BackendKind kind) {

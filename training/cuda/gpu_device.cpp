@@ -17,7 +17,7 @@ class GpuDevice final : public Device {
   // replica, or host aggregation through `comm`).
   GpuDevice(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer, HostComm& comm, int gpu,
             ncclComm_t nccl)
-      : c_(c), model_(model), optimizer_(optimizer), comm_(comm), gpu_(model, c.optimizer, batch, gpu) {
+      : c_(c), model_(model), optimizer_(optimizer), comm_(comm), gpu_(model, c.optimizer, batch, gpu, c.cuda) {
     gpu_.upload_optimizer(optimizer);
     if (nccl) gpu_.attach_nccl(nccl, size_t(c.bucket_mb * 1e6));
     else if (comm.size() > 1)  // page-locked, so that the copies are DMA at full speed

@@ -268,6 +268,7 @@ struct Graph {
 }  // namespace
 
 struct GpuTrainer::Impl {
+  nn::CudaSettings settings;  // the convolutions' tuning, logging, profiling
   nn::Architecture arch;
   OptimizerConfig opt;
   int batch, device, channels;
@@ -345,7 +346,7 @@ struct GpuTrainer::Impl {
   void stage_done(int stage);
   void enqueue_allreduce(const Bucket& b, cudaStream_t on);
 
-  Impl(const nn::Model& model, const OptimizerConfig& o, int b, int gpu);
+  Impl(const nn::Model& model, const OptimizerConfig& o, int b, int gpu, const nn::CudaSettings& cuda);
   ~Impl();
 
   // ---- typed views ---------------------------------------------------------------------------
@@ -440,8 +441,8 @@ struct GpuTrainer::Impl {
 
 // ---- construction ------------------------------------------------------------------------------
 
-GpuTrainer::Impl::Impl(const nn::Model& model, const OptimizerConfig& o, int b, int gpu)
-    : arch(model.arch), opt(o), batch(b), device(gpu), channels(model.arch.channels), rows(int64_t(b) * SQUARES) {
+GpuTrainer::Impl::Impl(const nn::Model& model, const OptimizerConfig& o, int b, int gpu, const nn::CudaSettings& cuda)
+    : settings(cuda), arch(model.arch), opt(o), batch(b), device(gpu), channels(model.arch.channels), rows(int64_t(b) * SQUARES) {
   if (channels % 8 != 0)
     throw std::invalid_argument("the GPU trainer needs a channel count that is a multiple of 8 (the network has " +
                                 std::to_string(channels) + ")");
@@ -665,7 +666,7 @@ void GpuTrainer::Impl::tune_convolutions() {
   wgrad_workspace = DeviceBuffer(std::max<size_t>(workspace, 256));
   // The random values overwrote the first tensor of wgrad16, whose pads must be zero.
   zero(wgrad16);
-  if (nn::cuda::verbose()) std::fprintf(stderr, "[cuda train] %s\n", description().c_str());
+  if (settings.verbose) std::fprintf(stderr, "[cuda train] %s\n", description().c_str());
 }
 
 // Milliseconds per run of `enqueue` on the stream: one run to warm up, then the mean of 20.
@@ -713,7 +714,7 @@ std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::Conv
     shape.residual = residual;
     shape.pass = pass;
     try {
-      auto f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, 16);
+      auto f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, settings);
       f->tune(cudnn, stream, args);
       DeviceBuffer ws(f->workspace_size());
       const float ms = milliseconds([&] { f->run(cudnn, stream, args, ws.get()); });
@@ -1044,7 +1045,7 @@ void GpuTrainer::Impl::run(Graph& g, void (Impl::*enqueue)()) {
   }
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();  // a failed capture leaves its error behind
-  if (!failure.empty() && nn::cuda::verbose())
+  if (!failure.empty() && settings.verbose)
     std::fprintf(stderr, "[cuda train] no CUDA graph (%s): running eagerly\n", failure.c_str());
 }
 
@@ -1086,8 +1087,9 @@ nn::LossTotals GpuTrainer::Impl::read_records(int n) const {
 
 // ---- the public calls ----------------------------------------------------------------------------
 
-GpuTrainer::GpuTrainer(const nn::Model& model, const OptimizerConfig& optimizer, int batch, int gpu)
-    : impl_(std::make_unique<Impl>(model, optimizer, batch, gpu)) {
+GpuTrainer::GpuTrainer(const nn::Model& model, const OptimizerConfig& optimizer, int batch, int gpu,
+                       const nn::CudaSettings& cuda)
+    : impl_(std::make_unique<Impl>(model, optimizer, batch, gpu, cuda)) {
   upload_model(model);
   impl_->tune_convolutions();
 }
@@ -1264,7 +1266,7 @@ GpuTrainer::Timing GpuTrainer::time_step(int reps) {
   Impl& m = *impl_;
   if (reps < 1) throw std::invalid_argument("reps must be at least 1");
   JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
-  if (nn::cuda::verbose()) m.profile_step();
+  if (m.settings.verbose) m.profile_step();
   cudaEvent_t begin, end;
   JIRIKI_CUDA_CHECK(cudaEventCreate(&begin));
   JIRIKI_CUDA_CHECK(cudaEventCreate(&end));
@@ -1287,9 +1289,10 @@ GpuTrainer::Timing GpuTrainer::time_step(int reps) {
     m.run(m.update_graph, &Impl::enqueue_update);
   });
   t.compute = t.step;
-  // JIRIKI_CUDA_PROFILE=1: one more step between cudaProfilerStart and Stop, for a profiler started
-  // with profiling off (ncu --profile-from-start off) to see the graphs' kernels alone.
-  if (const char* e = std::getenv("JIRIKI_CUDA_PROFILE"); e && *e == '1') {
+  // CudaSettings::profile (JIRIKI_CUDA_PROFILE=1): one more step between cudaProfilerStart and Stop,
+  // for a profiler started with profiling off (ncu --profile-from-start off) to see the graphs'
+  // kernels alone.
+  if (m.settings.profile) {
     JIRIKI_CUDA_CHECK(cudaProfilerStart());
     m.run(m.gradients_graph, &Impl::enqueue_gradients);
     m.run(m.update_graph, &Impl::enqueue_update);
