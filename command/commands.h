@@ -16,6 +16,7 @@ int cmd_usi(int argc, char** argv);
 int cmd_train(int argc, char** argv);
 int cmd_records(int argc, char** argv);
 int cmd_selfplay(int argc, char** argv);
+int cmd_loop(int argc, char** argv);
 
 // `jiriki bench KIND`: each benchmark lives beside the subcommand it measures.
 int bench_perft(int argc, char** argv);

@@ -16,6 +16,7 @@ static const Subcommand SUBCOMMANDS[] = {
     {"train", "train a network on hcpe / hcpe3 records", cmd_train},
     {"records", "convert records between hcpe3, hcpe, CSA and KIF; summarise them", cmd_records},
     {"selfplay", "generate training games by self-play (hcpe3, CSA)", cmd_selfplay},
+    {"loop", "the overnight loop: self-play, train, gate, promote, generation after generation", cmd_loop},
 };
 
 static void print_help() {

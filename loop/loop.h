@@ -1,0 +1,41 @@
+// `jiriki loop`: the overnight training loop. Generation after generation: self-play with the
+// best network, held-out positions, training on a sliding window of the newest positions, a gate
+// match of the candidate against the best, promotion, and the generation's record (metrics,
+// TensorBoard, plots). Every phase is a child process; RUN/state.json (written atomically) names
+// the step in flight, so a loop started again redoes only that step.
+#pragma once
+#include <atomic>
+#include <iosfwd>
+#include <string>
+
+#include "loop/config.h"
+
+namespace jiriki::loop {
+
+// The steps, in order. Generation 0 (the first network) is made by `init` (a fresh network) or by
+// `teacher_games` then `teacher_train`; each later generation runs selfplay .. record.
+inline constexpr const char* STEPS[] = {"init",  "teacher_games", "teacher_train", "selfplay",   "holdout",
+                                        "train", "gate",          "eval_first",    "promote",    "record"};
+
+// Runs (or continues) the loop in `run_dir` until `generations` are done or `stop` is set (Ctrl-C:
+// the phase in flight is interrupted, and redone by the next start). The config is RUN/config.json,
+// written by the first start. Returns the exit code: 0 done, 130 stopped. Throws
+// std::runtime_error on a failed phase (naming its log) or a bad run directory.
+int run_loop(const std::string& run_dir, const std::atomic<bool>& stop, std::ostream& out);
+
+// `jiriki loop worker`: self-play with the run's current best network into
+// RUN/selfplay/workers/NAME, round after round of worker_positions, until the run's generations
+// are done or `stop` is set. `selfplay_extra` is passed to jiriki selfplay (e.g. "--gpus 1").
+int run_worker(const std::string& run_dir, const std::string& name, const std::string& selfplay_extra,
+               const std::atomic<bool>& stop, std::ostream& out);
+
+// Writes RUN/config.json (atomically) for a new run or a changed one.
+void write_config(const std::string& run_dir, const Config& c);
+// RUN/config.json, or the defaults when there is none yet.
+Config read_config(const std::string& run_dir);
+
+// Training positions (moves with search targets) in every .hcpe3 file under `path` (a file or a
+// directory, searched recursively; 0 when it does not exist).
+int64_t count_positions(const std::string& path);
+
+}  // namespace jiriki::loop
