@@ -47,17 +47,26 @@ json read_json(const std::string& path) {
 }
 
 // The file lock that keeps two loops out of one run directory (released by the kernel when the
-// process dies, however it dies; not inherited by the phases).
+// process dies, however it dies; closed in the phases at exec). A phase forked by a loop killed
+// the moment before may hold it for an instant, until its own death signal lands: waited for.
 struct RunLock {
   int fd = -1;
   explicit RunLock(const std::string& dir) {
     fd = ::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0)
-      throw std::runtime_error(dir + ": another jiriki loop is running in this directory");
+    if (fd < 0) throw std::runtime_error(dir + "/lock: cannot open");
+    for (int tries = 0; ::flock(fd, LOCK_EX | LOCK_NB) != 0; ++tries) {
+      if (tries == 100) {
+        ::close(fd);
+        throw std::runtime_error(dir + ": another jiriki loop is running in this directory");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
   ~RunLock() {
     if (fd >= 0) ::close(fd);
   }
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
 };
 
 // Copies a file so that the target is either absent, the old file, or the whole new one.
@@ -163,6 +172,12 @@ class Loop {
   int phase(const std::vector<std::string>& argv, const std::string& step, const std::string& kill_point,
             std::initializer_list<int> ok = {0}) {
     const std::string log = log_path(step);
+    {  // the command line heads its output, so that a failed phase can be rerun by hand
+      std::ofstream head(log, std::ios::app);
+      head << "$";
+      for (const auto& a : argv) head << ' ' << (a.find(' ') == std::string::npos ? a : '\'' + a + '\'');
+      head << '\n';
+    }
     const ChildResult r = run_child(argv, log, kill_point);
     json& seconds = current()["seconds"];
     if (!seconds.is_object()) seconds = json::object();
@@ -257,7 +272,7 @@ class Loop {
                        std::to_string(config_.integer("teacher_concurrency")), "--seed", seed(1), "--tc",
                        config_.str("teacher_tc"), "--out", dir + "/match", "--hcpe3", dir + "/games.hcpe3"});
     opening_args(a);
-    if (phase(a, "teacher_games", kp) < 0) return "";
+    if (phase(a, "teacher_games", kp, {0, 10, 11}) < 0) return "";  // no SPRT: any verdict is a finished match
     current()["teacher_positions"] = count_positions(dir);
     return "teacher_train";
   }
@@ -341,7 +356,7 @@ class Loop {
         if (phase(a, kind, kp) < 0) return "";
       } else {  // workers only: wait for their files
         if (stop_) return "";
-        std::this_thread::sleep_for(std::chrono::seconds(5));
+        std::this_thread::sleep_for(std::chrono::seconds(2));
       }
       const int64_t now = count_positions(counted) - c[base_key].get<int64_t>();
       if (local && now == made) throw std::runtime_error("the " + kind + " phase made no positions; see " + log_path(kind));
@@ -520,15 +535,18 @@ int run_worker(const std::string& run_dir, const std::string& name, const std::s
   const std::string self = self_binary();
   for (int round = 0; !stop; ++round) {
     const Config config = read_config(run);
-    if (!fs::exists(run + "/state.json")) {  // the loop has not started (or not made generation 0) yet
-      std::this_thread::sleep_for(std::chrono::seconds(5));
+    if (!fs::exists(run + "/state.json")) {  // the loop has not started yet
+      std::this_thread::sleep_for(std::chrono::seconds(1));
       continue;
     }
     const json state = read_json(run + "/state.json");
     const int64_t gens = config.integer("generations");
-    if (gens > 0 && state["generation"].get<int64_t>() > gens) break;
-    if (state["best"].get<std::string>().empty()) {
-      std::this_thread::sleep_for(std::chrono::seconds(5));
+    if (gens > 0 && state["generation"].get<int64_t>() > gens) {
+      out << "worker " << name << ": the run is done" << std::endl;
+      break;
+    }
+    if (state["best"].get<std::string>().empty()) {  // generation 0 is not made yet
+      std::this_thread::sleep_for(std::chrono::seconds(1));
       continue;
     }
     const std::string best = run + "/" + state["best"].get<std::string>();

@@ -14,6 +14,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -125,8 +126,9 @@ std::vector<DecodedEvent> decode_event_file(const std::string& bytes) {
 }
 
 // ---- whole runs ---------------------------------------------------------------------------------
-// The fake `jiriki match`: checks that both engines' model files exist, writes DIR/summary.json and
-// exits as FAKE_MATCH_EXIT says (0 undecided, 10 H1, 11 H0), with a score to match.
+// The fake `jiriki match`: checks that the engines' model files (if any) exist, writes DIR/summary.json and
+// exits as FAKE_MATCH_EXIT says (0 undecided, 10 H1, 11 H0), with a score to match; asked for
+// --hcpe3 FILE, it copies FAKE_MATCH_HCPE3 there (the teacher's games).
 std::string fake_match(const TempDir& dir) {
   const std::string path = dir.file("fake_match.sh");
   std::ofstream(path) << R"SH(#!/bin/sh
@@ -134,9 +136,10 @@ out=""
 prev=""
 for a in "$@"; do
   if [ "$prev" = "--out" ]; then out="$a"; fi
+  if [ "$prev" = "--hcpe3" ]; then cp "$FAKE_MATCH_HCPE3" "$a" || exit 1; fi
   if [ "$prev" = "--engine" ]; then
     model=$(printf '%s\n' "$a" | sed -n 's/.*option\.ModelFile=\([^ ]*\).*/\1/p')
-    if [ ! -f "$model" ]; then echo "fake match: no model file '$model'" >&2; exit 1; fi
+    if [ -n "$model" ] && [ ! -f "$model" ]; then echo "fake match: no model file '$model'" >&2; exit 1; fi
   fi
   prev="$a"
 done
@@ -170,6 +173,7 @@ json tiny_config(const std::string& match, int generations) {
           {"gate_games", 4},
           {"gate_nodes", 4},
           {"gate_concurrency", 1},
+          {"eval_first_games", 2},
           {"match_command", match},
           {"plots", true}};
 }
@@ -229,10 +233,11 @@ void check_finished_run(const std::string& dir, int generations) {
   }
   CHECK(event_files == generations);
   for (const char* sub : {"", "/models", "/plots", "/tensorboard"})
-    for (const auto& e : fs::directory_iterator(dir + sub)) {
-      INFO(e.path());
-      CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
-    }
+    if (fs::exists(dir + sub))
+      for (const auto& e : fs::directory_iterator(dir + sub)) {
+        INFO(e.path());
+        CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+      }
 }
 
 }  // namespace
@@ -322,12 +327,16 @@ TEST_CASE("loop: two generations end to end; killed at 20 points and restarted e
 
   SECTION("uninterrupted") {
     const std::string dir = tmp.file("run");
-    REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10", dir, "--config " + config) == 0);
+    const int rc = run_loop_cli("FAKE_MATCH_EXIT=10", dir, "--config " + config);
     INFO(run_output(dir));
+    REQUIRE(rc == 0);
     check_finished_run(dir, 2);
     const json state = read_json_file(dir + "/state.json");
     CHECK(state["best"] == "models/gen0002.jnn");  // both candidates passed the gate
     CHECK(state["history"][1]["gate"]["exit_code"] == 10);
+    CHECK(state["history"][1]["eval_first"]["games"] == 4);  // the fake's summary, read back
+    CHECK(read_bytes(dir + "/eval_first/fake_match_calls.txt").find("option.ModelFile=" + dir + "/models/gen0000.jnn") !=
+          std::string::npos);
     // The gate matched each candidate against the best of its time.
     const std::string calls = read_bytes(dir + "/gate/fake_match_calls.txt");
     CHECK(calls.find("option.ModelFile=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
@@ -363,8 +372,9 @@ TEST_CASE("loop: two generations end to end; killed at 20 points and restarted e
       CHECK(std::to_string(state["generation"].get<int>()) + ":" + state["step"].get<std::string>() ==
             point.substr(0, point.rfind(':')));
     }
+    const int rc = run_loop_cli("FAKE_MATCH_EXIT=10", dir);
     INFO(run_output(dir));
-    REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10", dir) == 0);
+    REQUIRE(rc == 0);
     check_finished_run(dir, 2);
     CHECK(read_json_file(dir + "/state.json")["best"] == "models/gen0002.jnn");
   }
@@ -396,4 +406,60 @@ TEST_CASE("loop gate: a rejected candidate is not promoted; without a gate every
   CHECK(state["history"][2]["promoted"] == true);
   CHECK_FALSE(state["history"][2].contains("gate"));
   CHECK(state["best"] == "models/gen0003.jnn");
+}
+
+TEST_CASE("loop teacher: generation 0 learns from the teacher's games, whose positions stay in the window",
+          "[loop][cli]") {
+  const TempDir tmp("loop_teacher");
+  // The "teacher's games": a few self-play games of a fresh network, with their evals.
+  const std::string bin = JIRIKI_BINARY;
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 -o " + tmp.file("t.jnn") + " > /dev/null").c_str()) == 0);
+  REQUIRE(std::system((bin + " selfplay --model " + tmp.file("t.jnn") + " --out " + tmp.file("t") +
+                       " --games 2 --playouts 4 --max-plies 40 --concurrent 2 --name t > /dev/null 2>&1")
+                          .c_str()) == 0);
+  const std::string games = tmp.file("t/t-00000.hcpe3");
+  REQUIRE(count_positions(games) == 80);
+  json c = tiny_config(fake_match(tmp), 1);
+  c["teacher_train_steps"] = 4;
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("FAKE_MATCH_EXIT=10 FAKE_MATCH_HCPE3=" + games, dir,
+                              "--config " + tmp.file("config.json") + " --teacher \"/usr/games/gpsusi -N 1\"");
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  check_finished_run(dir, 1);
+  // The teacher played itself: a command with its arguments becomes an engine spec.
+  const std::string calls = read_bytes(dir + "/teacher/fake_match_calls.txt");
+  CHECK(calls.find("cmd=/usr/games/gpsusi name=teacher-a args=\"-N 1\"") != std::string::npos);
+  CHECK(calls.find("--hcpe3 " + dir + "/teacher/games.hcpe3") != std::string::npos);
+  // Supervised training with elmo's lambda from the config, then self-play from its network.
+  CHECK(read_bytes(dir + "/logs/gen0000-teacher_train.log").find("--val-lambda 0.500000") != std::string::npos);
+  CHECK(read_bytes(dir + "/logs/gen0000-teacher_train.log").find("--data " + dir + "/teacher") != std::string::npos);
+  CHECK(fs::exists(dir + "/models/gen0000.jnn"));
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  CHECK(r["positions_total"] == count_positions(dir + "/selfplay") + 80);
+}
+
+TEST_CASE("loop worker: a worker's self-play feeds a loop that plays none itself", "[loop][cli]") {
+  const TempDir tmp("loop_worker");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["selfplay_local"] = false;
+  c["worker_positions"] = 30;
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run"), bin = JIRIKI_BINARY;
+  // The worker starts first and waits for the run; it stops once the run's generations are done.
+  const std::string cmd = "(" + bin + " loop worker --dir " + dir + " --name w1 --selfplay-args \"--concurrent 2\" > " +
+                          dir + ".worker 2>&1 &) ; FAKE_MATCH_EXIT=10 " + bin + " loop --dir " + dir + " --config " +
+                          tmp.file("config.json") + " > " + dir + ".out 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  INFO(run_output(dir));
+  check_finished_run(dir, 1);
+  CHECK(count_positions(dir + "/selfplay/workers/w1") >= 60);
+  CHECK_FALSE(fs::exists(dir + "/logs/gen0001-selfplay.log"));  // the loop played no self-play itself
+  // The worker notices the end of the run after its round.
+  for (int i = 0; i < 300 && read_bytes(dir + ".worker").find("done") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(read_bytes(dir + ".worker").find("worker w1: the run is done") != std::string::npos);
 }
