@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages jiriki builds against. Idempotent: installs only what is missing
 # and says what it installs. CUDA (nvcc, cuDNN, NCCL in /usr/local/cuda) is optional and never
-# installed here; the build detects it.
+# installed here; the build detects it. gnuplot draws `jiriki loop`'s plots.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build ccache catch2 libdnnl-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin)
+pkgs=(build-essential cmake ninja-build ccache catch2 libdnnl-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
