@@ -16,11 +16,12 @@ namespace jiriki {
 
 namespace {
 std::atomic<bool> g_stop{false};
-// The first Ctrl-C stops the loop: the phase in flight is interrupted (training writes its
-// checkpoint, self-play its finished games) and is redone by the next start. A second one ends it at once.
+// The first Ctrl-C or SIGTERM stops the loop: the phase in flight is interrupted (training writes its
+// checkpoint, self-play its finished games) and is redone by the next start. A second one ends it at
+// once. Ctrl-C reaches the phase from the terminal (one process group); SIGTERM is passed on as SIGINT.
 void on_signal(int sig) {
   g_stop = true;
-  loop::interrupt_child();
+  if (sig == SIGTERM) loop::interrupt_child();
   std::signal(sig, SIG_DFL);
 }
 

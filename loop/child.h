@@ -28,7 +28,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
 // run_child waits JIRIKI_LOOP_KILL_DELAY_MS (default 300) after starting it first.
 void kill_if(const std::string& point);
 
-// Sends SIGINT to the child in flight, if any (the loop's Ctrl-C handler calls it).
+// Sends SIGINT to the child in flight, if any (the loop's SIGTERM handler calls it; async-signal-safe).
 void interrupt_child();
 
 }  // namespace jiriki::loop

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <ostream>
 #include <stdexcept>
 #include <thread>
@@ -504,19 +505,35 @@ Config read_config(const std::string& run_dir) {
 
 int64_t count_positions(const std::string& path) {
   if (!fs::exists(path)) return 0;
-  std::vector<std::string> files;
+  std::vector<fs::path> files;
   if (fs::is_directory(path)) {
     for (const auto& e : fs::recursive_directory_iterator(path))
-      if (e.is_regular_file() && e.path().extension() == ".hcpe3") files.push_back(e.path().string());
+      if (e.is_regular_file() && e.path().extension() == ".hcpe3") files.push_back(e.path());
   } else {
     files.push_back(path);
   }
+  // Files are written whole and never changed, so a count is kept per (path, size, time): a long
+  // run's thousands of files are read once, not at every step.
+  struct Seen {
+    uintmax_t size;
+    fs::file_time_type time;
+    int64_t positions;
+  };
+  static std::map<std::string, Seen> seen;
   int64_t n = 0;
   for (const auto& f : files) {
-    std::vector<Hcpe3Game> games;
-    if (auto err = read_hcpe3_file(f, games)) throw std::runtime_error(f + ": " + *err);
-    for (const auto& g : games)
-      for (const auto& m : g.moves) n += !m.candidates.empty();
+    const uintmax_t size = fs::file_size(f);
+    const fs::file_time_type time = fs::last_write_time(f);
+    auto it = seen.find(f.string());
+    if (it == seen.end() || it->second.size != size || it->second.time != time) {
+      std::vector<Hcpe3Game> games;
+      if (auto err = read_hcpe3_file(f.string(), games)) throw std::runtime_error(f.string() + ": " + *err);
+      int64_t p = 0;
+      for (const auto& g : games)
+        for (const auto& m : g.moves) p += !m.candidates.empty();
+      it = seen.insert_or_assign(f.string(), Seen{size, time, p}).first;
+    }
+    n += it->second.positions;
   }
   return n;
 }

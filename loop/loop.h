@@ -35,7 +35,8 @@ void write_config(const std::string& run_dir, const Config& c);
 Config read_config(const std::string& run_dir);
 
 // Training positions (moves with search targets) in every .hcpe3 file under `path` (a file or a
-// directory, searched recursively; 0 when it does not exist).
+// directory, searched recursively; 0 when it does not exist). Each file is read once: its count is
+// remembered by path, size and time, as record files are written whole and never changed (not thread-safe).
 int64_t count_positions(const std::string& path);
 
 }  // namespace jiriki::loop

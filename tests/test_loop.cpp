@@ -463,3 +463,21 @@ TEST_CASE("loop worker: a worker's self-play feeds a loop that plays none itself
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   CHECK(read_bytes(dir + ".worker").find("worker w1: the run is done") != std::string::npos);
 }
+
+TEST_CASE("loop: SIGTERM stops the phase in flight, and the next start finishes the run", "[loop][cli]") {
+  const TempDir tmp("loop_term");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run"), bin = JIRIKI_BINARY;
+  const std::string cmd = "FAKE_MATCH_EXIT=10 " + bin + " loop --dir " + dir + " --config " + tmp.file("config.json") +
+                          " > " + dir + ".out 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid";
+  const int rc = std::system(cmd.c_str());
+  INFO(run_output(dir));
+  REQUIRE(WIFEXITED(rc));
+  CHECK(WEXITSTATUS(rc) == 130);
+  const json state = read_json_file(dir + "/state.json");
+  CHECK(state["history"].empty());
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10", dir) == 0);
+  check_finished_run(dir, 1);
+}
