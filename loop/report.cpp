@@ -176,10 +176,15 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
                              "'positions/hour'\nplot " + gens_file + " using 1:8 with linespoints title 'positions/hour'\n"},
   };
   std::string warnings;
+  fs::remove(dir + "/gnuplot.log");  // this drawing's messages only
   for (const auto& [name, body] : plots) {
     const std::string png = dir + "/" + name + ".png", script = dir + "/" + name + ".gp";
-    write_file_atomically(script, "set terminal png size 900,560\nset grid\nset datafile missing 'NaN'\nset output '" +
-                                      png + ".tmp'\n" + body);
+    // Generation axes: whole-number ticks while they fit, and room beside the first and last points.
+    const std::string axes = std::string(name) == "loss" ? ""
+                             : history.size() <= 20  ? "set xtics 1\nset offsets graph 0.05, graph 0.05, 0, 0\n"
+                                                     : "set offsets graph 0.05, graph 0.05, 0, 0\n";
+    write_file_atomically(script, "set terminal png size 900,560\nset grid\nset datafile missing 'NaN'\n" + axes +
+                                      "set output '" + png + ".tmp'\n" + body);
     const ChildResult r = run_child({gnuplot, script}, dir + "/gnuplot.log", "");
     std::error_code ec;
     if (r.exit_code == 0) fs::rename(png + ".tmp", png, ec);
