@@ -74,7 +74,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
     if (::getppid() != parent) ::_exit(137);  // the loop died before prctl took effect
     ::dup2(log, 1);
     ::dup2(log, 2);
-    ::execv(args[0], args.data());
+    ::execvp(args[0], args.data());
     const char msg[] = "error: cannot run the phase's program\n";
     (void)!::write(2, msg, sizeof msg - 1);
     ::_exit(127);

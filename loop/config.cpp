@@ -29,6 +29,7 @@ const std::vector<ConfigKey>& config_keys() {
       {"train_batch", "auto", "positions per step per replica, or auto (tuned for goodput)"},
       {"train_lr", "auto", "peak learning rate (auto: jiriki train's default)"},
       {"val_lambda", 0.333, "self-play training: weight of the search's eval in the value target (the rest: the result)"},
+      {"train_launcher", "", "a command in front of `jiriki train`, e.g. \"mpirun -np 8 -H host1:4,host2:4\" (training across hosts)"},
       {"train_args", "", "more `jiriki train` options, e.g. \"--optimizer adamw\""},
       {"window_min_rows", 20000, "sliding window: the smallest window (KataGo's -min-rows)"},
       {"window_expand_per_row", 0.4, "sliding window: initial growth per new position (-expand-window-per-row)"},

@@ -280,7 +280,8 @@ class Loop {
 
   std::vector<std::string> train_command(const std::string& dir, const std::vector<std::string>& data, int64_t steps,
                                          double val_lambda) const {
-    auto a = self_command("train");
+    auto a = split_command(config_.str("train_launcher"));
+    for (auto& w : self_command("train")) a.push_back(w);
     for (const auto& d : data) a.insert(a.end(), {"--data", d});
     const std::string ckpt = dir + "/train.ckpt";
     a.insert(a.end(), {"--model-out", dir + "/candidate.jnn", "--checkpoint", ckpt, "--log", dir + "/log.jsonl",

@@ -421,6 +421,7 @@ TEST_CASE("loop teacher: generation 0 learns from the teacher's games, whose pos
   REQUIRE(count_positions(games) == 80);
   json c = tiny_config(fake_match(tmp), 1);
   c["teacher_train_steps"] = 4;
+  c["train_launcher"] = "env JIRIKI_LAUNCHED=1";  // as mpirun would be
   c["plots"] = false;
   std::ofstream(tmp.file("config.json")) << c.dump();
   const std::string dir = tmp.file("run");
@@ -435,6 +436,7 @@ TEST_CASE("loop teacher: generation 0 learns from the teacher's games, whose pos
   CHECK(calls.find("--hcpe3 " + dir + "/teacher/games.hcpe3") != std::string::npos);
   // Supervised training with elmo's lambda from the config, then self-play from its network.
   CHECK(read_bytes(dir + "/logs/gen0000-teacher_train.log").find("--val-lambda 0.500000") != std::string::npos);
+  CHECK(read_bytes(dir + "/logs/gen0000-teacher_train.log").find("$ env JIRIKI_LAUNCHED=1 " + bin + " train") == 0);
   CHECK(read_bytes(dir + "/logs/gen0000-teacher_train.log").find("--data " + dir + "/teacher") != std::string::npos);
   CHECK(fs::exists(dir + "/models/gen0000.jnn"));
   const json r = read_json_file(dir + "/state.json")["history"][0];
@@ -480,4 +482,34 @@ TEST_CASE("loop: SIGTERM stops the phase in flight, and the next start finishes 
   CHECK(state["history"].empty());
   REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10", dir) == 0);
   check_finished_run(dir, 1);
+}
+
+TEST_CASE("loop gate with the real jiriki match: its command line and summary round-trip", "[loop][cli]") {
+  const std::string bin = JIRIKI_BINARY;
+  if (std::system((bin + " match --help > /dev/null 2>&1").c_str()) != 0) {
+    WARN("this jiriki has no `match` subcommand yet: the gate is tested with the fake only");
+    return;
+  }
+  const TempDir tmp("loop_real_match");
+  json c = tiny_config("", 1);  // match_command empty: this jiriki's own match
+  c["plots"] = false;
+  c["gate_games"] = 2;
+  c["eval_first_games"] = 2;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  check_finished_run(dir, 1);
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  for (const char* m : {"gate", "eval_first"}) {
+    INFO(m);
+    CHECK(r[m]["games"] == 2);
+    CHECK(r[m]["wins"].get<int>() + r[m]["losses"].get<int>() + r[m]["draws"].get<int>() == 2);
+    CHECK(r[m]["elo_95"].size() == 2);
+  }
+  CHECK(r["gate"].contains("sprt"));
+  // Promoted exactly when the match's verdict and score say so.
+  const bool h1 = r["gate"]["exit_code"] == 10, undecided = r["gate"]["exit_code"] == 0;
+  CHECK(r["promoted"] == (h1 || (undecided && r["gate"]["score"].get<double>() > 0.5)));
 }
