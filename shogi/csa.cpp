@@ -307,6 +307,7 @@ std::string write_csa(const GameRecord& rec, TextEncoding enc) {
   for (size_t i = 0; i < rec.moves.size(); ++i) {
     s += move_to_csa(pos, rec.moves[i]) + "\n";
     if (i < rec.seconds.size() && rec.seconds[i] >= 0) s += "T" + std::to_string(rec.seconds[i]) + "\n";
+    if (i < rec.comments.size() && !rec.comments[i].empty()) s += "'" + rec.comments[i] + "\n";
     pos.do_move(rec.moves[i]);
   }
   for (auto [end, code] : END_CODES)

@@ -36,6 +36,7 @@ struct GameRecord {
   Position start;              // the position before the first move
   std::vector<Move> moves;     // the moves played, each verified legal when read
   std::vector<int> seconds;    // time spent on each move (same length as moves), -1 where unknown
+  std::vector<std::string> comments;  // empty, or one per move ("" for none): CSA ' lines after the move
   GameEnd end = GameEnd::NONE;
   std::string black, white;    // player names, UTF-8
   std::string event;           // CSA $EVENT, KIF 棋戦

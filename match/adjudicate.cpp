@@ -1,0 +1,56 @@
+// Game adjudication by the rules of shogi and by agreed engine scores.
+#include "match/adjudicate.h"
+
+#include <cstdlib>
+
+#include "shogi/movegen.h"
+
+namespace jiriki::match {
+
+Verdict judge_answer(const Position& pos, const std::string& answer, Move& move) {
+  Color us = pos.side_to_move();
+  if (answer == "resign") return Verdict::loss(us, GameEnd::RESIGN, "resign");
+  if (answer == "win") {
+    if (pos.declaration_win(EnteringKingRule::POINT27)) return Verdict::loss(~us, GameEnd::DECLARATION, "declaration");
+    return Verdict::loss(us, GameEnd::ILLEGAL_MOVE, "false declaration");
+  }
+  Move m = move_from_usi(pos, answer);
+  if (m == MOVE_NONE) return Verdict::loss(us, GameEnd::ILLEGAL_MOVE, "unparsable move '" + answer + "'");
+  if (!pos.is_legal(m)) return Verdict::loss(us, GameEnd::ILLEGAL_MOVE, "illegal move " + answer);
+  move = m;
+  return {};
+}
+
+Verdict judge_position(const Position& pos, int plies, int max_plies) {
+  Color us = pos.side_to_move();
+  if (legal_moves(pos).size() == 0) return Verdict::loss(us, GameEnd::MATE, "mate");
+  switch (pos.repetition()) {
+    case Repetition::DRAW: return Verdict::draw(GameEnd::SENNICHITE, "sennichite");
+    case Repetition::WIN: return Verdict::loss(~us, GameEnd::SENNICHITE, "perpetual check");
+    case Repetition::LOSE: return Verdict::loss(us, GameEnd::SENNICHITE, "perpetual check");
+    case Repetition::NONE: break;
+  }
+  if (max_plies > 0 && plies >= max_plies) return Verdict::draw(GameEnd::MAX_MOVES, "max plies");
+  return {};
+}
+
+Verdict judge_scores(const std::vector<std::optional<int>>& scores, Color side_to_move, const ScoreRules& rules) {
+  const int n = int(scores.size());
+  // Scores of the last k moves of each side, or false when one is missing or there are too few.
+  auto all_last = [&](int moves, auto&& ok) {
+    if (moves <= 0 || n < 2 * moves) return false;
+    for (int i = n - 2 * moves; i < n; ++i) {
+      // Ply i was played by the side to move when n - i is even, by its opponent when odd.
+      bool mine = (n - i) % 2 == 0;
+      if (!scores[i] || !ok(*scores[i], mine)) return false;
+    }
+    return true;
+  };
+  if (all_last(rules.resign_moves, [&](int s, bool mine) { return mine ? s <= -rules.resign_cp : s >= rules.resign_cp; }))
+    return Verdict::loss(side_to_move, GameEnd::RESIGN, "resign adjudication");
+  if (n >= rules.draw_plies && all_last(rules.draw_moves, [&](int s, bool) { return std::abs(s) <= rules.draw_cp; }))
+    return Verdict::draw(GameEnd::IMPASSE, "draw adjudication");
+  return {};
+}
+
+}  // namespace jiriki::match

@@ -1,0 +1,199 @@
+// USI engine processes through Boost.Process v1 (Boost 1.74): pipes, a reader thread, process groups.
+#include "match/engine_process.h"
+
+#include <cctype>
+#include <csignal>
+#include <filesystem>
+#include <system_error>
+
+#include <boost/process.hpp>
+
+namespace bp = boost::process;
+
+namespace jiriki::match {
+
+std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec& out) {
+  EngineSpec spec;
+  size_t i = 0;
+  while (true) {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == text.size()) break;
+    size_t eq = text.find('=', i);
+    size_t space = text.find_first_of(" \t", i);
+    if (eq == std::string::npos || eq > space) return "expected KEY=VALUE at '" + text.substr(i) + "'";
+    std::string key = text.substr(i, eq - i), value;
+    i = eq + 1;
+    if (i < text.size() && text[i] == '"') {
+      size_t close = text.find('"', i + 1);
+      if (close == std::string::npos) return "unclosed quote after " + key + "=";
+      value = text.substr(i + 1, close - i - 1);
+      i = close + 1;
+    } else {
+      size_t end = text.find_first_of(" \t", i);
+      if (end == std::string::npos) end = text.size();
+      value = text.substr(i, end - i);
+      i = end;
+    }
+    if (key == "cmd") spec.cmd = value;
+    else if (key == "name") spec.name = value;
+    else if (key == "dir") spec.dir = value;
+    else if (key == "args") {
+      std::string word;
+      for (char c : value + ' ') {
+        if (c == ' ' || c == '\t') {
+          if (!word.empty()) spec.args.push_back(word);
+          word.clear();
+        } else {
+          word += c;
+        }
+      }
+    } else if (key.rfind("option.", 0) == 0 && key.size() > 7) {
+      spec.options.emplace_back(key.substr(7), value);
+    } else if (key.rfind("env.", 0) == 0 && key.size() > 4) {
+      spec.env.emplace_back(key.substr(4), value);
+    } else {
+      return "unknown engine field '" + key + "' (expected cmd, name, dir, args, env.VAR or option.NAME)";
+    }
+  }
+  if (spec.cmd.empty()) return "cmd=PATH is required";
+  if (spec.name.empty()) spec.name = std::filesystem::path(spec.cmd).filename().string();
+  out = std::move(spec);
+  return std::nullopt;
+}
+
+struct EngineProcess::Child {
+  bp::pipe in;  // a bare pipe: bp::opstream's destructor throws (and terminates) on a dead reader
+  bp::ipstream out;
+  bp::group group;
+  bp::child proc;
+};
+
+EngineProcess::EngineProcess(EngineSpec spec) : spec_(std::move(spec)) {
+  // A write to an engine that has just died must fail, not end the runner with SIGPIPE.
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+EngineProcess::~EngineProcess() { stop_child(true); }
+
+void EngineProcess::reader(std::shared_ptr<Child> child) {
+  std::string line;
+  while (std::getline(child->out, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    auto at = Clock::now();
+    {
+      std::lock_guard lock(mutex_);
+      lines_.push_back({std::move(line), at});
+    }
+    cv_.notify_all();
+    line.clear();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    eof_ = true;
+  }
+  cv_.notify_all();
+}
+
+void EngineProcess::stop_child(bool polite) {
+  if (!child_) return;
+  if (polite && send("quit")) {
+    std::unique_lock lock(mutex_);
+    cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return eof_; });
+  }
+  std::error_code ec;
+  child_->group.terminate(ec);  // the engine and anything it started; an empty group is fine
+  child_->proc.wait(ec);
+  if (reader_.joinable()) reader_.join();
+  child_.reset();
+  std::lock_guard lock(mutex_);
+  lines_.clear();
+  eof_ = true;
+}
+
+void EngineProcess::kill() { stop_child(false); }
+
+std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeout) {
+  stop_child(false);
+  boost::filesystem::path exe = spec_.cmd;
+  if (spec_.cmd.find('/') == std::string::npos) {
+    exe = bp::search_path(spec_.cmd);
+    if (exe.empty()) return spec_.name + ": " + spec_.cmd + " is not in PATH";
+  }
+  if (!spec_.dir.empty() && !std::filesystem::is_directory(spec_.dir))
+    return spec_.name + ": working directory " + spec_.dir + " does not exist";
+  auto child = std::make_shared<Child>();
+  bp::environment env = boost::this_process::environment();
+  for (const auto& [var, value] : spec_.env) env[var] = value;
+  try {
+    if (spec_.dir.empty())
+      child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in < child->in, bp::std_out > child->out,
+                              bp::std_err > bp::null, env, child->group);
+    else
+      child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in < child->in, bp::std_out > child->out,
+                              bp::std_err > bp::null, env, bp::start_dir(spec_.dir), child->group);
+  } catch (const std::exception& e) {
+    return spec_.name + ": cannot start " + spec_.cmd + ": " + e.what();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    lines_.clear();
+    eof_ = false;
+  }
+  child_ = child;
+  reader_ = std::thread(&EngineProcess::reader, this, child);
+
+  auto deadline = Clock::now() + timeout;
+  send("usi");
+  while (true) {
+    auto line = read_line(deadline);
+    if (!line) return spec_.name + (ended() ? ": the engine ended before usiok" : ": no usiok in time");
+    if (line->text == "usiok") break;
+  }
+  for (const auto& [name, value] : spec_.options) send("setoption name " + name + " value " + value);
+  if (!sync(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())))
+    return spec_.name + (ended() ? ": the engine ended before readyok" : ": no readyok in time");
+  return std::nullopt;
+}
+
+bool EngineProcess::sync(std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  {
+    std::lock_guard lock(mutex_);
+    lines_.clear();
+  }
+  if (!send("isready")) return false;
+  while (auto line = read_line(deadline))
+    if (line->text == "readyok") return true;
+  return false;
+}
+
+bool EngineProcess::send(const std::string& line) {
+  if (!child_) return false;
+  std::string bytes = line + '\n';
+  try {
+    for (size_t done = 0; done < bytes.size();) {
+      int n = child_->in.write(bytes.data() + done, int(bytes.size() - done));
+      if (n <= 0) return false;
+      done += size_t(n);
+    }
+  } catch (const std::exception&) {  // EPIPE: the engine is gone
+    return false;
+  }
+  return true;
+}
+
+std::optional<EngineLine> EngineProcess::read_line(Clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  cv_.wait_until(lock, deadline, [&] { return !lines_.empty() || eof_; });
+  if (lines_.empty()) return std::nullopt;
+  EngineLine l = std::move(lines_.front());
+  lines_.pop_front();
+  return l;
+}
+
+bool EngineProcess::ended() {
+  std::lock_guard lock(mutex_);
+  return eof_ && lines_.empty();
+}
+
+}  // namespace jiriki::match

@@ -1,0 +1,79 @@
+// One USI engine as a child process of the match runner: started through Boost.Process with pipes
+// on its standard input and output, a reader thread that time-stamps every line it prints, reads
+// with deadlines, and a kill that takes the engine's whole process group (an engine's helper
+// processes would otherwise keep the pipe open), so that a crashed or stalled engine can be
+// replaced by a fresh one while the match goes on.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace jiriki::match {
+
+using Clock = std::chrono::steady_clock;
+
+// How to run an engine: the --engine value
+// "cmd=PATH name=NAME [dir=DIR] [args="a b"] [env.VAR=VALUE ...] [option.N=V ...]".
+struct EngineSpec {
+  std::string name;  // display name (defaults to the file name of cmd)
+  std::string cmd;   // executable; a name without '/' is looked up in PATH
+  std::string dir;   // working directory ("" = the runner's)
+  std::vector<std::string> args;
+  std::vector<std::pair<std::string, std::string>> env;      // added to the runner's environment
+  std::vector<std::pair<std::string, std::string>> options;  // sent as setoption after usiok
+};
+
+// Parses an --engine value; returns an error naming the bad field. Values may be double-quoted.
+std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec& out);
+
+// A line the engine printed and when the reader thread got it.
+struct EngineLine {
+  std::string text;
+  Clock::time_point at;
+};
+
+class EngineProcess {
+ public:
+  explicit EngineProcess(EngineSpec spec);
+  ~EngineProcess();  // sends quit, and kills the process group if it does not end at once
+  EngineProcess(const EngineProcess&) = delete;
+  EngineProcess& operator=(const EngineProcess&) = delete;
+
+  // Starts the process (killing any earlier one) and runs the handshake: usi .. usiok, the
+  // options, isready .. readyok. Returns an error when it cannot start or does not answer in time.
+  std::optional<std::string> start(std::chrono::milliseconds timeout);
+  // isready .. readyok, dropping whatever the engine printed before (a late bestmove of a search
+  // the runner gave up on). False when it does not answer in time or has ended.
+  bool sync(std::chrono::milliseconds timeout);
+  // Writes one line; false when the engine is gone.
+  bool send(const std::string& line);
+  // The next line, waiting until `deadline`; nullopt on time-out or when the engine has ended
+  // and every line it printed was read (then ended() is true).
+  std::optional<EngineLine> read_line(Clock::time_point deadline);
+  bool ended();
+  // Kills the engine and its process group at once.
+  void kill();
+  const EngineSpec& spec() const { return spec_; }
+
+ private:
+  struct Child;  // the Boost.Process objects of one start
+  void reader(std::shared_ptr<Child> child);
+  void stop_child(bool polite);
+
+  EngineSpec spec_;
+  std::shared_ptr<Child> child_;
+  std::thread reader_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<EngineLine> lines_;
+  bool eof_ = true;
+};
+
+}  // namespace jiriki::match

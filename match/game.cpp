@@ -1,0 +1,167 @@
+// The game driver: clocks, engine answers and the referee.
+#include "match/game.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace jiriki::match {
+
+namespace {
+
+int64_t ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// The move record's comment: the mover's score and the exact time (the CSA T line holds seconds).
+std::string move_comment(std::optional<int> score, int64_t ms) {
+  char buf[64];
+  std::string s = "time " + std::to_string(ms / 1000) + ".";
+  std::snprintf(buf, sizeof buf, "%03d", int(ms % 1000));
+  s += buf;
+  if (!score) return s;
+  if (std::abs(*score) > MATE_SCORE - 1000) {
+    int plies = MATE_SCORE - std::abs(*score);
+    return s + " score mate " + (*score > 0 ? "" : "-") + std::to_string(plies);
+  }
+  return s + " score cp " + std::to_string(*score);
+}
+
+}  // namespace
+
+std::optional<int> parse_info_score(const std::string& line) {
+  if (!starts_with(line, "info ") || starts_with(line, "info string")) return std::nullopt;
+  std::istringstream in(line);
+  std::string w;
+  while (in >> w && w != "score") {}
+  std::string kind, value;
+  if (!(in >> kind >> value)) return std::nullopt;
+  try {
+    if (kind == "cp") return std::stoi(value);
+    if (kind == "mate") {
+      // "mate +" / "mate -": mate found, distance unknown.
+      if (value == "+" || value == "-") return value == "+" ? MATE_SCORE : -MATE_SCORE;
+      int n = std::stoi(value);
+      bool winning = n > 0 || (n == 0 && value[0] != '-');
+      return winning ? MATE_SCORE - std::abs(n) : -(MATE_SCORE - std::abs(n));
+    }
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& opening, const GameSettings& settings) {
+  const TimeControl& tc = settings.tc;
+  PlayedGame g;
+  Position pos;
+  pos.set_sfen(opening.sfen);
+  g.record.start = pos;
+  g.record.black = black.spec().name;
+  g.record.white = white.spec().name;
+  const std::string position_base = opening.sfen == "startpos" ? "position startpos" : "position sfen " + opening.sfen;
+  std::string moves_text;  // " 7g7f 3c3d ..."
+  for (Move m : opening.moves) {
+    pos.do_move(m);
+    g.record.add_move(m);
+    g.record.comments.emplace_back();
+    g.move_ms.push_back(-1);
+    g.scores.push_back(std::nullopt);
+    moves_text += " " + move_to_usi(m);
+  }
+  g.opening_plies = int(opening.moves.size());
+
+  EngineProcess* engines[COLOR_NB] = {&black, &white};
+  for (auto* e : engines) e->send("usinewgame");
+  const bool clocked = tc.nodes == 0;
+  int64_t remaining[COLOR_NB] = {tc.time_ms, tc.time_ms};
+  std::optional<Clock::time_point> last_answer;
+  Verdict v;
+  while (true) {
+    const Color us = pos.side_to_move();
+    v = judge_scores(g.scores, us, settings.scores);
+    if (v.over) break;
+    EngineProcess& e = *engines[us];
+    std::string go;
+    int64_t limit_ms;
+    if (clocked) {
+      go = "go btime " + std::to_string(remaining[BLACK]) + " wtime " + std::to_string(remaining[WHITE]);
+      if (tc.byoyomi_ms > 0) go += " byoyomi " + std::to_string(tc.byoyomi_ms);
+      else if (tc.inc_ms > 0) go += " binc " + std::to_string(tc.inc_ms) + " winc " + std::to_string(tc.inc_ms);
+      limit_ms = remaining[us] + tc.byoyomi_ms;
+    } else {
+      go = "go nodes " + std::to_string(tc.nodes);
+      limit_ms = settings.timeout_ms;
+    }
+    e.send(moves_text.empty() ? position_base : position_base + " moves" + moves_text);
+    e.send(go);
+    const auto sent_at = Clock::now();
+    if (last_answer) {
+      g.runner_us += std::chrono::duration<double, std::micro>(sent_at - *last_answer).count();
+      ++g.runner_moves;
+    }
+    const auto deadline = sent_at + std::chrono::milliseconds(limit_ms + (clocked ? settings.margin_ms : 0));
+    std::optional<int> score;
+    std::optional<EngineLine> answer;
+    while (auto line = e.read_line(deadline)) {
+      if (starts_with(line->text, "bestmove")) {
+        answer = std::move(line);
+        break;
+      }
+      if (auto s = parse_info_score(line->text)) score = s;
+    }
+    if (!answer) {
+      if (e.ended()) {
+        g.failed[us] = true;
+        v = Verdict::loss(us, us == BLACK ? GameEnd::BLACK_ILLEGAL_ACTION : GameEnd::WHITE_ILLEGAL_ACTION, "crash");
+        break;
+      }
+      // Out of time: a working engine answers `stop` at once; one that does not is killed.
+      v = Verdict::loss(us, GameEnd::TIME_UP, clocked ? "time forfeit" : "no answer");
+      e.send("stop");
+      bool answered = false;
+      const auto grace = Clock::now() + std::chrono::milliseconds(settings.grace_ms);
+      while (auto line = e.read_line(grace))
+        if ((answered = starts_with(line->text, "bestmove"))) break;
+      if (!answered) {
+        e.kill();
+        g.failed[us] = true;
+        v.reason = "no answer";
+      }
+      break;
+    }
+    const int64_t elapsed = ms_between(sent_at, answer->at);
+    g.used_ms[us] += elapsed;
+    last_answer = answer->at;
+    if (clocked) {
+      if (elapsed > limit_ms + settings.margin_ms) {
+        v = Verdict::loss(us, GameEnd::TIME_UP, "time forfeit");
+        break;
+      }
+      remaining[us] = std::max<int64_t>(0, remaining[us] - elapsed) + tc.inc_ms;
+    }
+    std::istringstream words(answer->text);
+    std::string bestmove, text;
+    words >> bestmove >> text;
+    Move m = MOVE_NONE;
+    v = judge_answer(pos, text, m);
+    if (v.over) break;
+    pos.do_move(m);
+    g.record.add_move(m, int(elapsed / 1000));
+    g.record.comments.push_back(move_comment(score, elapsed));
+    g.move_ms.push_back(elapsed);
+    g.scores.push_back(score);
+    moves_text += " " + text;
+    v = judge_position(pos, int(g.record.moves.size()), settings.max_plies);
+    if (v.over) break;
+  }
+  g.verdict = v;
+  g.record.end = v.end;
+  for (Color c : {BLACK, WHITE})
+    if (!g.failed[c])
+      engines[c]->send(!v.winner ? "gameover draw" : *v.winner == c ? "gameover win" : "gameover lose");
+  return g;
+}
+
+}  // namespace jiriki::match

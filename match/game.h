@@ -1,0 +1,54 @@
+// One game between two USI engine processes: the match runner keeps the clocks (from the moment
+// `go` is written to the moment the `bestmove` line arrives), reads each engine's last score from
+// its `info` lines, and asks the referee (adjudicate.h) after every answer and every move.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "match/adjudicate.h"
+#include "match/engine_process.h"
+#include "match/openings.h"
+#include "shogi/record.h"
+
+namespace jiriki::match {
+
+// Time control of both sides. byoyomi with time 0 is a fixed time per move; time with inc is
+// Fischer, without inc and byoyomi sudden death; nodes > 0 sends `go nodes N` and no clock.
+struct TimeControl {
+  int64_t time_ms = 0, inc_ms = 0, byoyomi_ms = 0, nodes = 0;
+};
+
+struct GameSettings {
+  TimeControl tc;
+  int64_t margin_ms = 0;        // an answer this late beyond the clock is still on time
+  int64_t timeout_ms = 30000;   // the most a move may take under `nodes` (and the start-up limit)
+  int64_t grace_ms = 1000;      // after a time forfeit, how long `stop` may take before the engine is killed
+  int max_plies = 320;          // a draw when reached (0: no limit)
+  ScoreRules scores;
+};
+
+struct PlayedGame {
+  GameRecord record;                       // all moves, the opening's included; comments hold scores
+  std::vector<int64_t> move_ms;            // per move, -1 for the opening's moves
+  std::vector<std::optional<int>> scores;  // per move, the mover's score (cp; mate as +-(32000 - plies))
+  int opening_plies = 0;
+  Verdict verdict;
+  bool failed[COLOR_NB] = {false, false};  // the engine crashed or stopped answering: restart it
+  int64_t used_ms[COLOR_NB] = {0, 0};      // thinking time of each side
+  double runner_us = 0;                    // the runner's own time from each bestmove to the next go
+  int runner_moves = 0;
+};
+
+constexpr int MATE_SCORE = 32000;
+
+// Parses the score of an `info` line into the mover's centipawns ("score cp 35", "score mate 3",
+// "score mate -"); nullopt when the line has none.
+std::optional<int> parse_info_score(const std::string& line);
+
+// Plays a game from `opening`; both engines must be started and in sync. Names in the record are
+// the engines' display names.
+PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& opening, const GameSettings& settings);
+
+}  // namespace jiriki::match

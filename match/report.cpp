@@ -1,0 +1,140 @@
+// summary.json and the final table.
+#include "match/report.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace jiriki::match {
+
+namespace {
+
+nlohmann::json number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); }
+
+const char* sprt_name(SprtResult r) { return r == SprtResult::H1 ? "H1" : r == SprtResult::H0 ? "H0" : "none"; }
+
+nlohmann::json pairing_json(const TournamentConfig& config, const PairingResult& pr) {
+  EloEstimate e = estimate_wdl(pr.wins, pr.draws, pr.losses);
+  EloEstimate p = estimate_penta(pr.penta);
+  return {
+      {"engines", {config.engines[pr.first].name, config.engines[pr.second].name}},
+      {"games", pr.games()},
+      {"wins", pr.wins},
+      {"losses", pr.losses},
+      {"draws", pr.draws},
+      {"score", e.score},
+      {"elo", number(e.elo)},
+      {"elo_95", {number(e.lo), number(e.hi)}},
+      {"los", e.los},
+      {"penta", pr.penta},
+      {"penta_elo", number(p.elo)},
+      {"penta_elo_95", {number(p.lo), number(p.hi)}},
+      {"nelo", number(p.nelo)},
+  };
+}
+
+std::string fmt(const char* f, double a, double b = 0, double c = 0) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, f, a, b, c);
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::json summary_json(const TournamentConfig& config, const TournamentResult& result) {
+  nlohmann::json j;
+  j["engines"] = nlohmann::json::array();
+  for (const auto& e : config.engines) j["engines"].push_back(e.name);
+  j["games"] = result.games;
+  j["pairings"] = nlohmann::json::array();
+  for (const auto& pr : result.pairings) j["pairings"].push_back(pairing_json(config, pr));
+  if (result.pairings.size() == 1)
+    for (const auto& [k, v] : j["pairings"][0].items())
+      if (k != "engines" && k != "games") j[k] = v;
+  if (config.sprt)
+    j["sprt"] = {{"llr", result.llr}, {"lower", config.sprt->lower()}, {"upper", config.sprt->upper()},
+                 {"elo0", config.sprt->elo0}, {"elo1", config.sprt->elo1}, {"alpha", config.sprt->alpha},
+                 {"beta", config.sprt->beta}, {"result", sprt_name(result.sprt)}};
+  else
+    j["sprt"] = nullptr;
+  // crosstable.points[i][j]: engine i's points against engine j (null on the diagonal and for
+  // engines that did not meet); crosstable.games likewise.
+  const size_t n = config.engines.size();
+  nlohmann::json points = nlohmann::json::array(), games = nlohmann::json::array();
+  for (size_t i = 0; i < n; ++i) {
+    points.push_back(std::vector<nlohmann::json>(n));
+    games.push_back(std::vector<nlohmann::json>(n));
+  }
+  for (const auto& pr : result.pairings) {
+    points[pr.first][pr.second] = pr.wins + 0.5 * pr.draws;
+    points[pr.second][pr.first] = pr.losses + 0.5 * pr.draws;
+    games[pr.first][pr.second] = games[pr.second][pr.first] = pr.games();
+  }
+  j["crosstable"] = {{"points", points}, {"games", games}};
+  j["faults"] = nlohmann::json::object();
+  for (size_t i = 0; i < n; ++i) {
+    const EngineFaults& f = result.faults[i];
+    j["faults"][config.engines[i].name] = {{"time", f.time}, {"illegal", f.illegal}, {"crash", f.crash}, {"no_answer", f.no_answer}};
+  }
+  j["runner_us_per_move"] = result.runner_us_per_move;
+  j["runner_moves"] = result.runner_moves;
+  return j;
+}
+
+std::string final_table(const TournamentConfig& config, const TournamentResult& result) {
+  std::string s;
+  auto name = [&](int i) { return config.engines[i].name; };
+  for (const auto& pr : result.pairings) {
+    EloEstimate e = estimate_wdl(pr.wins, pr.draws, pr.losses);
+    EloEstimate p = estimate_penta(pr.penta);
+    s += name(pr.first) + " vs " + name(pr.second) + ": " + std::to_string(pr.games()) + " games, +" +
+         std::to_string(pr.wins) + " -" + std::to_string(pr.losses) + " =" + std::to_string(pr.draws) +
+         fmt(", score %.3f\n", e.score);
+    s += fmt("  Elo %.1f [%.1f, %.1f]", e.elo, e.lo, e.hi) + fmt(", LOS %.1f%%\n", 100 * e.los);
+    s += "  pairs LL LD DD/WL WD WW: " + std::to_string(pr.penta[0]) + " " + std::to_string(pr.penta[1]) + " " +
+         std::to_string(pr.penta[2]) + " " + std::to_string(pr.penta[3]) + " " + std::to_string(pr.penta[4]) +
+         fmt(", Elo %.1f [%.1f, %.1f]", p.elo, p.lo, p.hi) + fmt(", nElo %.1f\n", p.nelo);
+  }
+  if (config.sprt)
+    s += fmt("SPRT elo0 %.2f elo1 %.2f: LLR %.3f", config.sprt->elo0, config.sprt->elo1, result.llr) +
+         fmt(" (%.3f, %.3f) -> ", config.sprt->lower(), config.sprt->upper()) + sprt_name(result.sprt) + "\n";
+  const int n = int(config.engines.size());
+  if (n > 2) {
+    s += "crosstable (points of the row against the column):\n";
+    size_t w = 6;
+    for (int i = 0; i < n; ++i) w = std::max(w, name(i).size() + 1);
+    auto pad = [&](std::string t) { return t + std::string(w > t.size() ? w - t.size() : 1, ' '); };
+    s += pad("");
+    for (int i = 0; i < n; ++i) s += pad(name(i));
+    s += "total\n";
+    for (int i = 0; i < n; ++i) {
+      s += pad(name(i));
+      double total = 0;
+      int64_t played = 0;
+      for (int k = 0; k < n; ++k) {
+        std::string cell = "-";
+        for (const auto& pr : result.pairings) {
+          double pts = -1;
+          if (pr.first == i && pr.second == k) pts = pr.wins + 0.5 * pr.draws;
+          if (pr.second == i && pr.first == k) pts = pr.losses + 0.5 * pr.draws;
+          if (pts >= 0) {
+            cell = fmt("%g/", pts) + std::to_string(pr.games());
+            total += pts;
+            played += pr.games();
+          }
+        }
+        s += pad(cell);
+      }
+      s += fmt("%g/", total) + std::to_string(played) + "\n";
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    const EngineFaults& f = result.faults[i];
+    s += name(i) + " lost by: time " + std::to_string(f.time) + ", illegal move " + std::to_string(f.illegal) +
+         ", crash " + std::to_string(f.crash) + ", no answer " + std::to_string(f.no_answer) + "\n";
+  }
+  s += fmt("runner: %.1f us per move (from a bestmove's arrival to the next go), %.0f moves\n",
+           result.runner_us_per_move, double(result.runner_moves));
+  return s;
+}
+
+}  // namespace jiriki::match

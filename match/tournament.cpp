@@ -1,0 +1,192 @@
+// Scheduling games over threads and keeping the score.
+#include "match/tournament.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace jiriki::match {
+
+namespace {
+
+struct Job {
+  int pairing;
+  int64_t pair;    // index of the opening pair within the pairing
+  bool swapped;    // the second game of the pair: the second engine plays Black
+  int64_t number;  // 1, 2, ... in schedule order
+};
+
+// The shared state of the worker threads.
+class Scheduler {
+ public:
+  Scheduler(const TournamentConfig& config, TournamentResult& result)
+      : config_(config), result_(result), writer_(config.records) {
+    auto pairings = make_pairings(int(config.engines.size()), config.gauntlet);
+    for (auto [a, b] : pairings) result_.pairings.push_back({a, b});
+    result_.faults.assign(config.engines.size(), {});
+    const int64_t pairs = (config.games + 1) / 2;
+    // Pair-major order: every pairing advances together, and both games of a pair run close in time.
+    for (int64_t k = 0; k < pairs; ++k)
+      for (int p = 0; p < int(pairings.size()); ++p)
+        for (bool swapped : {false, true}) jobs_.push_back({p, k, swapped, int64_t(jobs_.size()) + 1});
+    std::mt19937_64 rng(config.seed);
+    if (config.openings.empty()) {
+      for (int64_t k = 0; k < pairs; ++k) openings_.push_back(random_opening(config.random_plies, rng));
+    } else {
+      std::vector<size_t> order(config.openings.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::shuffle(order.begin(), order.end(), rng);
+      for (int64_t k = 0; k < pairs; ++k) openings_.push_back(config.openings[order[k % order.size()]]);
+    }
+  }
+
+  void worker() {
+    std::map<int, std::unique_ptr<EngineProcess>> engines;
+    const auto timeout = std::chrono::milliseconds(config_.game.timeout_ms);
+    // The engine of index i, in sync and ready for a game; nullptr when it cannot start.
+    auto ready = [&](int i) -> EngineProcess* {
+      auto& e = engines[i];
+      if (e && e->sync(timeout)) return e.get();
+      e = std::make_unique<EngineProcess>(config_.engines[i]);
+      if (auto err = e->start(timeout)) {
+        fail(*err);
+        return nullptr;
+      }
+      return e.get();
+    };
+    while (!stop_) {
+      const int64_t j = next_job_++;
+      if (j >= int64_t(jobs_.size())) break;
+      const Job& job = jobs_[j];
+      const PairingResult& pr = result_.pairings[job.pairing];
+      const int black = job.swapped ? pr.second : pr.first, white = job.swapped ? pr.first : pr.second;
+      EngineProcess* b = ready(black);
+      EngineProcess* w = b ? ready(white) : nullptr;
+      if (!w) break;
+      PlayedGame game = play_game(*b, *w, openings_[job.pair], config_.game);
+      if (game.failed[BLACK]) engines[black].reset();
+      if (game.failed[WHITE]) engines[white].reset();
+      finish(job, black, white, game);
+    }
+  }
+
+  void fail(const std::string& error) {
+    std::lock_guard lock(mutex_);
+    if (result_.error.empty()) result_.error = error;
+    stop_ = true;
+  }
+
+ private:
+  void finish(const Job& job, int black, int white, const PlayedGame& game) {
+    std::string warning = writer_.write(game, {job.number, job.pair + 1, openings_[job.pair].text()});
+    std::lock_guard lock(mutex_);
+    if (!warning.empty()) std::cerr << "\nwarning: " << warning << "\n";
+    PairingResult& pr = result_.pairings[job.pairing];
+    const Verdict& v = game.verdict;
+    // Points of the first engine of the pairing, in half points.
+    const bool first_is_black = !job.swapped;
+    const int halves = !v.winner ? 1 : (*v.winner == BLACK) == first_is_black ? 2 : 0;
+    (halves == 2 ? pr.wins : halves == 1 ? pr.draws : pr.losses)++;
+    if (v.winner) {
+      int loser = *v.winner == BLACK ? white : black;
+      EngineFaults& f = result_.faults[loser];
+      if (v.end == GameEnd::TIME_UP) (v.reason == "no answer" ? f.no_answer : f.time)++;
+      if (v.end == GameEnd::ILLEGAL_MOVE) f.illegal++;
+      if (v.reason == "crash") f.crash++;
+    }
+    ++result_.games;
+    result_.runner_moves += game.runner_moves;
+    runner_us_ += game.runner_us;
+    auto key = std::make_pair(job.pairing, job.pair);
+    auto it = half_pairs_.find(key);
+    if (it == half_pairs_.end()) {
+      half_pairs_[key] = halves;
+    } else {
+      pr.penta[it->second + halves]++;
+      half_pairs_.erase(it);
+      if (config_.sprt) {
+        result_.llr = sprt_llr(pr.penta, *config_.sprt);
+        result_.sprt = sprt_result(result_.llr, *config_.sprt);
+        if (result_.sprt != SprtResult::NONE) stop_ = true;
+      }
+    }
+    if (config_.progress) progress();
+  }
+
+  void progress() {
+    const int64_t total = int64_t(jobs_.size());
+    char line[256];
+    if (result_.pairings.size() == 1) {
+      const PairingResult& pr = result_.pairings[0];
+      EloEstimate e = estimate_wdl(pr.wins, pr.draws, pr.losses);
+      std::snprintf(line, sizeof line, "games %lld/%lld  %s vs %s  +%lld -%lld =%lld  elo %.1f [%.1f, %.1f]",
+                    (long long)result_.games, (long long)total, config_.engines[pr.first].name.c_str(),
+                    config_.engines[pr.second].name.c_str(), (long long)pr.wins, (long long)pr.losses,
+                    (long long)pr.draws, e.elo, e.lo, e.hi);
+      std::string s = line;
+      if (config_.sprt) {
+        std::snprintf(line, sizeof line, "  llr %.2f (%.2f, %.2f)", result_.llr, config_.sprt->lower(), config_.sprt->upper());
+        s += line;
+      }
+      print_progress(s);
+    } else {
+      std::snprintf(line, sizeof line, "games %lld/%lld", (long long)result_.games, (long long)total);
+      print_progress(line);
+    }
+  }
+
+  void print_progress(const std::string& s) {
+    static const bool tty = isatty(2);
+    if (tty) std::cerr << "\r\033[K" << s << std::flush;
+    else std::cerr << s << "\n";
+  }
+
+ public:
+  void done() {
+    result_.runner_us_per_move = result_.runner_moves ? runner_us_ / double(result_.runner_moves) : 0;
+    if (config_.progress && isatty(2)) std::cerr << "\n";
+  }
+
+ private:
+  const TournamentConfig& config_;
+  TournamentResult& result_;
+  RecordWriter writer_;
+  std::vector<Job> jobs_;
+  std::vector<Opening> openings_;
+  std::atomic<int64_t> next_job_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::map<std::pair<int, int64_t>, int> half_pairs_;  // the first game's half points of unfinished pairs
+  double runner_us_ = 0;
+};
+
+}  // namespace
+
+std::vector<std::pair<int, int>> make_pairings(int engines, bool gauntlet) {
+  std::vector<std::pair<int, int>> p;
+  for (int a = 0; a < engines; ++a)
+    for (int b = a + 1; b < engines; ++b)
+      if (!gauntlet || a == 0) p.emplace_back(a, b);
+  return p;
+}
+
+TournamentResult run_tournament(const TournamentConfig& config) {
+  TournamentResult result;
+  Scheduler scheduler(config, result);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::max(1, config.concurrency); ++t) threads.emplace_back([&] { scheduler.worker(); });
+  for (auto& t : threads) t.join();
+  scheduler.done();
+  return result;
+}
+
+}  // namespace jiriki::match

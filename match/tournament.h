@@ -1,0 +1,62 @@
+// The tournament scheduler: pairings (a match of two engines, a gauntlet of the first engine
+// against each other one, or a round robin), each opening played twice with colours swapped,
+// games on `concurrency` threads that each own their engine processes (restarted after a crash or
+// a stall), statistics as games end, and an SPRT that stops a two-engine match once it decides.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "match/engine_process.h"
+#include "match/game.h"
+#include "match/openings.h"
+#include "match/records.h"
+#include "match/stats.h"
+
+namespace jiriki::match {
+
+struct TournamentConfig {
+  std::vector<EngineSpec> engines;
+  bool gauntlet = false;          // engine 0 against each other one; else every pair of engines
+  int64_t games = 2;              // games per pairing (pairs of two, colours swapped)
+  int concurrency = 1;            // games at once
+  uint64_t seed = 1;              // opening order and random openings
+  GameSettings game;
+  std::vector<Opening> openings;  // empty: random_plies random moves from the initial position
+  int random_plies = 0;
+  std::optional<SprtParams> sprt; // only for a single pairing
+  RecordPaths records;
+  bool progress = true;           // a progress line on stderr as games end
+};
+
+// Games each engine lost by a fault of its own.
+struct EngineFaults {
+  int64_t time = 0, illegal = 0, crash = 0, no_answer = 0;
+};
+
+// Results of one pairing from the first engine's view.
+struct PairingResult {
+  int first = 0, second = 1;  // engine indices
+  int64_t wins = 0, draws = 0, losses = 0;
+  Penta penta{};              // finished pairs by the first engine's points: LL, LD, DD/WL, WD, WW
+  int64_t games() const { return wins + draws + losses; }
+};
+
+struct TournamentResult {
+  std::vector<PairingResult> pairings;
+  std::vector<EngineFaults> faults;  // per engine
+  int64_t games = 0;
+  double llr = 0;
+  SprtResult sprt = SprtResult::NONE;
+  double runner_us_per_move = 0;     // mean time from a bestmove line's arrival to the next go
+  int64_t runner_moves = 0;
+  std::string error;                 // an engine that could not start: the tournament stopped
+};
+
+// The pairings (engine index pairs) of a tournament.
+std::vector<std::pair<int, int>> make_pairings(int engines, bool gauntlet);
+
+TournamentResult run_tournament(const TournamentConfig& config);
+
+}  // namespace jiriki::match

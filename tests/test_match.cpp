@@ -1,0 +1,439 @@
+// `jiriki match`: statistics against independent figures, the referee through scripted fake
+// engines (tests/data/fake_usi.sh) for every way a game ends, the tournament scheduler (pairings,
+// colour swap, crash recovery, SPRT stop), the records, and the command's exit codes.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include "match/adjudicate.h"
+#include "match/game.h"
+#include "match/report.h"
+#include "match/stats.h"
+#include "match/tournament.h"
+#include "shogi/csa.h"
+#include "shogi/hcpe3.h"
+#include "temp_dir.h"
+
+using namespace jiriki;
+using namespace jiriki::match;
+using jiriki::testing::TempDir;
+
+namespace {
+
+const std::string FAKE = std::string(JIRIKI_SOURCE_DIR) + "/tests/data/fake_usi.sh";
+
+// An engine running fake_usi.sh with a script of the given lines (one per ply).
+EngineSpec fake(const TempDir& dir, const std::string& name, const std::vector<std::string>& lines) {
+  std::ofstream out(dir.file(name + ".script"));
+  for (const auto& l : lines) out << l << "\n";
+  EngineSpec spec;
+  spec.name = name;
+  spec.cmd = FAKE;
+  spec.args = {dir.file(name + ".script")};
+  return spec;
+}
+
+Opening opening(const std::string& line) {
+  Opening o;
+  REQUIRE_FALSE(parse_opening(line, o));
+  return o;
+}
+
+GameSettings fast_settings() {
+  GameSettings s;
+  s.tc.byoyomi_ms = 2000;
+  s.timeout_ms = 5000;
+  s.grace_ms = 300;
+  return s;
+}
+
+// One game between two engines that both follow `lines`.
+PlayedGame play(const std::vector<std::string>& lines, const GameSettings& settings = fast_settings(),
+                const std::string& start = "startpos") {
+  TempDir dir("match_game");
+  EngineSpec spec = fake(dir, "fake", lines);
+  EngineProcess black(spec), white(spec);
+  REQUIRE_FALSE(black.start(std::chrono::milliseconds(5000)));
+  REQUIRE_FALSE(white.start(std::chrono::milliseconds(5000)));
+  return play_game(black, white, opening(start), settings);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The exit code of a shell command.
+int run(const std::string& cmd) {
+  int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+const std::vector<std::string> SENNICHITE = {"5i5h", "5a5b", "5h5i", "5b5a", "5i5h", "5a5b",
+                                             "5h5i", "5b5a", "5i5h", "5a5b", "5h5i", "5b5a"};
+
+}  // namespace
+
+// ---- statistics ------------------------------------------------------------------------------
+
+TEST_CASE("match stats: Elo, interval and LOS from wins, draws and losses", "[match]") {
+  // W 30, D 40, L 25 worked by hand (python3, math module): score 50/95 = 0.526316, per-game
+  // variance 0.236842, standard error 0.049930; Elo -400 log10(1/s - 1); interval from the score
+  // +- 1.959964 standard errors; LOS = Phi((s - 1/2) / se).
+  EloEstimate e = estimate_wdl(30, 40, 25);
+  CHECK(e.score == Approx(0.5263157895));
+  CHECK(e.elo == Approx(18.30300).epsilon(1e-5));
+  CHECK(e.lo == Approx(-34.86253).epsilon(1e-5));
+  CHECK(e.hi == Approx(72.34596).epsilon(1e-5));
+  CHECK(e.los == Approx(0.7504221).epsilon(1e-5));
+  CHECK(e.nelo == Approx(24.09032).epsilon(1e-5));
+  CHECK(elo_from_score(0.75) == Approx(190.8485).epsilon(1e-6));  // 400 log10(3)
+  CHECK(std::isinf(estimate_wdl(5, 0, 0).elo));
+}
+
+TEST_CASE("match stats: pentanomial Elo from pair counts", "[match]") {
+  // Pairs LL 3, LD 10, DD/WL 20, WD 12, WW 5 by hand (python3): mean 0.53 per game, pair variance
+  // 0.0546 per game squared, se 0.033045; nElo = (s - 1/2) / sqrt(2 var) * 800 / ln 10.
+  EloEstimate e = estimate_penta({3, 10, 20, 12, 5});
+  CHECK(e.score == Approx(0.53));
+  CHECK(e.elo == Approx(20.87120).epsilon(1e-5));
+  CHECK(e.lo == Approx(-28.92602).epsilon(1e-5));
+  CHECK(e.hi == Approx(71.54609).epsilon(1e-5));
+  CHECK(e.los == Approx(0.7944601).epsilon(1e-5));
+  CHECK(e.nelo == Approx(28.55903).epsilon(1e-5));
+}
+
+TEST_CASE("match stats: pentanomial SPRT against fastchess's published figures", "[match]") {
+  // fastchess app/tests/sprt_test.cpp, "normalized pentanomial" 1 and 2 (LLR to two decimals).
+  SprtParams p{0, 2, 0.05, 0.05};
+  CHECK(p.lower() == Approx(-2.944439));  // log(0.05 / 0.95)
+  CHECK(p.upper() == Approx(2.944439));
+  CHECK(sprt_llr({365, 16618, 36029 + 200, 16974, 390}, p) == Approx(2.25).epsilon(0.01));
+  CHECK(sprt_llr({127, 4883, 10311 + 401, 5150, 104}, {-1.75, 0.25, 0.05, 0.05}) == Approx(3.01).epsilon(0.01));
+  // Its third case, 104 WW pairs and nothing else at elo 0 vs 5, lists 2.94; Van den Bergh's
+  // iteration run to convergence in python3 (empty classes as 0.001 pairs) gives 2.09495, which
+  // we keep. Mirrored counts give the mirrored test.
+  CHECK(sprt_llr({0, 0, 0, 0, 104}, {0, 5, 0.05, 0.05}) == Approx(2.09495).epsilon(1e-4));
+  CHECK(sprt_llr({104, 0, 0, 0, 0}, {-5, 0, 0.05, 0.05}) == Approx(-2.09495).epsilon(1e-4));
+  CHECK(sprt_result(3.0, p) == SprtResult::H1);
+  CHECK(sprt_result(-3.0, p) == SprtResult::H0);
+  CHECK(sprt_result(0.0, p) == SprtResult::NONE);
+}
+
+TEST_CASE("match: info score parsing", "[match]") {
+  CHECK(parse_info_score("info depth 3 score cp -35 pv 7g7f") == -35);
+  CHECK(parse_info_score("info depth 3 score mate 3 pv 7g7f") == MATE_SCORE - 3);
+  CHECK(parse_info_score("info depth 3 score mate -4") == -(MATE_SCORE - 4));
+  CHECK(parse_info_score("info score mate -") == -MATE_SCORE);
+  CHECK_FALSE(parse_info_score("info string score cp 5"));
+  CHECK_FALSE(parse_info_score("info depth 3 nodes 100"));
+}
+
+TEST_CASE("match: engine spec parsing", "[match]") {
+  EngineSpec s;
+  REQUIRE_FALSE(parse_engine_spec("cmd=/usr/games/gpsusi name=gps dir=/tmp/x args=\"-a b\" option.Threads=2", s));
+  CHECK(s.cmd == "/usr/games/gpsusi");
+  CHECK(s.name == "gps");
+  CHECK(s.dir == "/tmp/x");
+  CHECK(s.args == std::vector<std::string>{"-a", "b"});
+  REQUIRE(s.options.size() == 1);
+  CHECK(s.options[0] == std::make_pair(std::string("Threads"), std::string("2")));
+  REQUIRE_FALSE(parse_engine_spec("cmd=build/jiriki", s));
+  CHECK(s.name == "jiriki");
+  CHECK(parse_engine_spec("name=x", s));
+  CHECK(parse_engine_spec("cmd=x colour=red", s));
+}
+
+// ---- adjudication through scripted engines ---------------------------------------------------
+
+TEST_CASE("match adjudication: illegal and unparsable moves lose", "[match]") {
+  PlayedGame g = play({"7g7f", "5a5b", "2g2f"});  // 5a5b is legal for White: the game goes on
+  CHECK(g.verdict.reason == "resign");
+  g = play({"7g7f", "3c3d", "5a5b"});  // Black moving White's king
+  CHECK(g.verdict.winner == WHITE);
+  CHECK(g.verdict.reason == "illegal move 5a5b");
+  CHECK(g.record.end == GameEnd::ILLEGAL_MOVE);
+  CHECK(g.record.moves.size() == 2);
+  g = play({"7g7f", "xyz"});
+  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.reason == "unparsable move 'xyz'");
+}
+
+TEST_CASE("match adjudication: resignation", "[match]") {
+  PlayedGame g = play({"7g7f", "3c3d", "resign"});
+  CHECK(g.verdict.winner == WHITE);
+  CHECK(g.verdict.reason == "resign");
+  CHECK(game_result(g.record) == WHITE_WIN);
+}
+
+TEST_CASE("match adjudication: a true and a false entering-king declaration", "[match]") {
+  // Black's king on 5b with ten pieces in the camp and 28 points (four major pieces, six minor
+  // ones, two pawns in hand): the CSA 27-point rule holds.
+  PlayedGame g = play({"win"}, fast_settings(), "sfen RRBBGGGGS/S3K4/9/9/9/9/9/9/4k4 b 2P2s4n4l16p 1");
+  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.reason == "declaration");
+  CHECK(g.record.end == GameEnd::DECLARATION);
+  g = play({"7g7f", "win"});
+  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.reason == "false declaration");
+}
+
+TEST_CASE("match adjudication: checkmate", "[match]") {
+  PlayedGame g = play({"G*5b"}, fast_settings(), "sfen 4k4/9/4G4/9/9/9/9/9/4K4 b G2r2b2g4s4n4l18p 1");
+  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.reason == "mate");
+  CHECK(g.record.end == GameEnd::MATE);
+}
+
+TEST_CASE("match adjudication: sennichite is a draw at the fourth occurrence", "[match]") {
+  std::vector<std::string> lines = SENNICHITE;
+  lines.push_back("7g7f");
+  PlayedGame g = play(lines);
+  CHECK_FALSE(g.verdict.winner);
+  CHECK(g.verdict.reason == "sennichite");
+  CHECK(g.record.moves.size() == 12);
+  CHECK(game_result(g.record) == DRAW);
+}
+
+TEST_CASE("match adjudication: perpetual check loses", "[match]") {
+  // Black's rook checks from 5i and 4i while White's king steps between 5a and 4a.
+  std::vector<std::string> lines;
+  for (int i = 0; i < 3; ++i) lines.insert(lines.end(), {"4i5i", "5a4a", "5i4i", "4a5a"});
+  PlayedGame g = play(lines, fast_settings(), "sfen 4k4/9/9/9/9/9/9/9/K4R3 b r2b4g4s4n4l18p 1");
+  CHECK(g.verdict.winner == WHITE);
+  CHECK(g.verdict.reason == "perpetual check");
+  CHECK(g.record.moves.size() == 12);
+  CHECK(game_result(g.record) == WHITE_WIN);
+}
+
+TEST_CASE("match adjudication: the ply limit draws", "[match]") {
+  GameSettings s = fast_settings();
+  s.max_plies = 4;
+  PlayedGame g = play({"7g7f", "3c3d", "2g2f", "8c8d", "2f2e"}, s);
+  CHECK_FALSE(g.verdict.winner);
+  CHECK(g.verdict.reason == "max plies");
+  CHECK(g.record.moves.size() == 4);
+}
+
+TEST_CASE("match adjudication: resign and draw by agreed scores", "[match]") {
+  const std::vector<std::string> moves = {"7g7f", "3c3d", "2g2f", "8c8d", "2f2e", "8d8e", "6i7h", "4a3b", "2e2d"};
+  GameSettings s = fast_settings();
+  s.scores.resign_moves = 2;
+  s.scores.resign_cp = 400;
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < moves.size(); ++i) lines.push_back((i % 2 ? "score=-500 " : "score=500 ") + moves[i]);
+  PlayedGame g = play(lines, s);
+  // After five moves White (to move) has said -500 twice and Black +500 twice.
+  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.reason == "resign adjudication");
+  CHECK(g.record.moves.size() == 5);
+  CHECK(g.scores[4] == 500);
+
+  s = fast_settings();
+  s.scores.draw_moves = 2;
+  s.scores.draw_cp = 10;
+  s.scores.draw_plies = 6;
+  lines.clear();
+  for (const auto& m : moves) lines.push_back("score=3 " + m);
+  g = play(lines, s);
+  CHECK_FALSE(g.verdict.winner);
+  CHECK(g.verdict.reason == "draw adjudication");
+  CHECK(g.record.moves.size() == 6);
+  // One side disagreeing keeps the game going to its scripted end.
+  lines[3] = "score=50 " + moves[3];
+  lines[5] = "score=50 " + moves[5];
+  lines[7] = "score=50 " + moves[7];
+  lines.resize(8);
+  g = play(lines, s);
+  CHECK(g.verdict.reason == "resign");
+}
+
+TEST_CASE("match adjudication: a crash and a silent engine lose", "[match]") {
+  PlayedGame g = play({"7g7f", "crash 3c3d"});
+  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.reason == "crash");
+  CHECK(g.failed[WHITE]);
+  CHECK_FALSE(g.failed[BLACK]);
+
+  GameSettings s = fast_settings();
+  s.tc.byoyomi_ms = 100;
+  s.grace_ms = 200;
+  g = play({"7g7f", "hang"}, s);
+  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.reason == "no answer");
+  CHECK(g.record.end == GameEnd::TIME_UP);
+  CHECK(g.failed[WHITE]);
+}
+
+TEST_CASE("match adjudication: time forfeit beyond the margin only", "[match]") {
+  GameSettings s = fast_settings();
+  s.tc.byoyomi_ms = 100;
+  s.grace_ms = 2000;  // the late answer comes 300 ms after the forfeit
+  const std::vector<std::string> lines = {"7g7f", "sleep=0.4 3c3d", "resign"};
+  PlayedGame g = play(lines, s);
+  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.reason == "time forfeit");
+  CHECK_FALSE(g.failed[WHITE]);  // it answered stop
+  s.margin_ms = 1500;
+  g = play(lines, s);
+  CHECK(g.verdict.reason == "resign");
+  CHECK(g.record.moves.size() == 2);
+  CHECK(g.move_ms[1] >= 400);
+  // Fischer: 300 ms on the clock, so a 400 ms move loses without a margin.
+  s = fast_settings();
+  s.tc = {300, 100, 0, 0};
+  g = play(lines, s);
+  CHECK(g.verdict.reason == "time forfeit");
+}
+
+// ---- the tournament --------------------------------------------------------------------------
+
+TEST_CASE("match tournament: pairings of a match, a gauntlet and a round robin", "[match]") {
+  using P = std::vector<std::pair<int, int>>;
+  CHECK(make_pairings(2, false) == P{{0, 1}});
+  CHECK(make_pairings(3, true) == P{{0, 1}, {0, 2}});
+  CHECK(make_pairings(3, false) == P{{0, 1}, {0, 2}, {1, 2}});
+}
+
+TEST_CASE("match tournament: round robin with colours swapped in every pair", "[match]") {
+  TempDir dir("match_rr");
+  TournamentConfig c;
+  // Every engine resigns at once: Black loses every game, so each pair splits 1-1.
+  for (const char* n : {"a", "b", "c"}) c.engines.push_back(fake(dir, n, {"resign", "resign"}));
+  c.games = 4;
+  c.concurrency = 2;
+  c.progress = false;
+  c.game = fast_settings();
+  c.records.dir = dir.file("out");
+  TournamentResult r = run_tournament(c);
+  REQUIRE(r.error.empty());
+  CHECK(r.games == 12);
+  REQUIRE(r.pairings.size() == 3);
+  for (const auto& p : r.pairings) {
+    CHECK(p.wins == 2);
+    CHECK(p.losses == 2);
+    CHECK(p.penta == Penta{0, 0, 2, 0, 0});
+  }
+  // games.jsonl: within each pair the two games have the colours swapped.
+  std::ifstream in(dir.file("out/games.jsonl"));
+  std::map<std::pair<int64_t, std::string>, std::vector<std::string>> blacks;
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    auto j = nlohmann::json::parse(line);
+    CHECK(j["result"] == "white");
+    CHECK(j["reason"] == "resign");
+    std::string players = std::min(j["black"].get<std::string>(), j["white"].get<std::string>()) +
+                          std::max(j["black"].get<std::string>(), j["white"].get<std::string>());
+    blacks[{j["pair"].get<int64_t>(), players}].push_back(j["black"]);
+  }
+  CHECK(lines == 12);
+  CHECK(blacks.size() == 6);
+  for (const auto& [key, b] : blacks) {
+    REQUIRE(b.size() == 2);
+    CHECK(b[0] != b[1]);
+  }
+  auto summary = summary_json(c, r);
+  CHECK(summary["crosstable"]["points"][0][1] == 2.0);
+  CHECK(summary["crosstable"]["games"][2][1] == 4);
+}
+
+TEST_CASE("match tournament: a crashed engine is restarted and the match goes on", "[match]") {
+  TempDir dir("match_crash");
+  TournamentConfig c;
+  c.engines = {fake(dir, "crasher", {"crash-once 7g7f", "3c3d", "resign"}), fake(dir, "steady", {"7g7f", "3c3d", "resign"})};
+  c.games = 4;
+  c.progress = false;
+  c.game = fast_settings();
+  TournamentResult r = run_tournament(c);
+  REQUIRE(r.error.empty());
+  CHECK(r.games == 4);
+  CHECK(r.faults[0].crash == 1);
+  CHECK(r.faults[1].crash == 0);
+  // Game 1 is lost by the crash; games 2-4 end with Black resigning at ply 2: "crasher" wins 2 and 4.
+  CHECK(r.pairings[0].wins == 2);
+  CHECK(r.pairings[0].losses == 2);
+}
+
+TEST_CASE("match tournament: the SPRT stops the match once decided", "[match]") {
+  TempDir dir("match_sprt");
+  TournamentConfig c;
+  c.engines = {fake(dir, "strong", {"7g7f", "3c3d"}), fake(dir, "weak", {})};
+  c.games = 400;
+  c.concurrency = 2;
+  c.progress = false;
+  c.game = fast_settings();
+  c.sprt = SprtParams{0, 100, 0.05, 0.05};
+  TournamentResult r = run_tournament(c);
+  CHECK(r.sprt == SprtResult::H1);
+  CHECK(r.llr >= c.sprt->upper());
+  CHECK(r.games < 100);
+  CHECK(r.pairings[0].losses == 0);
+  CHECK(r.pairings[0].penta[4] * 2 + 2 >= r.games);  // pairs finished, plus at most one in flight per thread
+}
+
+TEST_CASE("match tournament: records in CSA, KIF, hcpe3 and hcpe with the engines' scores", "[match]") {
+  TempDir dir("match_records");
+  TournamentConfig c;
+  std::vector<std::string> lines = {"score=120 7g7f", "mate=-5 3c3d", "score=-30 2g2f", "resign"};
+  c.engines = {fake(dir, "x", lines), fake(dir, "y", lines)};
+  c.games = 2;
+  c.progress = false;
+  c.game = fast_settings();
+  c.openings = {opening("startpos moves 5g5f")};
+  c.records = {dir.file("out"), true, dir.file("out/games.hcpe3"), dir.file("out/games.hcpe")};
+  TournamentResult r = run_tournament(c);
+  REQUIRE(r.games == 2);
+  GameRecord rec;
+  std::string csa = slurp(dir.file("out/csa/000001.csa"));
+  REQUIRE_FALSE(read_csa(csa, rec));
+  CHECK(rec.moves.size() == 3);  // the opening's move and two engine moves, then White resigns
+  CHECK(game_result(rec) == BLACK_WIN);
+  CHECK(csa.find("'time 0.") != std::string::npos);
+  CHECK(csa.find("score mate -5") != std::string::npos);
+  CHECK(std::filesystem::exists(dir.file("out/kif/000002.kif")));
+  std::vector<Hcpe3Game> games;
+  REQUIRE_FALSE(read_hcpe3_file(dir.file("out/games.hcpe3"), games));
+  REQUIRE(games.size() == 2);
+  REQUIRE(games[0].moves.size() == 3);
+  CHECK(games[0].moves[0].candidates.empty());  // the opening's move
+  // Ply 1 (White, script line 1): mate -5 from its own view; ply 2 (Black): -30.
+  CHECK(games[0].moves[1].eval == -(MATE_SCORE - 5));
+  CHECK(games[0].moves[2].eval == -30);
+  REQUIRE(games[0].moves[1].candidates.size() == 1);
+  CHECK(games[0].moves[1].candidates[0].visits == 1);
+  std::vector<HcpeRecord> positions;
+  REQUIRE_FALSE(read_hcpe_file(dir.file("out/games.hcpe"), positions));
+  CHECK(positions.size() == 4);  // two engine moves per game
+  CHECK(positions[1].eval == -30);
+}
+
+// ---- the command -----------------------------------------------------------------------------
+
+TEST_CASE("match command: exit codes and summary.json", "[match]") {
+  TempDir dir("match_cli");
+  fake(dir, "strong", {"7g7f", "3c3d"});
+  fake(dir, "weak", {});
+  const std::string bin = JIRIKI_BINARY;
+  const std::string strong = "--engine \"cmd=" + FAKE + " name=strong args=" + dir.file("strong.script") + "\"";
+  const std::string weak = "--engine \"cmd=" + FAKE + " name=weak args=" + dir.file("weak.script") + "\"";
+  const std::string quiet = " >/dev/null 2>&1";
+  CHECK(run(bin + " match " + strong + " " + weak + " --tc bogus=1" + quiet) == 2);
+  CHECK(run(bin + " match " + strong + quiet) == 2);
+  CHECK(run(bin + " match " + strong + " --engine \"cmd=/nonexistent/engine name=x\" --games 2" + quiet) == 1);
+  const std::string sprt = " --games 200 --concurrency 2 --tc byoyomi=2000 --sprt \"elo0=0 elo1=100 alpha=0.05 beta=0.05\"";
+  CHECK(run(bin + " match " + strong + " " + weak + sprt + " --out " + dir.file("h1") + quiet) == 10);
+  CHECK(run(bin + " match " + weak + " " + strong + sprt + quiet) == 11);
+  CHECK(run(bin + " match " + strong + " " + weak + " --games 2" + quiet) == 0);
+  auto j = nlohmann::json::parse(slurp(dir.file("h1/summary.json")));
+  CHECK(j["engines"] == nlohmann::json({"strong", "weak"}));
+  CHECK(j["sprt"]["result"] == "H1");
+  CHECK(j["wins"] == j["games"]);
+  CHECK(j["losses"] == 0);
+  CHECK(j["elo"].is_null());  // a score of 1: infinite
+  CHECK(j["penta"][4].get<int64_t>() * 2 <= j["games"].get<int64_t>());
+  CHECK(j["los"] == 1.0);
+}
