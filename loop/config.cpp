@@ -49,6 +49,7 @@ const std::vector<ConfigKey>& config_keys() {
       {"teacher", "", "bootstrap: a USI engine (a command line, or a jiriki match --engine spec with cmd=)"},
       {"teacher_games", 200, "bootstrap: teacher-vs-teacher games"},
       {"teacher_tc", "movetime=100", "bootstrap: the teacher's time control (jiriki match --tc)"},
+      {"teacher_args", "", "bootstrap: more `jiriki match` options for the teacher's games, e.g. \"--margin 200\""},
       {"teacher_concurrency", 2, "bootstrap: teacher games at once"},
       {"teacher_train_steps", 1000, "bootstrap: supervised training steps on the teacher's games"},
       {"teacher_val_lambda", 0.5, "bootstrap: elmo's lambda, the teacher eval's weight in the value target"},

@@ -273,8 +273,13 @@ class Loop {
                        std::to_string(config_.integer("teacher_concurrency")), "--seed", seed(1), "--tc",
                        config_.str("teacher_tc"), "--out", dir + "/match", "--hcpe3", dir + "/games.hcpe3"});
     opening_args(a);
+    append(a, config_.str("teacher_args"));
     if (phase(a, "teacher_games", kp, {0, 10, 11}) < 0) return "";  // no SPRT: any verdict is a finished match
-    current()["teacher_positions"] = count_positions(dir);
+    const int64_t positions = count_positions(dir);
+    if (positions == 0)
+      throw std::runtime_error("the teacher's games hold no training positions (did it lose on time?); see " +
+                               log_path("teacher_games"));
+    current()["teacher_positions"] = positions;
     return "teacher_train";
   }
 
