@@ -1,8 +1,9 @@
-// `jiriki loop`: the overnight training loop. Generation after generation: self-play with the
-// best network, held-out positions, training on a sliding window of the newest positions, a gate
-// match of the candidate against the best, promotion, and the generation's record (metrics,
-// TensorBoard, plots). Every phase is a child process; RUN/state.json (written atomically) names
-// the step in flight, so a loop started again redoes only that step.
+// `jiriki loop`: the overnight training loop. Generation 0 is a fresh network (step init) or one
+// trained on a teacher's games (teacher_games, teacher_train); then generation after generation:
+// selfplay with the best network, holdout positions, train on a sliding window of the newest
+// positions, gate (a match of the candidate against the best), eval_first (against generation 0),
+// promote, record (metrics, TensorBoard, plots). Every phase is a child process; RUN/state.json
+// (written atomically) names the step in flight, so a loop started again redoes only that step.
 #pragma once
 #include <atomic>
 #include <iosfwd>
@@ -11,11 +12,6 @@
 #include "loop/config.h"
 
 namespace jiriki::loop {
-
-// The steps, in order. Generation 0 (the first network) is made by `init` (a fresh network) or by
-// `teacher_games` then `teacher_train`; each later generation runs selfplay .. record.
-inline constexpr const char* STEPS[] = {"init",  "teacher_games", "teacher_train", "selfplay",   "holdout",
-                                        "train", "gate",          "eval_first",    "promote",    "record"};
 
 // Runs (or continues) the loop in `run_dir` until `generations` are done or `stop` is set (Ctrl-C:
 // the phase in flight is interrupted, and redone by the next start). The config is RUN/config.json,
