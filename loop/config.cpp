@@ -17,6 +17,8 @@ const std::vector<ConfigKey>& config_keys() {
       {"blocks", 2, "residual blocks of the fresh network (generation 0)"},
       {"channels", 32, "channels of the fresh network"},
       {"activation", "relu", "relu or swish (fresh network)"},
+      {"init_model", "", "generation 0 is this model file (e.g. one trained on teacher games) instead of a fresh network"},
+      {"extra_data", "", "more training data for every generation: hcpe3/hcpe files or directories, comma-separated (e.g. earlier teacher games)"},
       {"openings", "", "openings file (lines 'startpos | [sfen] SFEN [moves ...]') for self-play and matches"},
       {"max_plies", 320, "games reaching this many plies are draws (self-play and matches)"},
       {"selfplay_local", true, "the loop plays self-play itself (false: only `jiriki loop worker`s do, the loop waits for them)"},

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <ostream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -86,6 +87,31 @@ void remove_temporaries(const std::string& run) {
     for (const auto& e : fs::directory_iterator(d))
       if (e.is_regular_file() && e.path().filename().string().find(".tmp") != std::string::npos) fs::remove(e.path());
   }
+}
+
+// Positions in .hcpe files under `path` (fixed-size records: no parse needed).
+int64_t count_hcpe(const std::string& path) {
+  if (!fs::exists(path)) return 0;
+  int64_t n = 0;
+  auto add = [&](const fs::path& f) {
+    if (f.extension() == ".hcpe") n += int64_t(fs::file_size(f) / sizeof(HcpeRecord));
+  };
+  if (fs::is_directory(path)) {
+    for (const auto& e : fs::recursive_directory_iterator(path))
+      if (e.is_regular_file()) add(e.path());
+  } else {
+    add(path);
+  }
+  return n;
+}
+
+// "a,b,c" -> {"a", "b", "c"}, empty items left out.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
 }
 
 class Loop {
@@ -236,13 +262,20 @@ class Loop {
   }
 
   std::string step_init(const std::string& kp) {
+    fs::create_directories(run_ + "/models");
+    if (!config_.str("init_model").empty()) {
+      const std::string from = config_.str("init_model");
+      nn::load_model(from);  // a clear error now rather than in the first phase
+      copy_atomically(from, run_ + "/models/gen0000.jnn");
+      kill_if(kp);
+      return start_generations("models/gen0000.jnn");
+    }
     nn::Architecture a;
     a.blocks = int(config_.integer("blocks"));
     a.channels = int(config_.integer("channels"));
     a.activation = nn::parse_activation(config_.str("activation"));
     nn::Model m(a);
     nn::init_model(m, uint64_t(config_.integer("seed")));
-    fs::create_directories(run_ + "/models");
     const std::string path = run_ + "/models/gen0000.jnn", tmp = path + ".tmp";
     nn::save_model(m, tmp);
     kill_if(kp);  // mid-write: the temporary is left, the target absent
@@ -378,15 +411,16 @@ class Loop {
   std::string step_train(const std::string& kp) {
     const std::string dir = gen_dir("train");
     json& c = current();
+    std::vector<std::string> data = {run_ + "/selfplay"};
+    if (fs::exists(run_ + "/teacher/games.hcpe3")) data.push_back(run_ + "/teacher");
+    for (const auto& d : split_list(config_.str("extra_data"))) data.push_back(d);
     if (!c.contains("window")) {  // fixed at the first attempt: a resumed training must see the same settings
-      const int64_t teacher = count_positions(run_ + "/teacher");
-      const int64_t total = count_positions(run_ + "/selfplay") + teacher;
+      int64_t total = 0;
+      for (const auto& d : data) total += count_hcpe(d) + count_positions(d);
       c["positions_total"] = total;
       c["window"] = window_rows(total, config_.window());
       save();
     }
-    std::vector<std::string> data = {run_ + "/selfplay"};
-    if (fs::exists(run_ + "/teacher/games.hcpe3")) data.push_back(run_ + "/teacher");
     auto a = train_command(dir, data, config_.integer("train_steps"), config_.real("val_lambda"));
     a.insert(a.end(), {"--window", std::to_string(c["window"].get<int64_t>())});
     if (config_.integer("holdout_positions") > 0) a.insert(a.end(), {"--test", run_ + "/holdout/" + gen_name(generation())});

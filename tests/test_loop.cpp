@@ -513,3 +513,33 @@ TEST_CASE("loop gate with the real jiriki match: its command line and summary ro
   const bool h1 = r["gate"]["exit_code"] == 10, undecided = r["gate"]["exit_code"] == 0;
   CHECK(r["promoted"] == (h1 || (undecided && r["gate"]["score"].get<double>() > 0.5)));
 }
+
+TEST_CASE("loop: generation 0 from a model file, and extra training data in every window", "[loop][cli]") {
+  const TempDir tmp("loop_init_model");
+  const std::string bin = JIRIKI_BINARY;
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null").c_str()) == 0);
+  REQUIRE(std::system((bin + " selfplay --model " + tmp.file("init.jnn") + " --out " + tmp.file("extra") +
+                       " --games 2 --playouts 4 --max-plies 40 --concurrent 2 --name x > /dev/null 2>&1")
+                          .c_str()) == 0);
+  REQUIRE(count_positions(tmp.file("extra")) == 80);
+  json c = tiny_config(fake_match(tmp), 1);
+  c["init_model"] = tmp.file("init.jnn");
+  c["extra_data"] = tmp.file("extra");
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("FAKE_MATCH_EXIT=10", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  check_finished_run(dir, 1);
+  CHECK(read_bytes(dir + "/models/gen0000.jnn") == read_bytes(tmp.file("init.jnn")));
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  CHECK(r["positions_total"] == count_positions(dir + "/selfplay") + 80);
+  CHECK(read_bytes(dir + "/logs/gen0001-train.log").find("--data " + tmp.file("extra")) != std::string::npos);
+  // A model file that is not one is refused before any phase runs.
+  std::ofstream(tmp.file("bad.jnn")) << "not a model";
+  c["init_model"] = tmp.file("bad.jnn");
+  std::ofstream(tmp.file("bad.json")) << c.dump();
+  CHECK(run_loop_cli("", tmp.file("run_bad"), "--config " + tmp.file("bad.json")) == 1);
+  CHECK(run_output(tmp.file("run_bad")).find("bad.jnn") != std::string::npos);
+}
