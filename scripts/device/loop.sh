@@ -5,9 +5,11 @@
 # same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
 # to $OUT. The config: scripts/device/loop.json, or CONFIG=FILE.
 #
-#   run:  bash scripts/device/loop.sh [SECONDS]        (default 540, under the 10-minute call limit)
+#   run with carry [".carry"] (scripts/device/prepare.sh fills it: Boost headers for jiriki match):
+#     bash scripts/device/loop.sh [SECONDS]        (default 540, under the 10-minute call limit)
 #
-# TEACHER="CMD" bootstraps generation 0 from a USI engine (on the first call only).
+# TEACHER="CMD" bootstraps generation 0 from a USI engine (on the first call only); or set the
+# config's init_model / extra_data to a network and games made by scripts/device/teacher.sh.
 set -uo pipefail
 source scripts/device/env.sh
 SECONDS_LIMIT=${1:-540}
