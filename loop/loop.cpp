@@ -381,11 +381,12 @@ class Loop {
     }
     int64_t made = count_positions(counted) - c[base_key].get<int64_t>();
     const bool local = kind != "selfplay" || config_.flag("selfplay_local");
-    while (made < target) {
+    for (int call = 0; made < target; ++call) {
       if (local) {
         auto a = self_command("selfplay");
         a.insert(a.end(), {"--model", best(), "--out", dir, "--positions", std::to_string(target - made), "--name",
-                           gen_name(generation()) + "-" + kind + "-" + std::to_string(state_["attempt"].get<int>()),
+                           gen_name(generation()) + "-" + kind + "-" + std::to_string(state_["attempt"].get<int>()) + "-" +
+                               std::to_string(call),  // a name per run: files are never overwritten
                            "--seed", seed(kind == "selfplay" ? 5 : 7), "--backend", config_.search_backend(),
                            "--playouts", std::to_string(config_.integer("selfplay_playouts")), "--playout-cap-full",
                            std::to_string(config_.integer("selfplay_playout_cap_full")), "--max-plies",
@@ -610,7 +611,7 @@ int run_worker(const std::string& run_dir, const std::string& name, const std::s
     out << "worker " << name << ": round " << round << " with " << state["best"].get<std::string>() << std::endl;
     std::vector<std::string> a = {self, "selfplay", "--model", best, "--out", dir, "--positions",
                                   std::to_string(config.integer("worker_positions")), "--name",
-                                  name + "-" + std::to_string(::time(nullptr)), "--seed",
+                                  name + "-" + std::to_string(::time(nullptr)) + "-" + std::to_string(round), "--seed",
                                   std::to_string(config.integer("seed") * 7919 + round * 31 + ::getpid()), "--backend",
                                   config.search_backend(), "--playouts", std::to_string(config.integer("selfplay_playouts")),
                                   "--playout-cap-full", std::to_string(config.integer("selfplay_playout_cap_full")),
