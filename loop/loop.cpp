@@ -105,6 +105,15 @@ int64_t count_hcpe(const std::string& path) {
   return n;
 }
 
+// A figure of a summary for the terminal: the number, or "n/a" (a match's Elo is null when one side
+// scored every point: the logistic Elo is then infinite).
+std::string figure(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return "n/a";
+  std::ostringstream s;
+  s << j[key].get<double>();
+  return s.str();
+}
+
 // "a,b,c" -> {"a", "b", "c"}, empty items left out.
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -188,7 +197,7 @@ class Loop {
     out_ << when << "  generation " << generation() << "  " << step << "  best " << state_["best"].get<std::string>();
     if (!state_["history"].empty()) {
       const json& last = state_["history"].back();
-      if (last.contains("gate")) out_ << "  last gate Elo " << last["gate"].value("elo", 0.0);
+      if (last.contains("gate")) out_ << "  last gate Elo " << figure(last["gate"], "elo");
       out_ << "  positions " << last.value("positions_total", int64_t(0));
     }
     out_ << std::endl;
@@ -460,7 +469,7 @@ class Loop {
     json s = match("gate", best(), config_.integer("gate_games"), true, kp);
     if (s.is_null()) return "";
     const int code = s["exit_code"];
-    const double score = s.value("score", 0.0);
+    const double score = s.contains("score") && s["score"].is_number() ? s["score"].get<double>() : 0.0;
     // SPRT's verdict when it has one; an undecided match by its score, or not at all.
     c["accepted"] = code == 10 || (code == 0 && config_.str("gate_undecided") == "score" && score > 0.5);
     c["gate"] = s;
@@ -516,9 +525,9 @@ class Loop {
     state_["generation"] = generation() + 1;
     current() = json::object();
     out_ << "generation " << r["generation"] << ": " << (r["promoted"].get<bool>() ? "promoted" : "kept the best");
-    if (r.contains("gate")) out_ << ", gate score " << r["gate"].value("score", 0.0) << " Elo " << r["gate"].value("elo", 0.0);
+    if (r.contains("gate")) out_ << ", gate score " << figure(r["gate"], "score") << " Elo " << figure(r["gate"], "elo");
     if (r["train"].contains("test"))
-      out_ << ", held-out policy accuracy " << r["train"]["test"].value("policy_accuracy", 0.0);
+      out_ << ", held-out policy accuracy " << figure(r["train"]["test"], "policy_accuracy");
     out_ << "\n";
     return "selfplay";
   }

@@ -1,7 +1,7 @@
 // `jiriki loop`: the sliding window's formula, the TensorBoard event files (decoded here by a
 // reader of our own), the config, and whole runs of a tiny network on the CPU: two generations end
-// to end, a run killed at 20 points and restarted each time, and the gate's verdicts. The gate's
-// match is a fake (a shell script writing summary.json) until `jiriki match` is on main.
+// to end, a run killed at 20 points and restarted each time, and the gate's verdicts: with a fake
+// match (a shell script writing summary.json, whose verdict the test sets) and with the real one.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -485,11 +485,6 @@ TEST_CASE("loop: SIGTERM stops the phase in flight, and the next start finishes 
 }
 
 TEST_CASE("loop gate with the real jiriki match: its command line and summary round-trip", "[loop][cli]") {
-  const std::string bin = JIRIKI_BINARY;
-  if (std::system((bin + " match --help > /dev/null 2>&1").c_str()) != 0) {
-    WARN("this jiriki has no `match` subcommand yet: the gate is tested with the fake only");
-    return;
-  }
   const TempDir tmp("loop_real_match");
   json c = tiny_config("", 1);  // match_command empty: this jiriki's own match
   c["plots"] = false;
@@ -542,4 +537,31 @@ TEST_CASE("loop: generation 0 from a model file, and extra training data in ever
   std::ofstream(tmp.file("bad.json")) << c.dump();
   CHECK(run_loop_cli("", tmp.file("run_bad"), "--config " + tmp.file("bad.json")) == 1);
   CHECK(run_output(tmp.file("run_bad")).find("bad.jnn") != std::string::npos);
+}
+
+TEST_CASE("loop gate with the real jiriki match: a worsened candidate loses and is not promoted", "[loop][cli]") {
+  const TempDir tmp("loop_worsened");
+  // The training "launcher" trains as usual, then spoils the candidate's file: the engine cannot load
+  // it, says so, and resigns every move, so it loses every game it plays.
+  const std::string worsen = tmp.file("worsen.sh");
+  std::ofstream(worsen) << "#!/bin/sh\n\"$@\" || exit $?\nprev=\"\"\nfor a in \"$@\"; do\n"
+                           "  if [ \"$prev\" = \"--model-out\" ]; then echo 'a worsened network' > \"$a\"; fi\n"
+                           "  prev=\"$a\"\ndone\n";
+  json c = tiny_config("", 1);
+  c["train_launcher"] = "sh " + worsen;
+  c["gate_games"] = 4;
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  INFO(r.dump());
+  CHECK(r["gate"]["games"].get<int>() >= 2);
+  CHECK(r["gate"]["losses"] == r["gate"]["games"]);
+  CHECK(r["gate"]["score"] == 0.0);
+  CHECK(r["promoted"] == false);
+  CHECK(read_json_file(dir + "/state.json")["best"] == "models/gen0000.jnn");
+  CHECK_FALSE(fs::exists(dir + "/models/gen0001.jnn"));
 }
