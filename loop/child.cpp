@@ -54,7 +54,8 @@ void interrupt_child() {
   if (pid_t p = g_child.load()) ::kill(p, SIGINT);
 }
 
-ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point) {
+ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point,
+                      bool interruptible) {
   if (argv.empty()) throw std::invalid_argument("run_child: no command");
   const pid_t parent = ::getpid();
   const auto start = std::chrono::steady_clock::now();
@@ -80,7 +81,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
     ::_exit(127);
   }
   ::close(log);
-  g_child = pid;
+  if (interruptible) g_child = pid;
   const char* at = std::getenv("JIRIKI_LOOP_KILL_AT");
   if (at && kill_point == at) {
     const char* d = std::getenv("JIRIKI_LOOP_KILL_DELAY_MS");

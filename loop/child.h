@@ -20,8 +20,10 @@ struct ChildResult {
 
 // Runs argv[0] (a path, or a name looked up in PATH) with argv, its stdout and stderr appended to `log_path`, and waits for it. The
 // child is killed with SIGKILL when the loop dies (so that a killed loop leaves no phase running).
-// `kill_point` is the name of this moment for the test hook (see kill_if).
-ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point);
+// `kill_point` is the name of this moment for the test hook (see kill_if). An `interruptible` child
+// is the one interrupt_child() signals.
+ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point,
+                      bool interruptible = true);
 
 // The test hook: when the environment's JIRIKI_LOOP_KILL_AT equals `point`, the process kills
 // itself with SIGKILL, as a crash or `kill -9` would. For a point of a running child ("...:mid"),

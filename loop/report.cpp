@@ -185,7 +185,8 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
                                                      : "set offsets graph 0.05, graph 0.05, 0, 0\n";
     write_file_atomically(script, "set terminal png size 900,560\nset grid\nset datafile missing 'NaN'\n" + axes +
                                       "set output '" + png + ".tmp'\n" + body);
-    const ChildResult r = run_child({gnuplot, script}, dir + "/gnuplot.log", "");
+    // Not interrupted by a stop: the record step finishes its plots (a second or two).
+    const ChildResult r = run_child({gnuplot, script}, dir + "/gnuplot.log", "", false);
     std::error_code ec;
     if (r.exit_code == 0) fs::rename(png + ".tmp", png, ec);
     if (r.exit_code != 0 || ec) {
