@@ -19,6 +19,7 @@ static const Subcommand SUBCOMMANDS[] = {
     {"play", "show one game of the network against itself, move by move", cmd_play},
     {"match", "tournaments between USI engines: Elo, SPRT, adjudication, records", cmd_match},
     {"book", "opening books (YaneuraOu format): build, merge, info, probe, import", cmd_book},
+    {"loop", "the overnight loop: self-play, train, gate, promote, generation after generation", cmd_loop},
 };
 
 static void print_help() {

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "command/commands.h"
+#include "command/options.h"
 #include "common/args.h"
 #include "shogi/movegen.h"
 #include "nn/backend.h"
@@ -21,13 +22,6 @@ namespace jiriki {
 
 using namespace nn;
 
-// The default backend: oneDNN where built in, else the (slow) reference loops.
-#if JIRIKI_HAVE_DNNL
-constexpr const char* DEFAULT_BACKEND = "cpu";
-#else
-constexpr const char* DEFAULT_BACKEND = "reference";
-#endif
-
 static std::string describe(const Architecture& a) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%d blocks, %d channels, %s, feature set %u, %.3f GFLOP/position", a.blocks,
@@ -35,21 +29,25 @@ static std::string describe(const Architecture& a) {
   return buf;
 }
 
-static BackendOptions backend_options(const Args& args, int max_batch) {
+// The backend the options ask for, with room for `max_batch` positions; `reason` says why that one.
+static BackendOptions backend_options(const Args& args, int max_batch, std::string* reason) {
   BackendOptions o;
-  o.kind = parse_backend_kind(args.str("backend"));
-  o.threads = int(args.integer("threads"));
-  o.gpu = int(args.integer("gpu"));
+  const BackendChoice choice = options::backend(args, BackendUse::INFERENCE);
+  o.kind = choice.kind;
+  *reason = choice.reason;
+  o.threads = options::threads(args);
+  o.gpu = options::gpu(args);
   o.precision = parse_precision(args.str("precision"));
   o.max_batch = max_batch;
+  o.cuda = CudaSettings::from_environment();
   return o;
 }
 
 static void add_backend_options(Args& args) {
-  args.option("backend", DEFAULT_BACKEND, "cpu, cuda or reference")
-      .option("threads", "0", "CPU threads (0 = all)")
-      .option("gpu", "0", "CUDA device index")
-      .option("precision", "auto", "auto, fp32, fp16 or bf16");
+  options::add_backend(args, BackendUse::INFERENCE);
+  options::add_threads(args, "CPU backend: threads (0: all)");
+  options::add_gpus(args, "the CUDA device");
+  args.option("precision", "auto", "auto, fp32, fp16 or bf16");
 }
 
 static int nn_init(int argc, char** argv) {
@@ -58,8 +56,8 @@ static int nn_init(int argc, char** argv) {
   args.option("blocks", "10", "residual blocks")
       .option("channels", "192", "channels of the residual tower")
       .option("activation", "relu", "relu or swish")
-      .option("seed", "1", "seed of the initial weights")
       .option("o", "", "model file to write");
+  options::add_seed(args, "seed of the initial weights");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("o")) throw std::invalid_argument("-o FILE is required");
   Architecture a;
@@ -69,7 +67,7 @@ static int nn_init(int argc, char** argv) {
   if (a.channels < 1 || a.channels > 4096) throw std::invalid_argument("--channels must be between 1 and 4096");
   a.activation = parse_activation(args.str("activation"));
   Model model(a);
-  init_model(model, uint64_t(args.integer("seed")));
+  init_model(model, options::seed(args));
   save_model(model, args.str("o"));
   std::cout << "wrote " << args.str("o") << ": " << describe(a) << "\n";
   return 0;
@@ -92,7 +90,7 @@ static int nn_info(int argc, char** argv) {
 }
 
 static int nn_eval(int argc, char** argv) {
-  Args args("jiriki nn eval FILE [--sfen S] [--backend cpu|cuda|reference] [--top K]",
+  Args args("jiriki nn eval FILE [--sfen S] [--backend auto|cpu|cuda|reference] [--top K]",
             "Prints the value (win probability of the side to move) and the most likely moves.");
   args.option("sfen", "startpos", "position to evaluate").option("top", "10", "moves to list");
   add_backend_options(args);
@@ -102,14 +100,15 @@ static int nn_eval(int argc, char** argv) {
   Position pos;
   if (auto err = pos.set_sfen(args.str("sfen"))) throw std::invalid_argument("bad --sfen: " + *err);
   Model model = load_model(args.rest()[0]);
-  auto eval = make_evaluator(model, backend_options(args, 1));
+  std::string reason;
+  auto eval = make_evaluator(model, backend_options(args, 1, &reason));
 
   std::vector<float> features(INPUT_SIZE), logits(POLICY_SIZE);
   float value = 0;
   encode_features(pos, features.data());
   eval->evaluate(features.data(), 1, logits.data(), &value);
 
-  std::cout << "backend: " << eval->name() << "\n"
+  std::cout << "backend: " << eval->name() << " [" << reason << "]\n"
             << "value: " << value << " (probability that " << (pos.side_to_move() == BLACK ? "black" : "white")
             << ", to move, wins)\n";
   MoveList moves = legal_moves(pos);
@@ -214,7 +213,7 @@ static void bench_gpu_only(Evaluator& eval, const std::vector<int64_t>& batches,
 #endif
 
 int bench_nn(int argc, char** argv) {
-  Args args("jiriki bench nn --model FILE [--backend cpu|cuda] [--batch 1,16,64,256,1024] [--seconds S]",
+  Args args("jiriki bench nn --model FILE [--backend auto|cpu|cuda] [--batch 1,16,64,256,1024] [--seconds S]",
             "Positions per second and latency of a backend at each batch size.");
   args.option("model", "", "model file (required)")
       .option("batch", "1,16,64,256,1024", "batch sizes")
@@ -232,16 +231,17 @@ int bench_nn(int argc, char** argv) {
   const double seconds = args.real("seconds");
 
   Model model = load_model(args.str("model"));
-  auto eval = make_evaluator(model, backend_options(args, max_batch));
+  std::string reason;
+  const BackendOptions opts = backend_options(args, max_batch, &reason);
+  const bool cuda = opts.kind == BackendKind::CUDA;
+  if (args.has("gpu-only") && !cuda) throw std::invalid_argument("--gpu-only needs the cuda backend");
+  auto eval = make_evaluator(model, opts);
   std::vector<float> features = random_position_features(max_batch, 1);
   std::vector<float> logits(size_t(max_batch) * POLICY_SIZE), values(max_batch);
   const double flop = 2.0 * double(macs_per_position(model.arch));
 
-  const bool cuda = parse_backend_kind(args.str("backend")) == BackendKind::CUDA;
-  if (args.has("gpu-only") && !cuda) throw std::invalid_argument("--gpu-only needs --backend cuda");
-
   std::cout << "model: " << args.str("model") << " (" << describe(model.arch) << ")\n"
-            << "backend: " << eval->name() << "\n";
+            << "backend: " << eval->name() << " [" << reason << "]\n";
   // The same positions as bits (every plane is 0 or 1), for --packed.
   std::vector<uint8_t> packed(size_t(max_batch) * PACKED_INPUT_BYTES, 0);
   for (size_t i = 0; i < features.size(); ++i)

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "command/commands.h"
+#include "command/options.h"
 #include "common/args.h"
 #include "engine/search/playout.h"
 #include "engine/search/search.h"
@@ -41,14 +42,14 @@ int cmd_play(int argc, char** argv) {
   args.option("model", usi::DEFAULT_MODEL, "model file (<default>: the network the engine plays with by default)")
       .option("playouts", "300", "playouts per move")
       .option("max-plies", "256", "the game is a draw after this many plies")
-      .option("backend", "auto", "auto, cpu, cuda or reference")
-      .option("gpu", "0", "CUDA device")
-      .option("threads", "2", "search threads")
       .option("batch", "16", "leaves per network call per thread")
       .option("sfen", "startpos", "start position");
+  options::add_backend(args, nn::BackendUse::INFERENCE);
+  options::add_gpus(args, "the CUDA device");
+  options::add_threads(args, "search threads", "2");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   const int64_t playouts = args.integer("playouts"), max_plies = args.integer("max-plies");
-  const int threads = int(args.integer("threads")), batch = int(args.integer("batch"));
+  const int threads = options::threads(args), batch = int(args.integer("batch"));
   if (playouts < 1 || max_plies < 1 || threads < 1 || batch < 1) {
     std::cerr << "error: --playouts, --max-plies, --threads and --batch must be positive\n";
     return 2;
@@ -63,7 +64,7 @@ int cmd_play(int argc, char** argv) {
   const nn::Model model = usi::load_network(args.str("model"));
   std::string backend;
   auto queue =
-      usi::make_backend_queue(model, args.str("backend"), int(args.integer("gpu")), batch, threads, nullptr, &backend);
+      usi::make_backend_queue(model, args.str("backend"), options::gpu(args), batch, threads, nullptr, &backend);
   std::cout << usi::describe_network(args.str("model"), model) << "\n" << backend << "\n";
   queue->warm_up();
 

@@ -10,6 +10,7 @@
 
 #include "book/policy.h"
 #include "command/commands.h"
+#include "command/options.h"
 #include "common/args.h"
 #include "selfplay/openings.h"
 #include "selfplay/selfplay.h"
@@ -24,14 +25,6 @@ void on_signal(int sig) {
   g_stop = true;
   std::signal(sig, SIG_DFL);
 }
-
-#if JIRIKI_HAVE_CUDA
-constexpr const char* DEFAULT_BACKEND = "cuda";
-#elif JIRIKI_HAVE_DNNL
-constexpr const char* DEFAULT_BACKEND = "cpu";
-#else
-constexpr const char* DEFAULT_BACKEND = "reference";
-#endif
 
 std::string default_name() {
   char buf[64];
@@ -59,17 +52,13 @@ int cmd_selfplay(int argc, char** argv) {
       .option("playouts", "800", "playouts per move (the small cap with --playout-cap-full)")
       .option("playout-cap-full", "0", "playout-cap randomisation: full cap (0: off); only full searches are training targets")
       .option("playout-cap-prob", "0.25", "probability of a full search")
-      .option("backend", DEFAULT_BACKEND, "cpu, cuda or reference")
       .option("precision", "auto", "auto, fp32, fp16 or bf16")
-      .option("gpus", "0", "CUDA devices, e.g. 0,1 (one evaluation queue each)")
-      .option("threads", "0", "worker threads per GPU (0: on cuda 3/4 of the cores up to 12, 1 on the CPU)")
       .option("evaluators", "0", "network calls in flight per GPU (0: 4 on cuda, 1 on the CPU)")
       .option("batch", "0", "positions per network call (0: 256 on cuda, 32 on the CPU)")
       .option("concurrent", "0", "games per GPU (0: enough to fill every batch)")
       .option("leaves-per-game", "1", "new leaves each game adds to one batch")
       .option("nn-threads", "0", "CPU backend: threads per evaluator (0: the cores the workers leave, shared)")
       .option("hash", "0", "node memory of all games in MiB (0: 8 MiB per game)")
-      .option("seed", "1", "seed of every random choice (game i uses a stream of its own)")
       .option("temperature-plies", "30", "plies whose move is drawn by visit counts")
       .option("temperature", "1", "temperature of that draw")
       .option("dirichlet-alpha", "0.15", "Dirichlet noise at the root: alpha")
@@ -87,6 +76,10 @@ int cmd_selfplay(int argc, char** argv) {
       .option("games-per-file", "100", "games per hcpe3 file")
       .option("flush-seconds", "60", "write finished games at least this often")
       .option("report-seconds", "10", "seconds between progress lines");
+  options::add_backend(args, nn::BackendUse::INFERENCE);
+  options::add_gpus(args, "CUDA devices, e.g. 0,1 (one evaluation queue each)");
+  options::add_threads(args, "worker threads per GPU (0: on cuda 3/4 of the cores up to 12, 1 on the CPU)");
+  options::add_seed(args, "seed of every random choice (game i uses a stream of its own)");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   require(args.has("model"), "--model FILE is required");
   require(args.has("out"), "--out DIR is required");
@@ -100,19 +93,16 @@ int cmd_selfplay(int argc, char** argv) {
   c.positions = args.integer("positions");
   c.seconds = args.real("seconds");
   require(c.games >= 0 && c.positions >= 0 && c.seconds >= 0, "--games, --positions and --seconds must not be negative");
-  c.backend = nn::parse_backend_kind(args.str("backend"));
   c.precision = nn::parse_precision(args.str("precision"));
+  c.cuda = nn::CudaSettings::from_environment();
+  c.gpus = options::gpus(args);
+  const nn::BackendChoice backend = options::backend(args, nn::BackendUse::INFERENCE);
+  c.backend = backend.kind;
   const bool gpu = c.backend == nn::BackendKind::CUDA;
-  c.gpus.clear();
-  for (int64_t g : args.int_list("gpus")) {
-    require(g >= 0 && g < 64, "--gpus: device numbers from 0 to 63");
-    c.gpus.push_back(int(g));
-  }
-  require(!c.gpus.empty(), "--gpus: at least one device");
   if (!gpu) c.gpus.resize(1);  // the CPU is one queue
   // GPU defaults: the best of the settings measured on an H100 with 16 cores (bench/results/selfplay_h100.txt).
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  c.threads = args.integer("threads") > 0 ? int(args.integer("threads")) : gpu ? std::clamp(cores * 3 / 4, 1, 12) : 1;
+  c.threads = options::threads(args) > 0 ? options::threads(args) : gpu ? std::clamp(cores * 3 / 4, 1, 12) : 1;
   c.evaluators = args.integer("evaluators") > 0 ? int(args.integer("evaluators")) : gpu ? 4 : 1;
   c.batch = args.integer("batch") > 0 ? int(args.integer("batch")) : gpu ? 256 : 32;
   require(c.threads <= 256 && c.evaluators <= 64 && c.batch <= 65536, "--threads, --evaluators or --batch is too large");
@@ -138,7 +128,7 @@ int cmd_selfplay(int argc, char** argv) {
   g.resign_winrate = float(args.real("resign"));
   g.no_resign_fraction = args.real("no-resign-fraction");
   g.root_mate_plies = int(args.integer("root-mate-plies"));
-  g.seed = uint64_t(args.integer("seed"));
+  g.seed = options::seed(args);
   g.search.max_moves_to_draw = int(args.integer("max-plies"));
   g.search.leaf_mate_plies = int(args.integer("leaf-mate-plies"));
   g.search.threads = 1;
@@ -175,6 +165,7 @@ int cmd_selfplay(int argc, char** argv) {
     require(!g.openings.empty(), "--book: no opening could be walked from the start position");
   }
 
+  std::cout << backend.line() << std::endl;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   selfplay::SelfPlayResult r = selfplay::run_selfplay(c, g_stop, std::cout);

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "command/commands.h"
+#include "command/options.h"
 #include "common/args.h"
 #include "engine/search/search.h"
 #include "nn/model_file.h"
@@ -31,16 +32,16 @@ int bench_search(int argc, char** argv) {
   args.option("model", "", "model file (default: a random network of --blocks x --channels)")
       .option("blocks", std::to_string(usi::DEFAULT_MODEL_BLOCKS), "residual blocks of the random network")
       .option("channels", std::to_string(usi::DEFAULT_MODEL_CHANNELS), "channels of the random network")
-      .option("backend", "auto", "auto, cpu, cuda or reference")
-      .option("gpu", "0", "CUDA device")
-      .option("threads", "2", "search threads")
       .option("batch", "16", "leaves per network call per thread")
       .option("seconds", "10", "search time")
       .option("hash", "8192", "node pool in MiB")
       .option("leaf-mate", "1", "mate search plies at new leaves: 0, 1, 3 or 5")
       .option("sfen", "startpos", "position to search");
+  options::add_backend(args, nn::BackendUse::INFERENCE);
+  options::add_gpus(args, "the CUDA device");
+  options::add_threads(args, "search threads", "2");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  const int threads = int(args.integer("threads")), batch = int(args.integer("batch"));
+  const int threads = options::threads(args), batch = int(args.integer("batch"));
   const double seconds = args.real("seconds");
   const int leaf_mate = int(args.integer("leaf-mate"));
   if (threads < 1 || batch < 1 || seconds <= 0 || args.integer("hash") < 1 ||
@@ -68,7 +69,7 @@ int bench_search(int argc, char** argv) {
   }
   std::string backend;
   auto queue =
-      usi::make_backend_queue(model, args.str("backend"), int(args.integer("gpu")), batch, threads, nullptr, &backend);
+      usi::make_backend_queue(model, args.str("backend"), options::gpu(args), batch, threads, nullptr, &backend);
 
   search::Searcher searcher(size_t(args.integer("hash")) << 20);
   search::SearchParams params;

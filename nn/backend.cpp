@@ -1,6 +1,9 @@
 // Backend selection: names of the kinds and precisions, and the factory.
 #include "nn/backend.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -23,6 +26,53 @@ const char* backend_kind_name(BackendKind k) {
   }
   return "?";
 }
+
+// The one place where the JIRIKI_* variables of the CUDA code are read.
+CudaSettings CudaSettings::from_environment() {
+  CudaSettings s;
+  auto number = [](const char* name) -> std::optional<int> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<int>(std::atoi(v)) : std::nullopt;
+  };
+  if (auto v = number("JIRIKI_CUDA_SQUARE")) s.tower = std::clamp(*v, 0, 1) == 1 ? Tower::SQUARE : Tower::CUDNN;
+  if (auto v = number("JIRIKI_CUDA_PARTS")) s.parts = std::clamp(*v, 0, 2);
+  if (auto v = number("JIRIKI_CUDNN_CANDIDATES")) s.engine_candidates = std::max(1, *v);
+  if (auto v = number("JIRIKI_CUDNN_SWEEP")) s.cudnn_sweep = std::max(0, *v);
+  s.unfused = std::getenv("JIRIKI_CUDA_UNFUSED") != nullptr;
+  s.verbose = std::getenv("JIRIKI_CUDA_VERBOSE") != nullptr;
+  if (const char* e = std::getenv("JIRIKI_CUDA_PROFILE")) s.profile = *e == '1';
+  if (const char* e = std::getenv("JIRIKI_CUDNN_CACHE"); e && *e)
+    s.choice_file = std::string(e) == "off" ? "" : e;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    s.choice_file = std::string(x) + "/jiriki/cudnn-choices.txt";
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    s.choice_file = std::string(h) + "/.cache/jiriki/cudnn-choices.txt";
+  return s;
+}
+
+BackendChoice resolve_backend(const std::string& name, BackendUse use) {
+  if (name == "cpu" || name == "cuda" || (name == "reference" && use == BackendUse::INFERENCE))
+    return {parse_backend_kind(name), "asked for"};
+  if (name != "auto")
+    throw std::invalid_argument("unknown backend '" + name + "' (expected " +
+                                (use == BackendUse::INFERENCE ? "auto, cpu, cuda or reference)" : "auto, cpu or cuda)"));
+  std::string why;
+  if (const int n = cuda_device_count(&why); n > 0)
+    return {BackendKind::CUDA, "auto: " + std::to_string(n) + " CUDA device" + (n == 1 ? "" : "s") + " found"};
+#if JIRIKI_HAVE_DNNL
+  const BackendKind cpu = BackendKind::CPU;
+#else
+  const BackendKind cpu = use == BackendUse::TRAINING ? BackendKind::CPU : BackendKind::REFERENCE;
+#endif
+  return {cpu, "auto: " + why};
+}
+
+#if !JIRIKI_HAVE_CUDA
+int cuda_device_count(std::string* why) {
+  if (why) *why = "this jiriki was built without CUDA";
+  return 0;
+}
+#endif
 
 Precision parse_precision(const std::string& name) {
   if (name == "auto") return Precision::AUTO;

@@ -19,10 +19,54 @@ enum class BackendKind { REFERENCE, CPU, CUDA };
 BackendKind parse_backend_kind(const std::string& name);  // "reference" | "cpu" | "cuda"; throws
 const char* backend_kind_name(BackendKind k);
 
+// What a backend is asked for: evaluating a network (reference, cpu, cuda) or training one (cpu:
+// training/network.h, cuda: training/cuda/; no reference).
+enum class BackendUse { INFERENCE, TRAINING };
+
+// The backend a command runs on and why, for the one line every command prints.
+struct BackendChoice {
+  BackendKind kind = BackendKind::CPU;
+  std::string reason;  // e.g. "auto: no CUDA device available (no CUDA-capable device is detected)"
+  std::string line() const { return std::string("backend: ") + backend_kind_name(kind) + " (" + reason + ")"; }
+};
+
+// The one place where "auto" | "cpu" | "cuda" | "reference" (--backend, USI's Backend) becomes a
+// backend, for every command that evaluates or trains a network. "auto" is the GPU when one is usable
+// (built with CUDA and a device present), else the CPU (oneDNN for inference when built in, else the
+// reference loops). A named backend is taken as asked; one not built in or not usable fails later,
+// when it is made, with the reason. Throws std::invalid_argument for an unknown name.
+BackendChoice resolve_backend(const std::string& name, BackendUse use = BackendUse::INFERENCE);
+
+// CUDA devices this process can use: 0 when built without CUDA or when the driver finds none, with
+// the reason in `why` (when given).
+int cuda_device_count(std::string* why = nullptr);
+
 // Arithmetic the backend computes in. AUTO: fp32 on the CPU, bf16 on the GPU.
 enum class Precision { AUTO, FP32, FP16, BF16 };
 Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16"; throws
 const char* precision_name(Precision p);
+
+// Settings of the CUDA backend's convolutions (nn/cuda/) and of the GPU trainer's, typed and passed
+// down (BackendOptions::cuda, training::TrainConfig::cuda). A default-constructed one keeps no file
+// of tuned engines and logs nothing: what tests want. The commands take from_environment(), where
+// the JIRIKI_* variables of the README override the defaults.
+struct CudaSettings {
+  // Whose 3x3 convolutions a batch bucket's tower runs (nn/cuda/square_conv.h).
+  enum class Tower { TIMED, CUDNN, SQUARE };
+  Tower tower = Tower::TIMED;  // JIRIKI_CUDA_SQUARE: 0 cuDNN, 1 square-major where it applies; unset: the faster
+  int parts = 0;               // JIRIKI_CUDA_PARTS: a bucket as 1 or 2 half towers; 0: the faster
+  int engine_candidates = 16;  // JIRIKI_CUDNN_CANDIDATES: cuDNN engine configurations timed per convolution
+  int cudnn_sweep = -1;        // JIRIKI_CUDNN_SWEEP: kernel configurations timed beyond cuDNN's heuristics for
+                               // every fused convolution; -1: 14 for inference from batch 256 on, else none
+  bool unfused = false;        // JIRIKI_CUDA_UNFUSED: the convolution alone, then our epilogue kernel
+  std::string choice_file;     // JIRIKI_CUDNN_CACHE: the file of tuned engines ("": none; "off" in the variable)
+  bool verbose = false;        // JIRIKI_CUDA_VERBOSE: engine choices and timings to stderr
+  bool profile = false;        // JIRIKI_CUDA_PROFILE=1: the GPU trainer's timing runs one step for a profiler
+
+  // The defaults with the JIRIKI_* variables' overrides; the choice file defaults to
+  // $XDG_CACHE_HOME/jiriki/cudnn-choices.txt, else ~/.cache/jiriki/cudnn-choices.txt.
+  static CudaSettings from_environment();
+};
 
 struct BackendOptions {
   BackendKind kind = BackendKind::CPU;
@@ -30,6 +74,7 @@ struct BackendOptions {
   int gpu = 0;            // CUDA device index
   int max_batch = 256;    // largest n evaluate() accepts
   Precision precision = Precision::AUTO;
+  CudaSettings cuda;      // the cuda backend's
 };
 
 // Evaluates batches of positions. One evaluator is used by one thread at a time; make one per

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/fnv1a.h"
+
 namespace jiriki::nn {
 
 static_assert(std::endian::native == std::endian::little, "the model file is read by copying little-endian bytes");
@@ -14,12 +16,6 @@ constexpr size_t HEADER_SIZE = 8 + 4 + 8;
 constexpr size_t CHECKSUM_SIZE = 8;
 // Bounds that no real network reaches; they keep a corrupt architecture from allocating terabytes.
 constexpr uint32_t MAX_BLOCKS = 1024, MAX_CHANNELS = 4096;
-
-uint64_t fnv1a64(const uint8_t* data, size_t size) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 0x100000001b3ULL;
-  return h;
-}
 
 namespace {
 

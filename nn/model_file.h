@@ -37,6 +37,4 @@ Model deserialize_model(const uint8_t* data, size_t size, const std::string& sou
 void save_model(const Model& model, const std::string& path);  // throws ModelFileError on I/O errors
 Model load_model(const std::string& path);                     // throws ModelFileError
 
-uint64_t fnv1a64(const uint8_t* data, size_t size);
-
 }  // namespace jiriki::nn

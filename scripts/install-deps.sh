@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages jiriki builds against. Idempotent: installs only what is missing
 # and says what it installs. CUDA (nvcc, cuDNN, NCCL in /usr/local/cuda) is optional and never
-# installed here; the build detects it.
+# installed here; the build detects it. gnuplot draws `jiriki loop`'s plots.
 set -euo pipefail
 # gpsshogi-data: gpsshogi's opening book, which `jiriki book import` converts and its test reads.
 # clang-14, libfuzzer-14-dev: the fuzz harnesses (cmake --preset fuzz).
 pkgs=(build-essential cmake ninja-build ccache catch2 libdnnl-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
-      libboost-dev libboost-filesystem-dev gpsshogi-data clang-14 libfuzzer-14-dev)
+      libboost-dev libboost-filesystem-dev gpsshogi-data gnuplot-nox clang-14 libfuzzer-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

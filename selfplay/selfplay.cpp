@@ -147,6 +147,7 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
     o.gpu = gpu;
     o.max_batch = config.batch;
     o.precision = config.precision;
+    o.cuda = config.cuda;
     // CPU backends: the cores the workers leave, shared by the evaluators (OpenMP teams that spin
     // against the workers on the same cores run many times slower).
     const int spare = int(std::thread::hardware_concurrency()) - workers_total;

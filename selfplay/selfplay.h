@@ -28,6 +28,7 @@ struct SelfPlayConfig {
   GameSettings game;
   nn::BackendKind backend = nn::BackendKind::CPU;
   nn::Precision precision = nn::Precision::AUTO;
+  nn::CudaSettings cuda;             // the cuda backend's settings (`jiriki selfplay`: from the environment)
   std::vector<int> gpus = {0};       // one queue per entry (the CPU backend takes one entry)
   int threads = 2;                   // worker threads per GPU
   int evaluators = 2;                // network calls in flight per GPU

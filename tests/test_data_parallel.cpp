@@ -278,7 +278,7 @@ TEST_CASE("data parallel: mpirun -np 2 gives the threaded launch's weights", "[d
   REQUIRE(!write_hcpe_file(dir.file("d.hcpe"), random_game_records(4, 30, 5)));
   const std::string common = " train --data " + dir.file("d.hcpe") +
                              " --blocks 1 --channels 8 --batch 8 --steps 6 --lr 0.05 --schedule constant"
-                             " --threads 1 --check-every 1 --log-every 3";
+                             " --threads 1 --check-every 1 --log-every 3 --backend cpu";
   const std::string threaded =
       std::string(JIRIKI_BINARY) + common + " --replicas 2 --model-out " + dir.file("t.bin") + " > /dev/null 2>&1";
   REQUIRE(WEXITSTATUS(std::system(threaded.c_str())) == 0);
@@ -351,11 +351,11 @@ TEST_CASE("data parallel: bad options are refused with a message", "[dp][run]") 
   c.replicas = 0;
   CHECK_THROWS_WITH(train(c), Catch::Contains("--replicas"));
   c.replicas = 2;
-  c.allreduce = "nccl";
+  c.allreduce = AllReduce::NCCL;
   CHECK_THROWS_WITH(train(c), Catch::Contains("--allreduce nccl needs --backend cuda"));
-  c.allreduce = "smoke";
-  CHECK_THROWS_WITH(train(c), Catch::Contains("unknown --allreduce 'smoke'"));
-  c.allreduce = "host";
+  CHECK_THROWS_WITH(parse_allreduce("smoke"), Catch::Contains("unknown --allreduce 'smoke'"));
+  CHECK(parse_allreduce("host") == AllReduce::HOST);
+  c.allreduce = AllReduce::HOST;
   c.gpus = {0, 1};
   CHECK_THROWS_WITH(train(c), Catch::Contains("--gpus needs --backend cuda"));
 }

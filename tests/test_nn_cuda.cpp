@@ -2,8 +2,8 @@
 // networks and real positions. The CUDA backend stores weights and activations in bf16 (8-bit
 // mantissa, rounding error 2^-9 per value) and accumulates in fp32, so it agrees with the
 // reference to about 1e-2 relative, not to fp32 precision: the bounds below are set for that.
-// Without a GPU the tests say they were skipped and pass; built without CUDA, test_nn_cpu.cpp
-// checks that the backend says so.
+// They need a GPU: tagged [gpu], they are not run (and reported skipped) where there is none (see
+// tests/gpu.h); built without CUDA, test_nn_cpu.cpp checks that the backend says so.
 #if JIRIKI_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -23,6 +23,7 @@
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/fused_conv.h"
 #include "nn/cuda/square_conv.h"
+#include "tests/gpu.h"
 #include "tests/nn_random.h"
 #include "tests/temp_dir.h"
 
@@ -30,19 +31,13 @@ using namespace jiriki;
 using namespace jiriki::nn;
 using jiriki::nn::testing::random_features;
 using jiriki::nn::testing::random_model;
+using jiriki::testing::require_gpu;
 
 namespace {
 
 int gpu_count() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
-// True when a GPU is there; otherwise says that the test was skipped.
-bool have_gpu() {
-  if (gpu_count() > 0) return true;
-  WARN("no CUDA device: CUDA backend test skipped");
-  return false;
 }
 
 BackendOptions cuda_options(int max_batch, int gpu = 0) {
@@ -55,18 +50,6 @@ BackendOptions cuda_options(int max_batch, int gpu = 0) {
 
 struct Output {
   std::vector<float> policy, value;
-};
-
-// Sets an environment variable of the backend for one scope, also when an assertion fails; the
-// value before comes back after.
-struct ScopedEnv {
-  const char* name;
-  std::optional<std::string> before;
-  ScopedEnv(const char* n, const char* value) : name(n) {
-    if (const char* b = std::getenv(n)) before = b;
-    setenv(n, value, 1);
-  }
-  ~ScopedEnv() { before ? setenv(name, before->c_str(), 1) : unsetenv(name); }
 };
 
 // Outputs poisoned with NaN first, so that an element the backend fails to write cannot pass.
@@ -105,8 +88,8 @@ void require_close_bf16(const Output& got, const Output& want) {
 
 }  // namespace
 
-TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda][gpu]") {
+  require_gpu();
   struct Case { int blocks, channels; Activation act; };
   const Case cases[] = {
       {3, 32, Activation::RELU},
@@ -134,21 +117,22 @@ TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda]
   }
 }
 
-TEST_CASE("cuda backend: the unfused fallback (convolution, then our epilogue) equals the reference", "[nn][cuda]") {
-  if (!have_gpu()) return;
-  ScopedEnv unfused("JIRIKI_CUDA_UNFUSED", "1");  // read when the convolutions are built, on first use
+TEST_CASE("cuda backend: the unfused fallback (convolution, then our epilogue) equals the reference", "[nn][cuda][gpu]") {
+  require_gpu();
+  BackendOptions unfused = cuda_options(8);
+  unfused.cuda.unfused = true;
   for (Activation act : {Activation::RELU, Activation::SWISH}) {
     Model m = random_model(2, 16, act, 51);
     auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 8});
-    auto gpu = make_evaluator(m, cuda_options(8));
+    auto gpu = make_evaluator(m, unfused);
     auto features = random_features(8, 52);
     INFO(activation_name(act));
     require_close_bf16(run(*gpu, features, 8), run(*reference, features, 8));
   }
 }
 
-TEST_CASE("cuda backend: a bigger swish network, many positions", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: a bigger swish network, many positions", "[nn][cuda][gpu]") {
+  require_gpu();
   Model m = random_model(6, 64, Activation::SWISH, 7);
   auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 16});
   auto gpu = make_evaluator(m, cuda_options(16));
@@ -156,8 +140,8 @@ TEST_CASE("cuda backend: a bigger swish network, many positions", "[nn][cuda]") 
   require_close_bf16(run(*gpu, features, 16), run(*reference, features, 16));
 }
 
-TEST_CASE("cuda backend: a large batch, run as two half batches on two streams", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: a large batch, run as two half batches on two streams", "[nn][cuda][gpu]") {
+  require_gpu();
   // 520 positions run in the bucket of 520 (max_batch); forced to two towers of 260 (nn/cuda/cuda_backend.cpp
   // otherwise keeps whichever of one or two towers is faster), then left to choose.
   Model m = random_model(2, 8, Activation::RELU, 41);
@@ -165,16 +149,17 @@ TEST_CASE("cuda backend: a large batch, run as two half batches on two streams",
   auto features = random_features(520, 42);
   const Output want = run(*reference, features, 520);
   {
-    ScopedEnv two("JIRIKI_CUDA_PARTS", "2");
-    auto halves = make_evaluator(m, cuda_options(520));
+    BackendOptions two = cuda_options(520);
+    two.cuda.parts = 2;
+    auto halves = make_evaluator(m, two);
     require_close_bf16(run(*halves, features, 520), want);
   }
   auto chosen = make_evaluator(m, cuda_options(520));
   require_close_bf16(run(*chosen, features, 520), want);
 }
 
-TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's tower and the reference", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's tower and the reference", "[nn][cuda][gpu]") {
+  require_gpu();
   if (!cuda::square_conv_supported(0, 128, 128)) {
     WARN("GPU 0 is not an sm_90 (Hopper) GPU: square-major convolution test skipped");
     return;
@@ -189,15 +174,17 @@ TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's towe
     auto features = random_features(BATCH, ++seed);
     Output square, square_part, cudnn;
     {
-      ScopedEnv on("JIRIKI_CUDA_SQUARE", "1");
-      auto e = make_evaluator(m, cuda_options(BATCH));
+      BackendOptions on = cuda_options(BATCH);
+      on.cuda.tower = CudaSettings::Tower::SQUARE;
+      auto e = make_evaluator(m, on);
       REQUIRE(cuda_uses_square_conv(*e, BATCH));
       square = run(*e, features, BATCH);
       square_part = run(*e, features, 200);  // the bucket of 256 with padded rows
     }
     {
-      ScopedEnv off("JIRIKI_CUDA_SQUARE", "0");
-      auto e = make_evaluator(m, cuda_options(BATCH));
+      BackendOptions off = cuda_options(BATCH);
+      off.cuda.tower = CudaSettings::Tower::CUDNN;
+      auto e = make_evaluator(m, off);
       REQUIRE_FALSE(cuda_uses_square_conv(*e, BATCH));
       cudnn = run(*e, features, BATCH);
     }
@@ -211,8 +198,8 @@ TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's towe
   }
 }
 
-TEST_CASE("cuda backend: packed planes expanded on the GPU give what evaluate gives", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: packed planes expanded on the GPU give what evaluate gives", "[nn][cuda][gpu]") {
+  require_gpu();
   Model m = random_model(2, 16, Activation::RELU, 93);
   auto gpu = make_evaluator(m, cuda_options(40));
   auto reference = make_evaluator(m, {BackendKind::REFERENCE, 0, 0, 40});
@@ -232,8 +219,8 @@ TEST_CASE("cuda backend: packed planes expanded on the GPU give what evaluate gi
   }
 }
 
-TEST_CASE("cuda backend: results do not depend on the batch a position is in", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: results do not depend on the batch a position is in", "[nn][cuda][gpu]") {
+  require_gpu();
   Model m = random_model(2, 32, Activation::RELU, 11);
   auto gpu = make_evaluator(m, cuda_options(64));
   auto features = random_features(64, 12);
@@ -251,8 +238,8 @@ TEST_CASE("cuda backend: results do not depend on the batch a position is in", "
   CHECK(all.value[0] != all.value[1]);
 }
 
-TEST_CASE("cuda backend: every GPU of the machine gives the same results", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: every GPU of the machine gives the same results", "[nn][cuda][gpu]") {
+  require_gpu();
   const int gpus = gpu_count();
   if (gpus < 2) WARN("one CUDA device: the several-GPU part of this test is skipped");
   Model m = random_model(1, 16, Activation::SWISH, 21);
@@ -270,8 +257,8 @@ TEST_CASE("cuda backend: every GPU of the machine gives the same results", "[nn]
   }
 }
 
-TEST_CASE("cuda backend: evaluators on one GPU tune each shape once and share the choice", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: evaluators on one GPU tune each shape once and share the choice", "[nn][cuda][gpu]") {
+  require_gpu();
   // Four evaluators (a search's threads) meet the same bucket at the same time: one tunes its three
   // convolution shapes (stem, conv1, conv2), the others wait and take its engines. 44 channels: a
   // shape no other test here tunes.
@@ -303,11 +290,12 @@ std::vector<std::string> file_lines(const std::filesystem::path& path) {
 }
 
 TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, and a bad file costs only time",
-          "[nn][cuda]") {
-  if (!have_gpu()) return;
+          "[nn][cuda][gpu]") {
+  require_gpu();
   const jiriki::testing::TempDir dir("cudnn_choices");
   const auto file = dir.path / "sub" / "choices.txt";  // the directory is created on the first write
-  ScopedEnv env("JIRIKI_CUDNN_CACHE", file.c_str());
+  BackendOptions options = cuda_options(8);
+  options.cuda.choice_file = file.string();
   // 40 channels, batch 8: shapes no other test here tunes. One block: stem, conv1, conv2 + residual.
   Model m = random_model(1, 40, Activation::RELU, 71);
   auto features = random_features(8, 72);
@@ -315,7 +303,7 @@ TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, a
   const Output want = run(*reference, features, 8);
   auto evaluate_fresh = [&] {
     cuda::forget_tuned_shapes();  // as a new process would: only the file remembers
-    auto gpu = make_evaluator(m, cuda_options(8));
+    auto gpu = make_evaluator(m, options);
     return run(*gpu, features, 8);
   };
 
@@ -353,10 +341,9 @@ TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, a
   }
   SECTION("a kernel-configuration sweep: its choices are kept with their knob and give right outputs") {
     std::filesystem::remove(file);
-    {
-      ScopedEnv sweep("JIRIKI_CUDNN_SWEEP", "3");
-      require_close_bf16(evaluate_fresh(), want);
-    }
+    options.cuda.cudnn_sweep = 3;
+    require_close_bf16(evaluate_fresh(), want);
+    options.cuda.cudnn_sweep = -1;
     std::vector<std::string> swept = file_lines(file);
     REQUIRE(swept.size() == 3);
     std::ofstream out(file, std::ios::trunc);
@@ -377,8 +364,8 @@ TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, a
   cuda::forget_tuned_shapes();
 }
 
-TEST_CASE("cuda backend: bad options and batch sizes are refused with their reason", "[nn][cuda]") {
-  if (!have_gpu()) return;
+TEST_CASE("cuda backend: bad options and batch sizes are refused with their reason", "[nn][cuda][gpu]") {
+  require_gpu();
   Model m = random_model(0, 8, Activation::RELU, 31);
   CHECK_THROWS_WITH(make_evaluator(m, cuda_options(4, gpu_count())), Catch::Matchers::Contains("does not exist"));
   BackendOptions fp32 = cuda_options(4);

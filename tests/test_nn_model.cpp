@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sys/wait.h>
 
+#include "common/fnv1a.h"
 #include "nn/layers.h"
 #include "nn/model_file.h"
 
@@ -187,7 +188,7 @@ TEST_CASE("model file: each kind of corruption is rejected with its message", "[
   bad = good;
   const uint32_t blocks = 1000;
   std::memcpy(&bad[24], &blocks, 4);
-  const uint64_t sum = fnv1a64(bad.data() + 20, bad.size() - 28);
+  const uint64_t sum = jiriki::fnv1a64(bad.data() + 20, bad.size() - 28);
   std::memcpy(&bad[bad.size() - 8], &sum, 8);
   CHECK_THAT(load_error(bad), Contains("shape mismatch: a network of 1000 blocks and 8 channels has"));
 

@@ -7,8 +7,9 @@
 // fp32 precision; each bound below says what it allows. The optimizer step itself is fp32 on both
 // sides and is compared on identical gradients to fp32 precision.
 //
-// Without a GPU the tests say they were skipped and pass; the last test checks that
-// `--backend cuda` is then refused with a clear message (also when built without CUDA).
+// They need a GPU: tagged [gpu], they are not run (and reported skipped) where there is none (see
+// tests/gpu.h). The last test runs everywhere: `--backend cuda` without a GPU (or without CUDA in the
+// build) is refused with the reason, and on a GPU machine a device that does not exist is.
 #include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -21,6 +22,7 @@
 #include "tests/temp_dir.h"
 #include "nn/model.h"
 #include "nn/model_file.h"
+#include "tests/gpu.h"
 #include "tests/nn_random.h"
 #include "training/data.h"
 #include "training/loader.h"
@@ -35,19 +37,11 @@
 
 using namespace jiriki;
 using namespace jiriki::training;
+using jiriki::testing::require_gpu;
 
 namespace {
 
 namespace fs = std::filesystem;
-
-bool gpu_present() {
-#if JIRIKI_HAVE_CUDA
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-#else
-  return false;
-#endif
-}
 
 // A fresh directory holding train.hcpe: 192 positions of random legal games. Removed at the end.
 struct TrainingData {
@@ -61,13 +55,6 @@ struct TrainingData {
 #if JIRIKI_HAVE_CUDA
 
 namespace {
-
-// True when a GPU is there; otherwise says that the test was skipped.
-bool have_gpu() {
-  if (gpu_present()) return true;
-  WARN("no CUDA device: GPU trainer test skipped");
-  return false;
-}
 
 // A batch of real positions (a few random moves apart) with random targets: a distribution over six
 // labels, game results 1 / 0 / 0.5, eval probabilities.
@@ -159,8 +146,8 @@ double relative(double got, double want) { return std::abs(got - want) / std::ma
 
 }  // namespace
 
-TEST_CASE("GPU trainer: gradients, losses and running statistics equal the CPU trainer's", "[cuda][train]") {
-  if (!have_gpu()) return;
+TEST_CASE("GPU trainer: gradients, losses and running statistics equal the CPU trainer's", "[cuda][train][gpu]") {
+  require_gpu();
   ThreadPool pool(0);
   for (nn::Activation act : {nn::Activation::RELU, nn::Activation::SWISH}) {
     CAPTURE(nn::activation_name(act));
@@ -222,8 +209,8 @@ TEST_CASE("GPU trainer: gradients, losses and running statistics equal the CPU t
 }
 
 TEST_CASE("GPU trainer: SGD and AdamW steps on the same gradients give the CPU optimizer's weights",
-          "[cuda][train]") {
-  if (!have_gpu()) return;
+          "[cuda][train][gpu]") {
+  require_gpu();
   for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::ADAMW}) {
     CAPTURE(optimizer_name(kind));
     OptimizerConfig oc;
@@ -269,8 +256,8 @@ TEST_CASE("GPU trainer: SGD and AdamW steps on the same gradients give the CPU o
   }
 }
 
-TEST_CASE("GPU trainer: uploads and downloads are exact, bad networks and batches are refused", "[cuda][train]") {
-  if (!have_gpu()) return;
+TEST_CASE("GPU trainer: uploads and downloads are exact, bad networks and batches are refused", "[cuda][train][gpu]") {
+  require_gpu();
   const nn::Model m = nn::testing::random_model(2, 16, nn::Activation::SWISH, 34);
   OptimizerConfig oc;
   oc.kind = OptimizerKind::ADAMW;
@@ -304,8 +291,8 @@ TEST_CASE("GPU trainer: uploads and downloads are exact, bad networks and batche
                   std::invalid_argument);
 }
 
-TEST_CASE("GPU trainer: evaluation (batch norm in EVAL mode, short batches) equals the CPU's", "[cuda][train]") {
-  if (!have_gpu()) return;
+TEST_CASE("GPU trainer: evaluation (batch norm in EVAL mode, short batches) equals the CPU's", "[cuda][train][gpu]") {
+  require_gpu();
   ThreadPool pool(0);
   nn::Model m = nn::testing::random_model(2, 16, nn::Activation::RELU, 36);
   cuda::GpuTrainer gpu(m, OptimizerConfig{}, 32);
@@ -326,8 +313,8 @@ TEST_CASE("GPU trainer: evaluation (batch norm in EVAL mode, short batches) equa
 }
 
 TEST_CASE("GPU trainer: `train --backend cuda` learns as the CPU trainer does and exports what it evaluated",
-          "[cuda][train]") {
-  if (!have_gpu()) return;
+          "[cuda][train][gpu]") {
+  require_gpu();
   const TrainingData files;
   const std::string& data = files.file;
   TrainConfig c;
@@ -345,7 +332,7 @@ TEST_CASE("GPU trainer: `train --backend cuda` learns as the CPU trainer does an
   c.schedule.lr = 3e-3;
   c.model_out = files.dir.file("cpu.bin");
   const TrainResult cpu = train(c);
-  c.backend = "cuda";
+  c.backend = nn::BackendKind::CUDA;
   c.model_out = files.dir.file("gpu.bin");
   const TrainResult gpu = train(c);
   std::printf("80 steps on 192 positions: CPU train loss %.4f, held-out %.4f; GPU train loss %.4f, held-out %.4f\n",
@@ -378,8 +365,8 @@ TEST_CASE("GPU trainer: `train --backend cuda` learns as the CPU trainer does an
 // optimizer as zero and leave its tensor unmoved. (Two runs are compared update by update, not bit
 // for bit: each run times cuDNN's algorithms anew and may pick others.) Two replicas on the same GPU
 // with host aggregation must make the update two CPU replicas make, up to bf16.
-TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][train][dp]") {
-  if (!have_gpu()) return;
+TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][train][dp][gpu]") {
+  require_gpu();
   const TrainingData files;
   TrainConfig c;
   c.data = {files.file};
@@ -392,11 +379,11 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   c.optimizer.weight_decay = 0;  // an unmoved tensor then stays exactly where it started
   c.schedule.kind = Schedule::CONSTANT;
   c.schedule.lr = 0.02;
-  c.backend = "cuda";
+  c.backend = nn::BackendKind::CUDA;
   c.bucket_mb = 0.004;  // a few kB: several buckets even for this small network
   c.model_out = files.dir.file("plain.bin");
   train(c);
-  c.allreduce = "nccl";
+  c.allreduce = AllReduce::NCCL;
   c.model_out = files.dir.file("nccl.bin");
   train(c);
   nn::Model start(c.arch);
@@ -423,11 +410,11 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   };
   same_update(nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
 
-  c.allreduce = "host";
+  c.allreduce = AllReduce::HOST;
   c.gpus = {0, 0};
   c.model_out = files.dir.file("two_gpu.bin");
   train(c);
-  c.backend = "cpu";
+  c.backend = nn::BackendKind::CPU;
   c.gpus.clear();
   c.replicas = 2;
   c.model_out = files.dir.file("two_cpu.bin");
@@ -439,19 +426,21 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
 #endif  // JIRIKI_HAVE_CUDA
 
 TEST_CASE("train --backend cuda without a usable GPU is refused with the reason", "[cuda][train]") {
-  if (gpu_present()) {
-    WARN("a CUDA device is present: the no-GPU message is not checked here");
-    return;
-  }
   const TrainingData files;
   TrainConfig c;
   c.data = {files.file};
   c.model_out = files.dir.file("unused.bin");
   c.arch.blocks = 1;
   c.arch.channels = 8;
-  c.backend = "cuda";
+  c.backend = nn::BackendKind::CUDA;
   c.quiet = true;
-  // Built without CUDA: "this jiriki was built without CUDA"; with CUDA: "no CUDA device available".
-  CHECK_THROWS_WITH(train(c), Catch::Contains("CUDA"));
+  std::string why;
+  if (nn::cuda_device_count(&why) == 0) {
+    // Built without CUDA: "this jiriki was built without CUDA"; with CUDA: "no CUDA device available".
+    CHECK_THROWS_WITH(train(c), Catch::Contains("--backend cuda: " + why));
+  } else {
+    c.gpus = {63};  // no machine of ours has 64 GPUs
+    CHECK_THROWS_WITH(train(c), Catch::Contains("CUDA device 63 does not exist"));
+  }
   CHECK(!fs::exists(c.model_out));
 }

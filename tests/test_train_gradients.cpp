@@ -22,7 +22,7 @@
 
 using namespace jiriki;
 using namespace jiriki::nn;
-using training::ThreadPool;
+using jiriki::ThreadPool;
 
 namespace {
 

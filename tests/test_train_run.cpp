@@ -16,6 +16,7 @@
 #include "tests/temp_dir.h"
 #include "shogi/hcpe3.h"
 #include "shogi/movegen.h"
+#include "common/fnv1a.h"
 #include "nn/features.h"
 #include "nn/model_file.h"
 #include "training/checkpoint.h"
@@ -71,9 +72,9 @@ std::vector<uint8_t> hcpe_bytes(const std::vector<HcpeRecord>& records) {
 
 // A hash of one built sample (features, targets): identifies positions in a batch.
 uint64_t sample_hash(const Batch& b, int row) {
-  uint64_t h = nn::fnv1a64(reinterpret_cast<const uint8_t*>(b.features + int64_t(row) * nn::INPUT_SIZE),
+  uint64_t h = fnv1a64(reinterpret_cast<const uint8_t*>(b.features + int64_t(row) * nn::INPUT_SIZE),
                            nn::INPUT_SIZE * sizeof(float));
-  h ^= nn::fnv1a64(reinterpret_cast<const uint8_t*>(b.policy_target + int64_t(row) * nn::POLICY_SIZE),
+  h ^= fnv1a64(reinterpret_cast<const uint8_t*>(b.policy_target + int64_t(row) * nn::POLICY_SIZE),
                    nn::POLICY_SIZE * sizeof(float)) *
        31;
   return h ^ uint64_t(b.value_eval[row] * 1e6f) * 1000003;
@@ -592,13 +593,13 @@ TEST_CASE("train command: options, errors and a short run", "[train][command]") 
   // (--backend cuda without a GPU: test_train_cuda.cpp.)
   auto [rc, text] = run("--data " + dir.file("a.hcpe") + " --model-out " + dir.file("m.bin") + " --backend tpu");
   CHECK(rc != 0);
-  CHECK_THAT(text, Catch::Contains("unknown backend 'tpu'") && Catch::Contains("cpu or cuda"));
+  CHECK_THAT(text, Catch::Contains("unknown backend 'tpu'") && Catch::Contains("auto, cpu or cuda"));
   std::tie(rc, text) = run("--model-out " + dir.file("m.bin") + " --data " + dir.file("missing.hcpe"));
   CHECK(rc != 0);
   CHECK_THAT(text, Catch::Contains("missing.hcpe") && Catch::Contains("no such file"));
 
   std::tie(rc, text) = run("--data " + dir.file("a.hcpe") + " --model-out " + dir.file("m.bin") +
-                           " --blocks 1 --channels 4 --batch 8 --steps 3 --optimizer adamw --log-every 1");
+                           " --blocks 1 --channels 4 --batch 8 --steps 3 --optimizer adamw --log-every 1 --backend cpu");
   CHECK(rc == 0);
   CHECK_THAT(text, Catch::Contains("samples/s") && Catch::Contains("ETA"));
   CHECK(nn::load_model(dir.file("m.bin")).arch.blocks == 1);
@@ -620,7 +621,7 @@ TEST_CASE("train command: options, errors and a short run", "[train][command]") 
   const std::string out = dir.file("interrupted.txt");
   const std::string cmd = "sh -c '" + std::string(JIRIKI_BINARY) + " train --data " + dir.file("a.hcpe") +
                           " --model-out " + dir.file("i.bin") +
-                          " --blocks 1 --channels 4 --batch 8 --steps 1000000 --log-every 1 > " + out +
+                          " --blocks 1 --channels 4 --batch 8 --steps 1000000 --log-every 1 --backend cpu > " + out +
                           " 2>&1 & pid=$!; i=0; while ! grep -q samples/s " + out +
                           " && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; kill -INT $pid; wait $pid'";
   const int status = std::system(cmd.c_str());

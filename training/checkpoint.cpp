@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "common/atomic_file.h"
+#include "common/fnv1a.h"
 #include "nn/model_file.h"
 
 namespace jiriki::training {
@@ -62,7 +63,7 @@ void save_checkpoint(const std::string& path, const nlohmann::json& meta, const 
     put<uint64_t>(out, s.tensor->size());
     put_bytes(out, s.tensor->ptr(), s.tensor->size() * sizeof(float));
   }
-  put<uint64_t>(out, nn::fnv1a64(reinterpret_cast<const uint8_t*>(out.data()), out.size()));
+  put<uint64_t>(out, fnv1a64(reinterpret_cast<const uint8_t*>(out.data()), out.size()));
   write_file_atomically(path, out);
 }
 
@@ -74,7 +75,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     throw std::runtime_error(path + ": not a jiriki checkpoint (it must start with \"JIRIKICK\")");
   uint64_t stored;
   std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
-  if (nn::fnv1a64(bytes.data(), bytes.size() - 8) != stored)
+  if (fnv1a64(bytes.data(), bytes.size() - 8) != stored)
     throw std::runtime_error(path + ": corrupt checkpoint (checksum mismatch: truncated or damaged)");
 
   Reader r{path, bytes.data() + 8, bytes.size() - 8 - 8};

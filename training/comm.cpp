@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #if JIRIKI_HAVE_MPI
 #include <mpi.h>
@@ -139,6 +140,27 @@ ThreadGroup::~ThreadGroup() = default;
 HostComm& ThreadGroup::comm(int rank) { return *comms_.at(size_t(rank)); }
 int ThreadGroup::size() const { return int(comms_.size()); }
 void ThreadGroup::abort() { shared_->sync.abort(); }
+
+void run_on_threads(int n, const std::function<void(int rank, HostComm& comm)>& fn) {
+  ThreadGroup group(n);
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r, group.comm(r));
+      } catch (...) {
+        {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+        group.abort();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
 
 // ---- processes of an mpirun job --------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,11 @@ class ThreadGroup {
   std::unique_ptr<Shared> shared_;
   std::vector<std::unique_ptr<HostComm>> comms_;
 };
+
+// The replica launcher of `train` and `bench train`: fn(rank, comm) for ranks 0..n-1, each on a
+// thread of its own, sharing one ThreadGroup. The first exception aborts the group (the other
+// replicas leave their next collective with an error) and is rethrown once every thread has ended.
+void run_on_threads(int n, const std::function<void(int rank, HostComm& comm)>& fn);
 
 // The classic host-side gradient aggregation: data[0, n) becomes the mean over the ranks (summed
 // by their CPU threads). Returns the squared norm the local values had before (the noise scale's

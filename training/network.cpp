@@ -1,10 +1,10 @@
-// Forward and backward over the whole network (see training/network.h for the buffers).
+// The backward pass over the whole network (see training/network.h; the forward pass is nn/forward.h).
 //
 // Parallelism: every layer is split among the pool's threads along a dimension it does not sum
-// over (samples for the forward passes and input gradients, output channels for the weight
-// gradients, elements for the activations), so every float is computed by one thread in a fixed
-// order and the results are bit-identical for any number of threads. Batch norm, cheap next to the
-// convolutions, runs on the calling thread.
+// over (samples for the input gradients, output channels for the weight gradients, elements for
+// the activations), so every float is computed by one thread in a fixed order and the results are
+// bit-identical for any number of threads. Batch norm, cheap next to the convolutions, runs on the
+// calling thread.
 #include "training/network.h"
 
 #include <algorithm>
@@ -14,45 +14,6 @@
 namespace jiriki::training {
 
 using nn::SQUARES;
-
-Activations::Activations(const nn::Architecture& arch, int cap) : capacity(cap) {
-  const size_t b = size_t(cap), c = size_t(arch.channels);
-  auto conv_bn = [&](ConvBNActs& x, size_t channels) {
-    x.conv.assign(b * channels * SQUARES, 0.0f);
-    x.bn.assign(b * channels * SQUARES, 0.0f);
-    x.mean.assign(channels, 0.0f);
-    x.invstd.assign(channels, 0.0f);
-  };
-  conv_bn(stem, c);
-  stem_out.assign(b * c * SQUARES, 0.0f);
-  blocks.resize(arch.blocks);
-  for (auto& blk : blocks) {
-    conv_bn(blk.conv1, c);
-    blk.act1.assign(b * c * SQUARES, 0.0f);
-    conv_bn(blk.conv2, c);
-    blk.sum.assign(b * c * SQUARES, 0.0f);
-    blk.out.assign(b * c * SQUARES, 0.0f);
-  }
-  policy.assign(b * nn::POLICY_SIZE, 0.0f);
-  conv_bn(value, nn::VALUE_CHANNELS);
-  value_act.assign(b * nn::VALUE_CHANNELS * SQUARES, 0.0f);
-  fc1.assign(b * nn::VALUE_HIDDEN, 0.0f);
-  fc1_act.assign(b * nn::VALUE_HIDDEN, 0.0f);
-  value_logit.assign(b, 0.0f);
-}
-
-void Activations::zero() {
-  auto z = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); };
-  auto conv_bn = [&](ConvBNActs& x) { z(x.conv), z(x.bn), z(x.mean), z(x.invstd); };
-  conv_bn(stem);
-  z(stem_out);
-  for (auto& blk : blocks) {
-    conv_bn(blk.conv1), z(blk.act1), conv_bn(blk.conv2), z(blk.sum), z(blk.out);
-  }
-  z(policy);
-  conv_bn(value);
-  z(value_act), z(fc1), z(fc1_act), z(value_logit);
-}
 
 Workspace::Workspace(const nn::Architecture& arch, int capacity)
     : acts(arch, capacity), grads_acts(arch, capacity), grads(arch) {}
@@ -64,13 +25,6 @@ void zero_tensors(nn::Model& m) {
 namespace {
 
 // ---- each layer split among the threads (see the comment at the top) -------------------------
-
-void conv_forward(ThreadPool& pool, float* out, const float* in, const nn::Tensor& w, int batch, int cin, int cout,
-                  int k) {
-  pool.parallel_for(batch, [&](int64_t b0, int64_t b1) {
-    nn::conv_forward(out + b0 * cout * SQUARES, in + b0 * cin * SQUARES, w.ptr(), nullptr, int(b1 - b0), cin, cout, k);
-  });
-}
 
 // din may be null (the stem: nothing needs the gradient of the input features).
 void conv_backward(ThreadPool& pool, float* din, nn::Tensor& dw, const float* dout, const float* in,
@@ -84,13 +38,6 @@ void conv_backward(ThreadPool& pool, float* din, nn::Tensor& dw, const float* do
   });
 }
 
-void linear_forward(ThreadPool& pool, float* out, const float* in, const nn::Tensor& w, const nn::Tensor& bias,
-                    int batch, int in_f, int out_f) {
-  pool.parallel_for(batch, [&](int64_t b0, int64_t b1) {
-    nn::linear_forward(out + b0 * out_f, in + b0 * in_f, w.ptr(), bias.ptr(), int(b1 - b0), in_f, out_f);
-  });
-}
-
 void linear_backward(ThreadPool& pool, float* din, nn::Tensor& dw, nn::Tensor& dbias, const float* dout,
                      const float* in, const nn::Tensor& w, int batch, int in_f, int out_f) {
   pool.parallel_for(out_f, [&](int64_t o0, int64_t o1) {
@@ -101,11 +48,6 @@ void linear_backward(ThreadPool& pool, float* din, nn::Tensor& dw, nn::Tensor& d
   });
 }
 
-void activation_forward(ThreadPool& pool, std::vector<float>& out, const std::vector<float>& in, int64_t n,
-                        nn::Activation act) {
-  pool.parallel_for(n, [&](int64_t i0, int64_t i1) { nn::activation_forward(&out[i0], &in[i0], i1 - i0, act); });
-}
-
 void activation_backward(ThreadPool& pool, std::vector<float>& din, const std::vector<float>& dout,
                          const std::vector<float>& in, int64_t n, nn::Activation act) {
   pool.parallel_for(
@@ -114,67 +56,16 @@ void activation_backward(ThreadPool& pool, std::vector<float>& din, const std::v
 
 // ---- convolution + batch norm, the network's unit ---------------------------------------------
 
-struct Shape {
-  int batch, cin, cout, kernel;
-};
-
-void conv_bn_forward(ThreadPool& pool, nn::ConvBN& p, ConvBNActs& a, const float* in, Shape s, Mode mode,
-                     float momentum, float eps) {
-  conv_forward(pool, a.conv.data(), in, p.weight, s.batch, s.cin, s.cout, s.kernel);
-  if (mode == Mode::TRAIN)
-    nn::batchnorm_train_forward(a.bn.data(), a.mean.data(), a.invstd.data(), p.bn.mean.ptr(), p.bn.var.ptr(), momentum,
-                                a.conv.data(), p.bn.gamma.ptr(), p.bn.beta.ptr(), eps, s.batch, s.cout);
-  else
-    nn::batchnorm_forward(a.bn.data(), a.conv.data(), p.bn, eps, s.batch, s.cout);
-}
-
 // From g.bn (the gradient of the BN output) to the gradients of the weights (into gp) and of the
 // input (into din, unless null), through g.conv.
 void conv_bn_backward(ThreadPool& pool, const nn::ConvBN& p, const ConvBNActs& a, ConvBNActs& g, nn::ConvBN& gp,
-                      const float* in, float* din, Shape s) {
+                      const float* in, float* din, nn::LayerShape s) {
   nn::batchnorm_backward(g.conv.data(), gp.bn.gamma.ptr(), gp.bn.beta.ptr(), g.bn.data(), a.conv.data(), a.mean.data(),
                          a.invstd.data(), p.bn.gamma.ptr(), s.batch, s.cout);
   conv_backward(pool, din, gp.weight, g.conv.data(), in, p.weight, s.batch, s.cin, s.cout, s.kernel);
 }
 
 }  // namespace
-
-void forward(nn::Model& model, Activations& a, const float* features, int batch, Mode mode, float bn_momentum,
-             ThreadPool& pool) {
-  const int c = model.arch.channels;
-  const nn::Activation act = model.arch.activation;
-  const float eps = model.arch.bn_eps;
-  const int64_t trunk_size = int64_t(batch) * c * SQUARES;
-
-  conv_bn_forward(pool, model.stem, a.stem, features, {batch, nn::INPUT_PLANES, c, 3}, mode, bn_momentum, eps);
-  activation_forward(pool, a.stem_out, a.stem.bn, trunk_size, act);
-
-  const std::vector<float>* h = &a.stem_out;
-  for (size_t i = 0; i < a.blocks.size(); ++i) {
-    BlockActs& b = a.blocks[i];
-    nn::ResidualBlock& p = model.blocks[i];
-    conv_bn_forward(pool, p.conv1, b.conv1, h->data(), {batch, c, c, 3}, mode, bn_momentum, eps);
-    activation_forward(pool, b.act1, b.conv1.bn, trunk_size, act);
-    conv_bn_forward(pool, p.conv2, b.conv2, b.act1.data(), {batch, c, c, 3}, mode, bn_momentum, eps);
-    std::copy_n(h->begin(), trunk_size, b.sum.begin());
-    nn::add_forward(b.sum.data(), b.conv2.bn.data(), trunk_size);
-    activation_forward(pool, b.out, b.sum, trunk_size, act);
-    h = &b.out;
-  }
-
-  conv_forward(pool, a.policy.data(), h->data(), model.policy_conv, batch, c, nn::POLICY_LABELS, 1);
-  for (int n = 0; n < batch; ++n)
-    nn::add_forward(a.policy.data() + int64_t(n) * nn::POLICY_SIZE, model.policy_bias.ptr(), nn::POLICY_SIZE);
-
-  conv_bn_forward(pool, model.value_conv, a.value, h->data(), {batch, c, nn::VALUE_CHANNELS, 1}, mode, bn_momentum,
-                  eps);
-  activation_forward(pool, a.value_act, a.value.bn, int64_t(batch) * nn::POLICY_SIZE, act);
-  linear_forward(pool, a.fc1.data(), a.value_act.data(), model.value_fc1_weight, model.value_fc1_bias, batch,
-                 nn::POLICY_SIZE, nn::VALUE_HIDDEN);
-  activation_forward(pool, a.fc1_act, a.fc1, int64_t(batch) * nn::VALUE_HIDDEN, act);
-  linear_forward(pool, a.value_logit.data(), a.fc1_act.data(), model.value_fc2_weight, model.value_fc2_bias, batch,
-                 nn::VALUE_HIDDEN, 1);
-}
 
 void backward(const nn::Model& model, const Activations& a, Activations& g, nn::Model& grads, const float* features,
               int batch, ThreadPool& pool) {

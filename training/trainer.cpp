@@ -2,15 +2,12 @@
 #include "training/trainer.h"
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <optional>
@@ -23,18 +20,30 @@
 #include "training/checkpoint.h"
 #include "training/comm.h"
 #include "training/data.h"
+#include "training/device.h"
 #include "training/loader.h"
-#include "training/network.h"
-#include "training/thread_pool.h"
-#if JIRIKI_HAVE_CUDA
-#include "training/cuda/gpu_trainer.h"
-#include "training/cuda/nccl_setup.h"
-#endif
+#include "common/thread_pool.h"
 
 namespace jiriki::training {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+AllReduce parse_allreduce(const std::string& name) {
+  if (name == "auto") return AllReduce::AUTO;
+  if (name == "nccl") return AllReduce::NCCL;
+  if (name == "host") return AllReduce::HOST;
+  throw std::invalid_argument("unknown --allreduce '" + name + "' (expected auto, nccl or host)");
+}
+
+const char* allreduce_name(AllReduce a) {
+  switch (a) {
+    case AllReduce::AUTO: return "auto";
+    case AllReduce::NCCL: return "nccl";
+    case AllReduce::HOST: return "host";
+  }
+  return "?";
+}
 
 Metrics summarize(const nn::LossTotals& t, float val_lambda) {
   Metrics m;
@@ -75,7 +84,7 @@ std::string format_duration(double s) {
 void check_config(const TrainConfig& c) {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
   if (c.data.empty()) fail("no training data: give --data PATH...");
-  if (c.model_out.empty() && !c.loader_only) fail("--model-out FILE is required");
+  if (c.model_out.empty()) fail("--model-out FILE is required");
   if (c.batch < 1) fail("--batch must be at least 1");
   if (c.steps < 0) fail("--steps must not be negative");
   if (c.steps == 0 && !(c.epochs > 0)) fail("--epochs must be positive");
@@ -87,20 +96,17 @@ void check_config(const TrainConfig& c) {
   if (c.clip_grad_norm < 0) fail("--clip-grad-norm must not be negative");
   if (c.resume && c.checkpoint.empty()) fail("--resume needs --checkpoint FILE");
   if (c.resume && !c.init.empty()) fail("--resume takes the model from the checkpoint: drop --init");
-  if (c.backend != "cpu" && c.backend != "cuda") fail("unknown backend '" + c.backend + "' (expected cpu or cuda)");
-#if !JIRIKI_HAVE_CUDA
-  if (c.backend == "cuda") fail("--backend cuda: this jiriki was built without CUDA");
-#endif
+  const bool cuda = c.backend == nn::BackendKind::CUDA;
+  if (!cuda && c.backend != nn::BackendKind::CPU) fail("the trainer runs on the cpu or cuda backend");
+  if (std::string why; cuda && nn::cuda_device_count(&why) == 0) fail("--backend cuda: " + why);
   if (c.replicas < 1) fail("--replicas must be at least 1");
-  if (c.allreduce != "auto" && c.allreduce != "nccl" && c.allreduce != "host")
-    fail("unknown --allreduce '" + c.allreduce + "' (expected nccl or host)");
-  if (c.backend == "cpu" && c.allreduce == "nccl") fail("--allreduce nccl needs --backend cuda (the CPU replicas use host)");
-  if (c.backend == "cpu" && !c.gpus.empty()) fail("--gpus needs --backend cuda (CPU replicas: --replicas N)");
-  if (c.backend == "cuda" && c.replicas > 1) fail("--replicas is for the CPU backend: give the GPUs with --gpus");
+  if (!cuda && c.allreduce == AllReduce::NCCL) fail("--allreduce nccl needs --backend cuda (the CPU replicas use host)");
+  if (!cuda && !c.gpus.empty()) fail("--gpus needs --backend cuda (CPU replicas: --replicas N)");
+  if (cuda && c.replicas > 1) fail("--replicas is for the CPU backend: give the GPUs with --gpus");
   // Two replicas on one GPU: NCCL refuses it, the host aggregation does not (tests on one GPU use it).
   for (size_t i = 0; i < c.gpus.size(); ++i)
     for (size_t j = 0; j < i; ++j)
-      if (c.gpus[i] == c.gpus[j] && c.allreduce != "host")
+      if (c.gpus[i] == c.gpus[j] && c.allreduce != AllReduce::HOST)
         fail("--gpus lists GPU " + std::to_string(c.gpus[i]) + " twice (allowed only with --allreduce host)");
   if (!(c.bucket_mb > 0)) fail("--bucket-mb must be positive");
   if (c.batch_auto && (c.tune_min < 1 || c.tune_max < c.tune_min || c.tune_every < 1 || c.tune_reps < 1))
@@ -182,205 +188,6 @@ void report_issues(const Dataset& d, const char* what, bool quiet, Log& log) {
               << (d.issues.empty() ? "" : ", " + std::to_string(d.issues.size()) + " problems skipped") << "\n";
 }
 
-// Where one replica's steps run. The CPU works on the replica's model and optimizer in place; the
-// GPU keeps its own copy of both, brought to the host by sync_host() (checkpoints, the export,
-// switching batch sizes) and back by load_host(). With several replicas, step() averages the
-// gradients over all of them before the update (a collective: every replica calls it together).
-class Device {
- public:
-  struct Step {
-    nn::LossTotals totals;
-    double grad_norm = 0;    // of the averaged gradient, before clipping
-    double local_norm2 = 0;  // squared norm of this replica's own gradient (batch b), for the noise scale
-  };
-  virtual ~Device() = default;
-  // Forward, loss, backward, the average over the replicas, clipping and the optimizer's update.
-  virtual Step step(const Batch& batch, double lr) = 0;
-  // Loss totals in EVAL mode; nothing changes.
-  virtual nn::LossTotals evaluate(const Batch& batch) = 0;
-  virtual void sync_host() {}
-  virtual void load_host() {}
-  // Seconds per step with and without the gradients' communication, and of the communication alone,
-  // over `reps` steps on `batch` (collective; the weights change: callers restore them).
-  virtual StepSample time_step(const Batch& batch, int reps) = 0;
-  // A hash of the weights' bits, equal on replicas that are in step.
-  virtual uint64_t weights_checksum() = 0;
-  // Memory for the loaders' batches (null: the heap).
-  virtual HostAllocator* allocator() { return nullptr; }
-  virtual std::string name() const = 0;
-};
-
-// Every trainable (or every non-trainable: BN running statistics) tensor of a model into one flat
-// vector, and back.
-std::vector<float> flatten(const nn::Model& m, bool trainable) {
-  std::vector<float> flat;
-  for (const auto& t : m.tensors())
-    if (t.trainable == trainable) flat.insert(flat.end(), t.tensor->data.begin(), t.tensor->data.end());
-  return flat;
-}
-void unflatten(const std::vector<float>& flat, nn::Model& m, bool trainable) {
-  size_t at = 0;
-  for (auto& t : m.tensors())
-    if (t.trainable == trainable) {
-      std::copy_n(flat.begin() + std::ptrdiff_t(at), t.tensor->size(), t.tensor->data.begin());
-      at += t.tensor->size();
-    }
-}
-
-uint64_t checksum(const std::vector<float>& values) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the 32-bit words
-  for (float v : values) h = (h ^ std::bit_cast<uint32_t>(v)) * 0x100000001b3ULL;
-  return h;
-}
-
-double seconds_of(int reps, const std::function<void()>& fn) {
-  const auto t0 = Clock::now();
-  for (int r = 0; r < reps; ++r) fn();
-  return seconds_since(t0) / reps;
-}
-
-class CpuDevice final : public Device {
- public:
-  CpuDevice(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer, ThreadPool& pool, HostComm& comm)
-      : c_(c), model_(model), optimizer_(optimizer), pool_(pool), comm_(comm), ws_(model.arch, batch) {}
-  Step step(const Batch& batch, double lr) override {
-    Step s;
-    s.totals = compute_gradients(model_, ws_, batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size), pool_);
-    if (comm_.size() > 1) {
-      std::vector<float> g = flatten(ws_.grads, true);
-      s.local_norm2 = average_on_host(comm_, g.data(), g.size());
-      unflatten(g, ws_.grads, true);
-    }
-    s.grad_norm = gradient_norm(ws_.grads);
-    if (comm_.size() == 1) s.local_norm2 = s.grad_norm * s.grad_norm;
-    if (c_.clip_grad_norm > 0 && s.grad_norm > c_.clip_grad_norm)
-      scale_gradients(ws_.grads, float(c_.clip_grad_norm / s.grad_norm));
-    optimizer_.step(model_, ws_.grads, lr);
-    return s;
-  }
-  nn::LossTotals evaluate(const Batch& batch) override {
-    return evaluate_batch(model_, ws_.acts, batch, c_.val_lambda, pool_);
-  }
-  StepSample time_step(const Batch& batch, int reps) override {
-    StepSample t{double(batch.size), 0, 0, 0};
-    t.step_seconds = seconds_of(reps, [&] { step(batch, 0.0); });
-    t.compute_seconds = seconds_of(reps, [&] {
-      compute_gradients(model_, ws_, batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size), pool_);
-      optimizer_.step(model_, ws_.grads, 0.0);
-    });
-    std::vector<float> g = flatten(ws_.grads, true);
-    t.comm_seconds = comm_.size() > 1 ? seconds_of(reps, [&] { average_on_host(comm_, g.data(), g.size()); }) : 0.0;
-    return t;
-  }
-  uint64_t weights_checksum() override { return checksum(flatten(model_, true)); }
-  std::string name() const override {
-    return "cpu, " + std::to_string(pool_.size()) + " compute threads" +
-           (comm_.size() > 1 ? ", " + std::to_string(comm_.size()) + " replicas, host all-reduce" : "");
-  }
-
- private:
-  const TrainConfig& c_;
-  nn::Model& model_;
-  Optimizer& optimizer_;
-  ThreadPool& pool_;
-  HostComm& comm_;
-  Workspace ws_;
-};
-
-#if JIRIKI_HAVE_CUDA
-class GpuDevice final : public Device {
- public:
-  // nccl: this replica's communicator (gradients averaged by NCCL inside the step), or null (one
-  // replica, or host aggregation through `comm`).
-  GpuDevice(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer, HostComm& comm, int gpu,
-            ::ncclComm_t nccl)
-      : c_(c), model_(model), optimizer_(optimizer), comm_(comm), gpu_(model, c.optimizer, batch, gpu) {
-    gpu_.upload_optimizer(optimizer);
-    if (nccl) gpu_.attach_nccl(nccl, size_t(c.bucket_mb * 1e6));
-    else if (comm.size() > 1)  // page-locked, so that the copies are DMA at full speed
-      host_grads_ = {static_cast<float*>(gpu_.host_allocator()->allocate(gpu_.gradient_floats() * sizeof(float))),
-                     Free{gpu_.host_allocator()}};
-  }
-  Step step(const Batch& batch, double lr) override {
-    if (!host_grads_) {  // one replica, or NCCL inside the step
-      const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm);
-      return {r.totals, r.grad_norm, r.local_norm2};
-    }
-    Step s;
-    s.totals = gpu_.compute_gradients(batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size));
-    s.local_norm2 = gpu_.local_norm2();
-    average();
-    s.grad_norm = gpu_.apply_gradients(lr, c_.clip_grad_norm);
-    return s;
-  }
-  nn::LossTotals evaluate(const Batch& batch) override { return gpu_.evaluate(batch, c_.val_lambda); }
-  void sync_host() override {
-    gpu_.download_model(model_);
-    gpu_.download_optimizer(optimizer_);
-  }
-  void load_host() override {
-    gpu_.upload_model(model_);
-    gpu_.upload_optimizer(optimizer_);
-  }
-  StepSample time_step(const Batch& batch, int reps) override {
-    for (int i = 0; i < 3; ++i) step(batch, 0.0);  // the first runs eagerly, then graphs are captured
-    if (host_grads_) {                             // host aggregation: wall-clock time of real steps
-      StepSample t{double(batch.size), 0, 0, 0};
-      t.step_seconds = seconds_of(reps, [&] { step(batch, 0.0); });
-      t.compute_seconds = gpu_.time_step(reps).step;
-      t.comm_seconds = seconds_of(reps, [&] { average(); });
-      return t;
-    }
-    const auto t = gpu_.time_step(reps);
-    return {double(batch.size), t.step, t.compute, t.comm};
-  }
-  uint64_t weights_checksum() override { return gpu_.weights_checksum(); }
-  HostAllocator* allocator() override { return gpu_.host_allocator(); }
-  std::string name() const override {
-    std::string s = gpu_.description();
-    if (comm_.size() > 1)
-      s += ", " + std::to_string(comm_.size()) + " replicas, " +
-           (!host_grads_ ? "NCCL all-reduce, " + gpu_.bucket_summary() : std::string("host all-reduce"));
-    return s;
-  }
-
- private:
-  const TrainConfig& c_;
-  nn::Model& model_;
-  Optimizer& optimizer_;
-  HostComm& comm_;
-  // Host aggregation: the flat gradients to page-locked host memory, averaged there, and back.
-  void average() {
-    gpu_.copy_gradients_to_host(host_grads_.get());
-    average_on_host(comm_, host_grads_.get(), gpu_.gradient_floats(), false);
-    gpu_.copy_gradients_from_host(host_grads_.get());
-  }
-  struct Free {
-    HostAllocator* allocator;
-    void operator()(float* p) const noexcept { allocator->deallocate(p); }
-  };
-  cuda::GpuTrainer gpu_;
-  std::unique_ptr<float[], Free> host_grads_{nullptr, Free{nullptr}};  // host aggregation only
-};
-#endif
-
-// What a replica is and where it runs.
-struct ReplicaPlace {
-  int gpu = 0;
-  void* nccl = nullptr;  // ::ncclComm_t of this replica, or null
-};
-
-std::unique_ptr<Device> make_device(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer,
-                                    ThreadPool& pool, HostComm& comm, const ReplicaPlace& place) {
-#if JIRIKI_HAVE_CUDA
-  if (c.backend == "cuda")
-    return std::make_unique<GpuDevice>(c, batch, model, optimizer, comm, place.gpu,
-                                       static_cast<::ncclComm_t>(place.nccl));
-#else
-  (void)place;
-#endif
-  return std::make_unique<CpuDevice>(c, batch, model, optimizer, pool, comm);
-}
 
 // The mean of the replicas' batch-norm running statistics, on every replica (each keeps its own
 // during training): held-out metrics, checkpoints and the export then see the same model on every
@@ -443,20 +250,6 @@ void export_model(const nn::Model& model, const std::string& path) {
   const std::vector<uint8_t> bytes = nn::serialize_model(model);
   write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
-
-// The loader on its own, for as many batches as the run would take: its samples per second.
-TrainResult run_loader_only(const Dataset& data, const TrainConfig& c, uint64_t start, int64_t steps) {
-  Loader loader(data, {.batch_size = c.batch, .seed = c.seed, .start = start, .threads = c.loader_threads});
-  const auto t0 = Clock::now();
-  for (int64_t s = 0; s < steps; ++s) loader.release(loader.acquire());
-  TrainResult r;
-  r.loader_samples_per_second = double(steps) * c.batch / seconds_since(t0);
-  if (!c.quiet)
-    std::cerr << "loader: " << steps * c.batch << " positions in " << seconds_since(t0)
-              << " s = " << r.loader_samples_per_second << " samples/s with " << loader.threads() << " threads\n";
-  return r;
-}
-
 
 // ---- one replica's run -----------------------------------------------------------------------------
 // Every replica runs this same loop on its own model copy, device and slice of each global batch;
@@ -814,9 +607,9 @@ TrainResult train(const TrainConfig& config) {
   // Under mpirun this process is one replica; otherwise this process runs every replica on a thread.
   std::unique_ptr<HostComm> mpi = mpi_comm();
   const ProcessLayout layout = process_layout();
-  const bool cuda = c.backend == "cuda";
-  if (c.gpus.empty()) c.gpus = {c.gpu};
-  if (c.allreduce == "auto") c.allreduce = cuda ? "nccl" : "host";
+  const bool cuda = c.backend == nn::BackendKind::CUDA;
+  if (c.gpus.empty()) c.gpus = {0};
+  if (c.allreduce == AllReduce::AUTO) c.allreduce = cuda ? AllReduce::NCCL : AllReduce::HOST;
   const int local = mpi ? 1 : cuda ? int(c.gpus.size()) : c.replicas;
   if (mpi && (c.replicas > 1 || (cuda && c.gpus.size() > 1 && int(c.gpus.size()) < layout.local_size)))
     throw std::invalid_argument("under mpirun each process is one replica: give --gpus a GPU per local rank (or none)");
@@ -841,76 +634,35 @@ TrainResult train(const TrainConfig& config) {
                   : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.positions.size()) /
                                                            double(c.batch * replicas))));
   c.schedule.total_steps = total_steps;
-  if (c.loader_only) return run_loader_only(data, c, 0, total_steps);
+  const bool nccl = cuda && c.allreduce == AllReduce::NCCL;
 
   if (mpi) {
     ReplicaPlace place;
     place.gpu = c.gpus.size() > 1 ? c.gpus[size_t(layout.local_rank)] : c.gpus[0] + layout.local_rank;
-#if JIRIKI_HAVE_CUDA
-    if (cuda && c.allreduce == "nccl") place.nccl = cuda::nccl_communicator(*mpi, place.gpu);
-#endif
+    const NcclComms comms = nccl ? NcclComms::for_process(*mpi, place.gpu) : NcclComms();
+    place.nccl = comms.at(0);
     ThreadPool pool(threads);
-    TrainResult r = run_replica(c, data, test, total_steps, *mpi, place, pool);
-#if JIRIKI_HAVE_CUDA
-    cuda::nccl_destroy(static_cast<::ncclComm_t>(place.nccl));
-#endif
-    return r;
+    return run_replica(c, data, test, total_steps, *mpi, place, pool);
   }
   if (local == 1) {
     // One GPU with `--allreduce nccl` asked for explicitly still runs the all-reduce (of one rank):
     // it measures its cost and checks the buckets on a machine with one GPU.
     SoloComm solo;
     ThreadPool pool(threads);
-    ReplicaPlace place{.gpu = c.gpus[0]};
-#if JIRIKI_HAVE_CUDA
-    std::vector<::ncclComm_t> nccl;
-    if (cuda && config.allreduce == "nccl") nccl = cuda::nccl_communicators(c.gpus);
-    if (!nccl.empty()) place.nccl = nccl[0];
-    struct Release {
-      std::vector<::ncclComm_t>& comms;
-      ~Release() {
-        for (auto n : comms) cuda::nccl_destroy(n);
-      }
-    } release{nccl};
-#endif
+    const NcclComms comms =
+        cuda && config.allreduce == AllReduce::NCCL ? NcclComms::for_gpus(c.gpus) : NcclComms();
+    const ReplicaPlace place{.gpu = c.gpus[0], .nccl = comms.at(0)};
     return run_replica(c, data, test, total_steps, solo, place, pool);
   }
 
   // Several replicas on threads: one per GPU, or CPU replicas sharing the cores.
-  std::vector<ReplicaPlace> places(static_cast<size_t>(local));
-#if JIRIKI_HAVE_CUDA
-  std::vector<::ncclComm_t> nccl;
-  if (cuda && c.allreduce == "nccl") nccl = cuda::nccl_communicators(c.gpus);
-#endif
-  for (int r = 0; r < local; ++r) {
-    places[size_t(r)].gpu = cuda ? c.gpus[size_t(r)] : 0;
-#if JIRIKI_HAVE_CUDA
-    if (!nccl.empty()) places[size_t(r)].nccl = nccl[size_t(r)];
-#endif
-  }
-  ThreadGroup group(local);
+  const NcclComms comms = nccl ? NcclComms::for_gpus(c.gpus) : NcclComms();
   std::vector<TrainResult> results(static_cast<size_t>(local));
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  std::vector<std::thread> workers;
-  for (int r = 0; r < local; ++r)
-    workers.emplace_back([&, r] {
-      try {
-        ThreadPool pool(threads);
-        results[size_t(r)] = run_replica(c, data, test, total_steps, group.comm(r), places[size_t(r)], pool);
-      } catch (...) {
-        {
-          std::lock_guard lock(error_mutex);
-          if (!error) error = std::current_exception();
-        }
-        group.abort();  // the other replicas leave their next collective with an error
-      }
-    });
-  for (auto& w : workers) w.join();
-#if JIRIKI_HAVE_CUDA
-  for (auto n : nccl) cuda::nccl_destroy(n);
-#endif
-  if (error) std::rethrow_exception(error);
+  run_on_threads(local, [&](int r, HostComm& comm) {
+    const ReplicaPlace place{.gpu = cuda ? c.gpus[size_t(r)] : 0, .nccl = comms.at(size_t(r))};
+    ThreadPool pool(threads);
+    results[size_t(r)] = run_replica(c, data, test, total_steps, comm, place, pool);
+  });
   return results[0];
 }
 

@@ -7,11 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "nn/backend.h"
 #include "nn/layers_backward.h"
 #include "nn/model.h"
 #include "training/optimizer.h"
 
 namespace jiriki::training {
+
+// How data-parallel replicas average their gradients: NCCL in buckets overlapped with the backward
+// pass (GPUs), on the host by CPU threads, or AUTO: NCCL on GPUs, the host on the CPU.
+enum class AllReduce { AUTO, NCCL, HOST };
+AllReduce parse_allreduce(const std::string& name);  // "auto" | "nccl" | "host"; throws
+const char* allreduce_name(AllReduce a);
 
 struct TrainConfig {
   std::vector<std::string> data;  // files, directories, globs (hcpe, hcpe3)
@@ -40,17 +47,19 @@ struct TrainConfig {
   int64_t stop_after = 0;                   // stop this invocation after N steps, as on Ctrl-C (0: never)
   const std::atomic<bool>* stop = nullptr;  // set (by a SIGINT handler) to stop after the current step
 
-  std::string backend = "cpu";  // where the steps run: "cpu" (training/network.h) or "cuda" (training/cuda/)
-  int gpu = 0;                   // the CUDA device, for the cuda backend with one replica
+  // Where the steps run: CPU (training/network.h) or CUDA (training/cuda/), through training/device.h.
+  // `jiriki train --backend auto` resolves it with nn::resolve_backend.
+  nn::BackendKind backend = nn::BackendKind::CPU;
+  nn::CudaSettings cuda;  // the GPU trainer's convolutions, logging, profiling (`jiriki train`: from the environment)
 
   // ---- data parallelism (training/comm.h, training/buckets.h) --------------------------------
   // One replica per GPU of `gpus` (threads of this process), or `replicas` CPU replicas on threads;
   // under mpirun one replica per process instead, on GPU local_rank. Each replica takes its slice
   // of every global batch; gradients are averaged, by NCCL in buckets overlapped with the backward
   // pass ("nccl", GPUs only) or on the host by CPU threads ("host").
-  std::vector<int> gpus;         // empty: {gpu}
+  std::vector<int> gpus;         // the CUDA devices, one replica each; empty: {0}
   int replicas = 1;              // cpu backend
-  std::string allreduce = "auto";  // nccl (GPUs), host, or auto: nccl on GPUs, host on the CPU
+  AllReduce allreduce = AllReduce::AUTO;
   double bucket_mb = 4.0;        // NCCL bucket size
   int64_t check_every = 1000;    // steps between checks that every replica holds the same weights
 
@@ -66,7 +75,6 @@ struct TrainConfig {
   std::string log;           // JSON-lines log file ("" : none); appended to
   int64_t log_every = 100;   // steps between progress lines and log records
   bool quiet = false;        // no progress lines on stderr
-  bool loader_only = false;  // run only the data pipeline for the same steps and time it
 };
 
 // Held-out or training metrics, averaged over the samples seen.

@@ -35,6 +35,7 @@ std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, co
                                                       std::string* description) {
   nn::BackendOptions o;
   o.gpu = gpu;
+  o.cuda = nn::CudaSettings::from_environment();  // the JIRIKI_* overrides of the README
   int evaluators = 1;
   // One evaluator per search thread; on a CPU each gets an equal share of the cores.
   auto make = [&](nn::BackendKind kind) {
@@ -45,30 +46,12 @@ std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, co
     o.threads = std::max(1, int(std::thread::hardware_concurrency()) / evaluators);
     return search::make_eval_queue(model, o, evaluators);
   };
-  std::unique_ptr<search::EvalQueue> queue;
-  std::string note;
-  if (backend == "auto") {
-#if JIRIKI_HAVE_CUDA
-    try {
-      queue = make(nn::BackendKind::CUDA);
-    } catch (const std::exception& e) {
-      note = " (cuda unavailable: " + std::string(e.what()) + ")";
-    }
-#endif
-    if (!queue) {
-#if JIRIKI_HAVE_DNNL
-      queue = make(nn::BackendKind::CPU);
-#else
-      queue = make(nn::BackendKind::REFERENCE);
-#endif
-    }
-  } else {
-    queue = make(nn::parse_backend_kind(backend));
-  }
+  const nn::BackendChoice choice = nn::resolve_backend(backend);
+  std::unique_ptr<search::EvalQueue> queue = make(choice.kind);
   if (threads_used) *threads_used = evaluators;
   if (description)
-    *description = "backend: " + queue->name() + ", batch " + std::to_string(queue->max_batch()) + ", " +
-                   std::to_string(evaluators) + " search threads" + note;
+    *description = "backend: " + queue->name() + " (" + choice.reason + "), batch " + std::to_string(queue->max_batch()) +
+                   ", " + std::to_string(evaluators) + " search threads";
   return queue;
 }
 

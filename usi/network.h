@@ -28,8 +28,8 @@ nn::Model load_network(const std::string& model_file);
 // One line describing what load_network(model_file) gives, for `info string`.
 std::string describe_network(const std::string& model_file, const nn::Model& model);
 
-// An evaluation queue on backend "auto" | "cpu" | "cuda" | "reference". "auto" takes cuda when it
-// is built in and a device works, else cpu (oneDNN) when built in, else reference. There is one
+// An evaluation queue on backend "auto" | "cpu" | "cuda" | "reference", resolved by
+// nn::resolve_backend (auto: the GPU when one is usable, else the CPU). There is one
 // evaluator per search thread: on the GPU each has its own stream; on the CPU each gets an equal
 // share of the cores, so that no OpenMP team spins against the search threads for the same core.
 // `max_batch` 0 picks the batch for the backend: 128 on the GPU, 16 on a CPU; `search_threads` 0

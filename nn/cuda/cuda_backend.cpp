@@ -133,27 +133,6 @@ std::vector<float> padded(const std::vector<float>& v, size_t size) {
   return out;
 }
 
-// cuDNN engine configurations timed per convolution (JIRIKI_CUDNN_CANDIDATES overrides). On an
-// H100 cuDNN's heuristics propose 10 for these graphs, all of the runtime-fusion engine; timing
-// them all costs a few seconds of runtime compilation when a batch size is first seen.
-int engine_candidates() {
-  const char* env = std::getenv("JIRIKI_CUDNN_CANDIDATES");
-  return env ? std::max(1, std::atoi(env)) : 16;
-}
-
-// JIRIKI_CUDA_PARTS: 1 or 2, or 0 when unset (time both).
-int forced_parts() {
-  const char* env = std::getenv("JIRIKI_CUDA_PARTS");
-  return env ? std::clamp(std::atoi(env), 0, 2) : 0;
-}
-
-// JIRIKI_CUDA_SQUARE: 0 never runs the tower with the square-major kernel, 1 always where it
-// applies, unset times it against cuDNN.
-int forced_square() {
-  const char* env = std::getenv("JIRIKI_CUDA_SQUARE");
-  return env ? std::clamp(std::atoi(env), 0, 1) : -1;
-}
-
 // A 3x3 convolution's weights as square_conv.h takes them: [9 taps][out_p][in_p], tap = 3*kh + kw.
 std::vector<float> to_tap_major(const FoldedConv& c, int in_p, int out_p) {
   std::vector<float> w(size_t(9) * out_p * in_p, 0.0f);
@@ -239,6 +218,10 @@ class CudaEvaluator : public Evaluator {
 
   int device_;
   int max_batch_;
+  // The tower and half-tower choices, the convolutions' tuning (CudaSettings::engine_candidates: on
+  // an H100 cuDNN's heuristics propose 10 for these graphs, all of the runtime-fusion engine; timing
+  // them all costs a few seconds of runtime compilation when a batch size is first seen).
+  CudaSettings settings_;
   Architecture arch_;
   int channels_;  // arch_.channels padded to a multiple of 8
   std::string name_;
@@ -265,7 +248,7 @@ class CudaEvaluator : public Evaluator {
 };
 
 CudaEvaluator::CudaEvaluator(const FoldedModel& m, const BackendOptions& o)
-    : device_(o.gpu), max_batch_(o.max_batch), arch_(m.arch), channels_(round_up(m.arch.channels, 8)) {
+    : device_(o.gpu), max_batch_(o.max_batch), settings_(o.cuda), arch_(m.arch), channels_(round_up(m.arch.channels, 8)) {
   if (o.precision != Precision::AUTO && o.precision != Precision::BF16)
     throw std::invalid_argument(std::string("the cuda backend computes in bf16; precision '") + precision_name(o.precision) +
                                 "' is not available (use auto or bf16)");
@@ -473,13 +456,13 @@ std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int
     // output feeding the next.
     launch_features_to_nhwc(in_.get<uint16_t>(), x0_.get<uint16_t>(), size, s);
     b->stem = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, INPUT_CHANNELS_PADDED, c, 3, false, act},
-                                          engine_candidates());
+                                          settings_);
     b->stem->tune(cudnn_.get(), s, {x0_.get<uint16_t>(), stem_.w.get<uint16_t>(), stem_.b.get<float>(), nullptr, h0});
     size_t workspace = b->stem->workspace_size();
     if (arch_.blocks > 0) {
-      b->conv1 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, false, act}, engine_candidates());
+      b->conv1 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, false, act}, settings_);
       b->conv1->tune(cudnn_.get(), s, {h0, conv1_[0].w.get<uint16_t>(), conv1_[0].b.get<float>(), nullptr, mid});
-      b->conv2 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, true, act}, engine_candidates());
+      b->conv2 = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, c, c, 3, true, act}, settings_);
       b->conv2->tune(cudnn_.get(), s, {mid, conv2_[0].w.get<uint16_t>(), conv2_[0].b.get<float>(), h0, h1});
       workspace = std::max({workspace, b->conv1->workspace_size(), b->conv2->workspace_size()});
     }
@@ -503,7 +486,7 @@ std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int
   cudaGraphDestroy(graph);
   JIRIKI_CUDA_CHECK(e);
 
-  if (verbose()) {
+  if (settings_.verbose) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[cuda] device %d batch %d (%d x %d) built in %.2f s: ", device_, size, parts, rows, secs);
     if (b->square)
@@ -538,21 +521,21 @@ float CudaEvaluator::replay_ms(const Bucket& b, int reps) {
 CudaEvaluator::Bucket& CudaEvaluator::bucket(int n) {
   const int size = bucket_size(n, max_batch_);
   if (auto it = buckets_.find(size); it != buckets_.end()) return *it->second;
-  const bool may_square = square_ok_ && size % kSquareTile == 0 && forced_square() != 0;
-  if (may_square && forced_square() == 1) return *buckets_.emplace(size, build_bucket(size, 1, true)).first->second;
+  const bool may_square = square_ok_ && size % kSquareTile == 0 && settings_.tower != CudaSettings::Tower::CUDNN;
+  if (may_square && settings_.tower == CudaSettings::Tower::SQUARE) return *buckets_.emplace(size, build_bucket(size, 1, true)).first->second;
   const bool may_split = size >= 512 && size % 2 == 0;
-  const int forced = forced_parts();
+  const int forced = settings_.parts;
   std::unique_ptr<Bucket> b = build_bucket(size, may_split && forced == 2 ? 2 : 1);
   if (may_split && forced == 0) {  // two half batches on two streams, if that is faster
     std::unique_ptr<Bucket> halves = build_bucket(size, 2);
     const float one = replay_ms(*b, 10), two = replay_ms(*halves, 10);
-    if (verbose()) std::fprintf(stderr, "[cuda] batch %d: %.4f ms as one, %.4f ms as two halves\n", size, one, two);
+    if (settings_.verbose) std::fprintf(stderr, "[cuda] batch %d: %.4f ms as one, %.4f ms as two halves\n", size, one, two);
     if (two < one) b = std::move(halves);
   }
   if (may_square) {  // the square-major kernel, if that is faster still
     std::unique_ptr<Bucket> square = build_bucket(size, 1, true);
     const float cudnn = replay_ms(*b, 10), ours = replay_ms(*square, 10);
-    if (verbose()) std::fprintf(stderr, "[cuda] batch %d: %.4f ms with cuDNN, %.4f ms square-major\n", size, cudnn, ours);
+    if (settings_.verbose) std::fprintf(stderr, "[cuda] batch %d: %.4f ms with cuDNN, %.4f ms square-major\n", size, cudnn, ours);
     if (ours < cudnn) b = std::move(square);
   }
   return *buckets_.emplace(size, std::move(b)).first->second;
@@ -622,6 +605,24 @@ double CudaEvaluator::device_seconds_per_batch(int n, int reps) {
 
 std::unique_ptr<Evaluator> make_cuda_evaluator(const FoldedModel& model, const BackendOptions& options) {
   return std::make_unique<cuda::CudaEvaluator>(model, options);
+}
+
+// Devices with bf16 tensor cores (compute capability 8.0 or newer): what the backend and the GPU
+// trainer accept.
+int cuda_device_count(std::string* why) {
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    if (why) *why = std::string("no CUDA device available (") + cudaGetErrorString(e) + ")";
+    return 0;
+  }
+  int usable = 0;
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess && prop.major >= 8) ++usable;
+  }
+  if (usable == 0 && why)
+    *why = count == 0 ? "no CUDA device available" : "no CUDA device with bf16 tensor cores (compute capability 8.0)";
+  return usable;
 }
 
 double cuda_device_seconds_per_batch(Evaluator& e, int n, int reps) {

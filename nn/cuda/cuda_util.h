@@ -41,12 +41,6 @@ inline std::string cudnn_status_text(cudnnStatus_t s) {
   return text;
 }
 
-// JIRIKI_CUDA_VERBOSE set in the environment: log engine choices and timings to stderr.
-inline bool verbose() {
-  static const bool on = std::getenv("JIRIKI_CUDA_VERBOSE") != nullptr;
-  return on;
-}
-
 }  // namespace jiriki::nn::cuda
 
 #define JIRIKI_CUDA_CHECK(call)                                                                  \

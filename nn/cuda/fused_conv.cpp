@@ -158,16 +158,9 @@ ChoiceCache& choice_cache() {
 // key the later wins. A line that does not parse is ignored, and a choice whose plan no longer
 // finalizes is tuned afresh (and appended), so a stale or damaged file costs time, never a wrong
 // result. Where: $JIRIKI_CUDNN_CACHE, else $XDG_CACHE_HOME/jiriki/cudnn-choices.txt, else
-// ~/.cache/jiriki/cudnn-choices.txt; JIRIKI_CUDNN_CACHE=off keeps nothing on disk. Delete the file
-// to tune again (after a driver update, say).
+// ~/.cache/jiriki/cudnn-choices.txt (CudaSettings::choice_file, nn/backend.h); JIRIKI_CUDNN_CACHE=off
+// keeps nothing on disk. Delete the file to tune again (after a driver update, say).
 constexpr const char* CHOICE_FILE_MAGIC = "jiriki-cudnn-2";
-
-std::string choice_file_path() {
-  if (const char* e = std::getenv("JIRIKI_CUDNN_CACHE"); e && *e) return std::string(e) == "off" ? "" : e;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/jiriki/cudnn-choices.txt";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/jiriki/cudnn-choices.txt";
-  return "";
-}
 
 // The file's name for a shape: no spaces, so that a line splits on them.
 std::string disk_key(const ConvShape& s, bool force_unfused, int max_candidates) {
@@ -209,7 +202,7 @@ void load_choice_file(ChoiceCache& cache, const std::string& path) {
 
 // Appends one choice to the file (creating its directory); a file that cannot be written is left
 // alone: the choice still serves this process.
-void append_choice(const std::string& path, const std::string& key, const FusedConv::Choice& c) {
+void append_choice(const std::string& path, const std::string& key, const FusedConv::Choice& c, bool verbose) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   std::ofstream out(path, std::ios::app);
@@ -217,7 +210,7 @@ void append_choice(const std::string& path, const std::string& key, const FusedC
   std::snprintf(buf, sizeof buf, " %d %d %d %d %.6f\n", int(c.fused), c.heur_mode, c.heur_index, c.kernel_cfg,
                 double(c.ms));
   out << CHOICE_FILE_MAGIC << ' ' << key << buf;
-  if (!out && verbose()) std::fprintf(stderr, "[cuda] could not write the tuning file %s\n", path.c_str());
+  if (!out && verbose) std::fprintf(stderr, "[cuda] could not write the tuning file %s\n", path.c_str());
 }
 
 }  // namespace
@@ -489,18 +482,20 @@ static std::optional<Desc> with_kernel_cfg(const Desc& cfg, int64_t value) {
 // runs the 192->192 convolution at batch 1024 in 0.097 ms and picked one taking 0.133 ms, and the
 // forward pass went from 392,000 to 447,000 positions/s; on an H100 it was listed at 1024 but not
 // at 512 (0.076 ms against 0.052), bench/results/nn_cuda_h100.txt. Smaller batches are latency-bound and keep the heuristics' list.
-// JIRIKI_CUDNN_SWEEP=K sets K for every fused shape (the trainer's too); 0 turns the sweep off.
+// CudaSettings::cudnn_sweep (JIRIKI_CUDNN_SWEEP) = K sets K for every fused shape (the trainer's too);
+// 0 turns the sweep off.
 constexpr int DEFAULT_SWEEP = 14;
 constexpr int DEFAULT_SWEEP_MIN_BATCH = 256;
 
-static int sweep_size(const ConvShape& s) {
-  if (const char* e = std::getenv("JIRIKI_CUDNN_SWEEP")) return std::max(0, std::atoi(e));
+static int sweep_size(const ConvShape& s, int setting) {
+  if (setting >= 0) return setting;
   const bool inference = s.pass == ConvPass::FORWARD && s.epilogue;
   return inference && s.batch >= DEFAULT_SWEEP_MIN_BATCH ? DEFAULT_SWEEP : 0;
 }
 
 // Finalizes one configuration into a plan; null when it does not run on this device or shape.
-static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& cfg, int heur_mode, int heur_index) {
+static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& cfg, int heur_mode, int heur_index,
+                                                  bool verbose) {
   auto p = std::make_unique<FusedConv::Plan>();
   p->cfg = std::move(cfg);
   p->heur_mode = heur_mode;
@@ -517,7 +512,7 @@ static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& c
   if (cudnnBackendGetAttribute(p->cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
                                &engine_d) == CUDNN_STATUS_SUCCESS) {
     cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &p->engine);
-    if (verbose()) p->knobs = knob_text(p->cfg.get(), engine_d);
+    if (verbose) p->knobs = knob_text(p->cfg.get(), engine_d);
     cudnnBackendBehaviorNote_t notes[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
     int64_t note_count = 0;
     if (cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
@@ -533,12 +528,14 @@ static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& c
   return p;
 }
 
-FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candidates) : shape_(shape) {
+FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, const CudaSettings& settings)
+    : shape_(shape), settings_(settings) {
+  const int max_candidates = settings.engine_candidates;
   const auto start = std::chrono::steady_clock::now();
   // The fused graph needs cuDNN's runtime-fusion engines, which compile kernels with NVRTC when a
   // plan is made; where they are missing (no libnvrtc, an older GPU), the unfused graph still runs.
-  // JIRIKI_CUDA_UNFUSED=1 takes the unfused path at once, so that tests can check it.
-  const bool force_unfused = std::getenv("JIRIKI_CUDA_UNFUSED") != nullptr;
+  // CudaSettings::unfused (JIRIKI_CUDA_UNFUSED) takes the unfused path at once, so that tests can check it.
+  const bool force_unfused = settings.unfused;
   int device = 0;
   JIRIKI_CUDA_CHECK(cudaGetDevice(&device));
   if (shape.pass == ConvPass::BACKWARD_FILTER && (shape.epilogue || shape.identity))
@@ -551,7 +548,7 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
   std::optional<Choice> known;
   bool from_disk = false;  // known comes from the choice file: verified here before it is shared
   disk_key_ = disk_key(shape, force_unfused, max_candidates);
-  disk_path_ = choice_file_path();
+  disk_path_ = settings.choice_file;
   {
     ChoiceCache& cache = choice_cache();
     std::unique_lock lock(cache.mutex);
@@ -572,14 +569,14 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
     if (known->heur_index < int(cfgs.size())) {
       std::optional<Desc> cfg = known->kernel_cfg < 0 ? std::optional<Desc>(std::move(cfgs[known->heur_index]))
                                                       : with_kernel_cfg(cfgs[known->heur_index], known->kernel_cfg);
-      if (cfg) p = make_plan(handle, std::move(*cfg), known->heur_mode, known->heur_index);
+      if (cfg) p = make_plan(handle, std::move(*cfg), known->heur_mode, known->heur_index, settings_.verbose);
       if (p) p->kernel_cfg = known->kernel_cfg;
     }
     if (p) {
       p->ms = known->ms;
       candidates_.push_back(std::move(p));
       tuned_ = true;
-      if (verbose())
+      if (settings_.verbose)
         std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: engine %lld as tuned before%s, in %.2f s\n",
                      shape.kernel, shape.kernel, shape.in_channels, shape.out_channels,
                      shape.residual ? " +residual" : "", shape.batch, (long long)candidates_[0]->engine,
@@ -599,14 +596,14 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
         graph_ = build_graph(handle, shape, fused);
       } catch (const std::runtime_error& e) {
         if (!fused) throw;
-        if (verbose()) std::fprintf(stderr, "[cuda] fused graph rejected (%s); trying the unfused one\n", e.what());
+        if (settings_.verbose) std::fprintf(stderr, "[cuda] fused graph rejected (%s); trying the unfused one\n", e.what());
         continue;
       }
       for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
         std::vector<Desc> cfgs = heuristic_configs(*graph_->graph, mode);
-        if (verbose()) std::fprintf(stderr, "[cuda] heuristics mode %d: %zu configurations\n", int(mode), cfgs.size());
+        if (settings_.verbose) std::fprintf(stderr, "[cuda] heuristics mode %d: %zu configurations\n", int(mode), cfgs.size());
         for (size_t i = 0; i < cfgs.size() && int(candidates_.size()) < max_candidates; ++i) {
-          auto p = make_plan(handle, std::move(cfgs[i]), int(mode), int(i));
+          auto p = make_plan(handle, std::move(cfgs[i]), int(mode), int(i), settings_.verbose);
           // Weight gradients must be the same on every run (resume, replicas): no atomics.
           if (p && !(shape.pass == ConvPass::BACKWARD_FILTER && p->nondeterministic)) candidates_.push_back(std::move(p));
         }
@@ -614,7 +611,7 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
       }
       if (fused && !candidates_.empty()) add_sweep(handle);
       if (!candidates_.empty()) break;
-      if (verbose()) std::fprintf(stderr, "[cuda] no engine for the %s graph\n", fused ? "fused" : "unfused");
+      if (settings_.verbose) std::fprintf(stderr, "[cuda] no engine for the %s graph\n", fused ? "fused" : "unfused");
     }
     if (candidates_.empty())
       throw std::runtime_error("CUDA backend: cuDNN has no engine for a " + std::to_string(shape.kernel) + "x" +
@@ -625,7 +622,7 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
     release_tuning(std::nullopt);
     throw;
   }
-  if (verbose()) {
+  if (settings_.verbose) {
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[cuda] conv %dx%d %d->%d%s batch %d: %zu %s candidates in %.2f s\n", shape.kernel,
                  shape.kernel, shape.in_channels, shape.out_channels, shape.residual ? " +residual" : "", shape.batch,
@@ -635,7 +632,7 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candi
 
 // The KERNEL_CFG sweep (sweep_size()) on the first runtime-compiled candidate, appended to the list.
 void FusedConv::add_sweep(cudnnHandle_t handle) {
-  const int k = sweep_size(shape_);
+  const int k = sweep_size(shape_, settings_.cudnn_sweep);
   if (k == 0) return;
   auto base = std::find_if(candidates_.begin(), candidates_.end(), [](const auto& p) { return p->runtime_compiled; });
   if (base == candidates_.end()) return;
@@ -647,12 +644,12 @@ void FusedConv::add_sweep(cudnnHandle_t handle) {
     const int64_t v = values[i * values.size() / count];  // evenly spread when count < values.size()
     std::optional<Desc> cfg = with_kernel_cfg(b.cfg, v);
     if (!cfg) continue;
-    auto p = make_plan(handle, std::move(*cfg), b.heur_mode, b.heur_index);
+    auto p = make_plan(handle, std::move(*cfg), b.heur_mode, b.heur_index, settings_.verbose);
     if (!p) continue;
     p->kernel_cfg = int(v);
     added.push_back(std::move(p));
   }
-  if (verbose())
+  if (settings_.verbose)
     std::fprintf(stderr, "[cuda] sweep: %zu of %zu kernel configurations of engine %lld finalized\n", added.size(),
                  values.size(), (long long)b.engine);
   for (auto& p : added) candidates_.push_back(std::move(p));
@@ -673,7 +670,7 @@ void FusedConv::release_tuning(const std::optional<Choice>& choice, bool tuned) 
       if (tuned) {
         ++cache.tuned;
         if (!disk_path_.empty()) {
-          append_choice(disk_path_, disk_key_, *choice);
+          append_choice(disk_path_, disk_key_, *choice, settings_.verbose);
           if (disk_path_ == cache.disk_path) cache.disk[disk_key_] = *choice;
         }
       }
@@ -726,13 +723,13 @@ void FusedConv::tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& 
       JIRIKI_CUDA_CHECK(cudaEventRecord(end, stream));
       JIRIKI_CUDA_CHECK(cudaEventSynchronize(end));
     } catch (const std::runtime_error& e) {
-      if (verbose()) std::fprintf(stderr, "[cuda]   engine %lld failed to run: %s\n", (long long)candidates_[i]->engine, e.what());
+      if (settings_.verbose) std::fprintf(stderr, "[cuda]   engine %lld failed to run: %s\n", (long long)candidates_[i]->engine, e.what());
       continue;  // ms stays negative: never chosen
     }
     float ms = 0.0f;
     JIRIKI_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
     candidates_[i]->ms = ms / REPS;
-    if (verbose())
+    if (settings_.verbose)
       std::fprintf(stderr, "[cuda]   engine %lld%s: %.4f ms, workspace %lld bytes, knobs %s\n",
                    (long long)candidates_[i]->engine, candidates_[i]->runtime_compiled ? " (runtime-compiled)" : "",
                    candidates_[i]->ms, (long long)candidates_[i]->workspace, candidates_[i]->knobs.c_str());

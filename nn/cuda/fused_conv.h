@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "nn/cuda/cuda_util.h"
+#include "nn/backend.h"
 #include "nn/model.h"
 
 namespace jiriki::nn::cuda {
@@ -67,11 +68,11 @@ void forget_tuned_shapes();
 
 class FusedConv {
  public:
-  // Builds the operation graph and finalizes up to `max_candidates` engine configurations (or
+  // Builds the operation graph and finalizes up to settings.engine_candidates engine configurations (or
   // only the one chosen before for this shape). Call tune() next: until then, another FusedConv of
   // the same shape on the same device waits in its constructor.
   // Throws if cuDNN has no engine at all for the convolution.
-  FusedConv(cudnnHandle_t handle, const ConvShape& shape, int max_candidates);
+  FusedConv(cudnnHandle_t handle, const ConvShape& shape, const CudaSettings& settings);
   ~FusedConv();
   FusedConv(const FusedConv&) = delete;
   FusedConv& operator=(const FusedConv&) = delete;
@@ -97,6 +98,7 @@ class FusedConv {
   void add_sweep(cudnnHandle_t handle);
 
   ConvShape shape_;
+  CudaSettings settings_;  // the sweep, the unfused path, the choice file, logging
   std::unique_ptr<Graph> graph_;
   bool fused_ = true;  // false: the graph is the convolution alone, our kernel does the rest
   std::vector<std::unique_ptr<Plan>> candidates_;

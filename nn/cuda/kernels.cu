@@ -3,6 +3,9 @@
 // shared memory where a layout changes.
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
+#include "nn/cuda/activation.cuh"
 #include "nn/cuda/cuda_util.h"
 #include "nn/cuda/kernels.h"
 
@@ -13,25 +16,33 @@ namespace {
 using bf16 = __nv_bfloat16;
 static_assert(sizeof(bf16) == sizeof(uint16_t));
 
-__device__ __forceinline__ float activate(float x, Activation act) {
-  // Swish as x / (1 + e^-x): exact limits at both ends (e^-x overflowing to inf gives -0, not NaN).
-  return act == Activation::RELU ? fmaxf(x, 0.0f) : x / (1.0f + expf(-x));
-}
+__device__ __forceinline__ bf16 to_bf16(bf16 v) { return v; }
+__device__ __forceinline__ bf16 to_bf16(float v) { return __float2bfloat16_rn(v); }
 
 // One block per position: the 119 x 81 planes pass through shared memory so that the read (along
-// squares) and the write (along channels) are both coalesced. The read moves 4-byte words (a
-// position's planes start on a 2-byte boundary only, hence `shift`), the write 16-byte groups of
-// 8 channels: a simple version moving 2 bytes at a time took 3x as long.
-__global__ void features_to_nhwc_kernel(const bf16* features, bf16* x, int n, RowOrder order) {
-  constexpr int WORDS = INPUT_SIZE / 2 + 2;
-  __shared__ uint32_t words[WORDS];
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(features + int64_t(blockIdx.x) * INPUT_SIZE);
-  const uint32_t* in = reinterpret_cast<const uint32_t*>(begin & ~uintptr_t(3));
-  const int shift = int(begin & 3) / 2;  // planes[i] is element i + shift of `words`
-  const int count = (shift + INPUT_SIZE + 1) / 2;
-  for (int i = threadIdx.x; i < count; i += blockDim.x) words[i] = in[i];
+// squares) and the write (along channels) are both coalesced. bf16 planes are read as 4-byte words
+// (a position's planes start on a 2-byte boundary only, hence `shift`); fp32 planes (the trainer's)
+// as they are. The write moves 16-byte groups of 8 channels: a simple version moving 2 bytes at a
+// time took 3x as long.
+template <class T>
+__global__ void features_to_nhwc_kernel(const T* features, bf16* x, int n, RowOrder order) {
+  const T* planes;
+  if constexpr (std::is_same_v<T, bf16>) {
+    constexpr int WORDS = INPUT_SIZE / 2 + 2;
+    __shared__ uint32_t words[WORDS];
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(features + int64_t(blockIdx.x) * INPUT_SIZE);
+    const uint32_t* in = reinterpret_cast<const uint32_t*>(begin & ~uintptr_t(3));
+    const int shift = int(begin & 3) / 2;  // planes[i] is element i + shift of `words`
+    const int count = (shift + INPUT_SIZE + 1) / 2;
+    for (int i = threadIdx.x; i < count; i += blockDim.x) words[i] = in[i];
+    planes = reinterpret_cast<const bf16*>(words) + shift;
+  } else {
+    __shared__ T values[INPUT_SIZE];
+    const T* in = features + int64_t(blockIdx.x) * INPUT_SIZE;
+    for (int i = threadIdx.x; i < INPUT_SIZE; i += blockDim.x) values[i] = in[i];
+    planes = values;
+  }
   __syncthreads();
-  const bf16* planes = reinterpret_cast<const bf16*>(words) + shift;
   constexpr int GROUPS = INPUT_CHANNELS_PADDED / 8;
   for (int g = threadIdx.x; g < SQUARES * GROUPS; g += blockDim.x) {
     const int sq = g / GROUPS, c0 = g % GROUPS * 8;
@@ -42,7 +53,7 @@ __global__ void features_to_nhwc_kernel(const bf16* features, bf16* x, int n, Ro
     } v;
 #pragma unroll
     for (int k = 0; k < 8; ++k)
-      v.lanes[k] = c0 + k < INPUT_PLANES ? planes[(c0 + k) * SQUARES + sq] : __float2bfloat16_rn(0.0f);
+      v.lanes[k] = c0 + k < INPUT_PLANES ? to_bf16(planes[(c0 + k) * SQUARES + sq]) : __float2bfloat16_rn(0.0f);
     *reinterpret_cast<uint4*>(x + row * INPUT_CHANNELS_PADDED + c0) = v.vector;
   }
 }
@@ -129,6 +140,11 @@ void launch_unpack_features(const uint8_t* bits, uint16_t* planes, int n, cudaSt
 
 void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream, RowOrder order) {
   features_to_nhwc_kernel<<<n, 256, 0, stream>>>(as_bf16(features), as_bf16(x), n, order);
+  JIRIKI_CUDA_CHECK_LAUNCH();
+}
+
+void launch_features_to_nhwc(const float* features, uint16_t* x, int n, cudaStream_t stream, RowOrder order) {
+  features_to_nhwc_kernel<<<n, 256, 0, stream>>>(features, as_bf16(x), n, order);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 

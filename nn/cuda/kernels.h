@@ -14,10 +14,13 @@ namespace jiriki::nn::cuda {
 
 // Channels of the stem's input: the 119 planes padded with zero planes to 128, a multiple of 8
 // so that every NHWC pixel starts on a 16-byte boundary as the tensor cores need, and of 64, which
-// cuDNN's kernels tile the reduction by.
+// cuDNN's kernels tile the reduction by. The inference backend and the GPU trainer both use it.
 constexpr int INPUT_CHANNELS_PADDED = 128;
-// The two heads' 1x1 convolutions run as one matrix product of 27 + 27 outputs padded to 56.
+// The two heads' 1x1 convolutions run as one matrix product of 27 + 27 outputs (the GPU trainer's
+// heads GEMM), padded to 56 in the inference backend.
+constexpr int HEAD_OUTPUTS = POLICY_LABELS + VALUE_CHANNELS;
 constexpr int HEAD_CHANNELS = 56;
+static_assert(HEAD_CHANNELS >= HEAD_OUTPUTS && HEAD_CHANNELS % 8 == 0);
 constexpr int VALUE_HEAD_OFFSET = POLICY_LABELS;  // value channels follow the policy channels
 // The value head's flattened input (2187) padded to a multiple of 8 for the same reason.
 constexpr int VALUE_FC1_IN_PADDED = 2192;
@@ -38,9 +41,12 @@ enum class RowOrder { POSITION_MAJOR, SQUARE_MAJOR };
 // bits: [n][PACKED_INPUT_BYTES] (nn::encode_packed_features)  ->  planes: [n][119][81] bf16 (NCHW).
 void launch_unpack_features(const uint8_t* bits, uint16_t* planes, int n, cudaStream_t stream);
 
-// features: [n][119][81] bf16 (NCHW, as copied from the host)  ->  x: [n][81][128] bf16 (NHWC,
-// channels 119.. zero), or [81][n][128] if `order` is SQUARE_MAJOR.
+// features: [n][119][81] bf16 (NCHW, as copied from the host; the inference backend) or fp32 (the
+// GPU trainer's batches)  ->  x: [n][81][128] bf16 (NHWC, channels 119.. zero), or [81][n][128] if
+// `order` is SQUARE_MAJOR. One kernel for both.
 void launch_features_to_nhwc(const uint16_t* features, uint16_t* x, int n, cudaStream_t stream,
+                             RowOrder order = RowOrder::POSITION_MAJOR);
+void launch_features_to_nhwc(const float* features, uint16_t* x, int n, cudaStream_t stream,
                              RowOrder order = RowOrder::POSITION_MAJOR);
 
 // y = act(y + bias [+ residual]) over [rows][channels] (the unfused convolution's epilogue).

@@ -28,6 +28,8 @@
 #include <tuple>
 #include <vector>
 
+#include "nn/cuda/activation.cuh"
+
 namespace jiriki::nn::cuda {
 namespace {
 
@@ -127,10 +129,11 @@ __device__ inline void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
+// The activations of nn/cuda/activation.cuh, chosen at compile time.
 template <SquareAct ACT>
 __device__ inline float activate(float v) {
-  if constexpr (ACT == SquareAct::relu) return fmaxf(v, 0.0f);
-  if constexpr (ACT == SquareAct::swish) return v / (1.0f + __expf(-v));
+  if constexpr (ACT == SquareAct::relu) return relu(v);
+  if constexpr (ACT == SquareAct::swish) return swish(v);
   return v;
 }
 

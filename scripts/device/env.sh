@@ -29,10 +29,17 @@ if [[ -z "$NCCL_LIB" ]]; then
 fi
 [[ -z "$NCCL_INC" && -f .carry/nccl/nccl.h ]] && NCCL_INC=$PWD/.carry/nccl
 
+# Boost (jiriki match) and nlohmann-json: the headers and library scripts/device/prepare.sh carries, when there.
+BOOST_FLAGS=()
+if [[ -d .carry/include/boost ]]; then
+  export CPATH=$PWD/.carry/include${CPATH:+:$CPATH}
+  BOOST_FLAGS=(-DJIRIKI_BOOST_INCLUDE_DIR="$PWD/.carry/include" -DJIRIKI_BOOST_FILESYSTEM="$PWD/.carry/lib/libboost_filesystem.a")
+fi
+
 configure() {
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" -DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2" \
-    ${NCCL_INC:+-DNCCL_INCLUDE_DIR="$NCCL_INC"} ${NCCL_LIB:+-DNCCL_LIBRARY="$NCCL_LIB"} \
+    ${NCCL_INC:+-DNCCL_INCLUDE_DIR="$NCCL_INC"} ${NCCL_LIB:+-DNCCL_LIBRARY="$NCCL_LIB"} "${BOOST_FLAGS[@]}" \
     | grep -E "jiriki|Error|error"
 }
 

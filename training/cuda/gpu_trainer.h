@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "nn/backend.h"
 #include "nn/layers_backward.h"
 #include "nn/model.h"
 #include "training/batch.h"
@@ -36,7 +37,9 @@ class GpuTrainer {
   // Copies `model` (weights and running statistics) to device `gpu`, and times cuDNN's convolution
   // algorithms for batches of `batch` positions. Throws std::runtime_error when there is no usable
   // GPU or CUDA fails, std::invalid_argument for an unsupported network or batch.
-  GpuTrainer(const nn::Model& model, const OptimizerConfig& optimizer, int batch, int gpu = 0);
+  // `cuda`: the convolutions' tuning (sweep, unfused path, file of tuned engines), logging, profiling.
+  GpuTrainer(const nn::Model& model, const OptimizerConfig& optimizer, int batch, int gpu = 0,
+             const nn::CudaSettings& cuda = {});
   ~GpuTrainer();
   GpuTrainer(const GpuTrainer&) = delete;
   GpuTrainer& operator=(const GpuTrainer&) = delete;

@@ -11,14 +11,14 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "nn/cuda/activation.cuh"
 #include "nn/cuda/cuda_util.h"
+#include "nn/cuda/kernels.h"
 #include "training/cuda/train_kernels.h"
 
 namespace jiriki::training::cuda {
 
 using nn::Activation;
-using nn::INPUT_PLANES;
-using nn::INPUT_SIZE;
 using nn::POLICY_LABELS;
 using nn::POLICY_SIZE;
 using nn::SQUARES;
@@ -30,8 +30,7 @@ namespace {
 using bf16 = __nv_bfloat16;
 static_assert(sizeof(bf16) == sizeof(uint16_t));
 
-constexpr int STEM_CHANNELS = 128;  // the 119 input planes padded (training/cuda/gpu_trainer.cpp)
-constexpr int HEADS = 2 * POLICY_LABELS;
+using nn::cuda::HEAD_OUTPUTS;  // the heads' GEMM: policy and value 1x1 convolutions, one row per square
 constexpr int THREADS = 256;
 constexpr int MAX_REDUCE_BLOCKS = 512;  // partial sums per channel reduction
 constexpr int MAX_COLUMN_CHUNKS = 64;
@@ -47,10 +46,7 @@ int grid_for(int64_t count, int threads = THREADS) {
 
 // ---- device helpers ------------------------------------------------------------------------
 
-__device__ __forceinline__ float activate(float z, Activation act) {
-  // Swish as z / (1 + e^-z): exact limits at both ends (e^-z overflowing to inf gives -0, not NaN).
-  return act == Activation::RELU ? fmaxf(z, 0.0f) : z / (1.0f + expf(-z));
-}
+using nn::cuda::activate;  // nn/cuda/activation.cuh: the one definition, also the inference kernels'
 
 // act'(z): ReLU' = [z > 0] (0 at the kink, as PyTorch), Swish' = s (1 + z (1 - s)), s = sigmoid(z).
 __device__ __forceinline__ float activate_grad(float z, Activation act) {
@@ -162,25 +158,7 @@ __device__ void block_argmax(float& v, int& index) {
     if (values[w] > v || (values[w] == v && indices[w] < index)) v = values[w], index = indices[w];
 }
 
-// ---- inputs ----------------------------------------------------------------------------------
-
-// One block per position: the planes pass through shared memory so that the read (along squares)
-// and the write (16-byte groups of 8 channels) are both coalesced.
-__global__ void features_to_nhwc_kernel(const float* features, bf16* x) {
-  __shared__ float planes[INPUT_SIZE];
-  const float* in = features + int64_t(blockIdx.x) * INPUT_SIZE;
-  for (int i = threadIdx.x; i < INPUT_SIZE; i += blockDim.x) planes[i] = in[i];
-  __syncthreads();
-  constexpr int GROUPS = STEM_CHANNELS / 8;
-  bf16* out = x + int64_t(blockIdx.x) * SQUARES * STEM_CHANNELS;
-  for (int g = threadIdx.x; g < SQUARES * GROUPS; g += blockDim.x) {
-    const int sq = g / GROUPS, c0 = g % GROUPS * 8;
-    float v[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = c0 + k < INPUT_PLANES ? planes[(c0 + k) * SQUARES + sq] : 0.0f;
-    store<8>(out + sq * STEM_CHANNELS + c0, v);
-  }
-}
+// ---- inputs (features_to_nhwc: nn/cuda/kernels.h, one kernel for inference and training) --------
 
 __global__ void fill_random_kernel(bf16* x, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -510,19 +488,19 @@ __global__ void bn_act_backward_kernel(const bf16* dy, const bf16* x, const bf16
 // One block per position; the 81 x 54 head outputs are staged in shared memory so that the policy,
 // written label-major, is read without strided global loads.
 __global__ void heads_split_kernel(const float* heads, const float* policy_bias, float* policy, bf16* value_conv) {
-  __shared__ float tile[SQUARES * HEADS];
-  const float* in = heads + int64_t(blockIdx.x) * SQUARES * HEADS;
-  for (int i = threadIdx.x; i < SQUARES * HEADS; i += blockDim.x) tile[i] = in[i];
+  __shared__ float tile[SQUARES * HEAD_OUTPUTS];
+  const float* in = heads + int64_t(blockIdx.x) * SQUARES * HEAD_OUTPUTS;
+  for (int i = threadIdx.x; i < SQUARES * HEAD_OUTPUTS; i += blockDim.x) tile[i] = in[i];
   __syncthreads();
   float* p = policy + int64_t(blockIdx.x) * POLICY_SIZE;
   for (int i = threadIdx.x; i < POLICY_SIZE; i += blockDim.x) {
     const int label = i / SQUARES, sq = i % SQUARES;
-    p[i] = tile[sq * HEADS + label] + policy_bias[i];
+    p[i] = tile[sq * HEAD_OUTPUTS + label] + policy_bias[i];
   }
   bf16* v = value_conv + int64_t(blockIdx.x) * SQUARES * VALUE_CHANNELS;
   for (int i = threadIdx.x; i < SQUARES * VALUE_CHANNELS; i += blockDim.x) {
     const int sq = i / VALUE_CHANNELS, c = i % VALUE_CHANNELS;
-    v[i] = __float2bfloat16_rn(tile[sq * HEADS + POLICY_LABELS + c]);
+    v[i] = __float2bfloat16_rn(tile[sq * HEAD_OUTPUTS + POLICY_LABELS + c]);
   }
 }
 
@@ -701,11 +679,6 @@ int resident_blocks(const void* kernel, int threads) {
 // Blocks for a batch-norm apply kernel over `rows` rows: one wave at most (see the thread layout).
 int apply_blocks(const void* kernel, int64_t rows, const ReduceShape& s) {
   return int(std::clamp<int64_t>((rows + s.lanes - 1) / s.lanes, 1, resident_blocks(kernel, s.groups * s.lanes)));
-}
-
-void launch_features_to_nhwc(const float* features, uint16_t* x, int n, cudaStream_t stream) {
-  features_to_nhwc_kernel<<<n, THREADS, 0, stream>>>(features, as_bf16(x));
-  JIRIKI_CUDA_CHECK_LAUNCH();
 }
 
 void launch_fill_random(uint16_t* x, int64_t n, uint32_t seed, cudaStream_t stream) {

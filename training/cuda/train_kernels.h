@@ -38,8 +38,7 @@ size_t column_sums_scratch(int cols);       // launch_column_sums
 constexpr size_t SUM_OF_SQUARES_SCRATCH = 1024;  // doubles, launch_norm
 
 // ---- inputs ----------------------------------------------------------------------------------
-// features [n][119][81] fp32 (as the loader builds them) -> x [n][81][128] bf16, channels 119..127 zero.
-void launch_features_to_nhwc(const float* features, uint16_t* x, int n, cudaStream_t stream);
+// (features -> x [n][81][128] bf16: nn::cuda::launch_features_to_nhwc, nn/cuda/kernels.h.)
 // Fills n bf16 values with a hash of (seed, index) in [-1, 1): inputs for timing cuDNN's algorithms.
 void launch_fill_random(uint16_t* x, int64_t n, uint32_t seed, cudaStream_t stream);
 

@@ -1,4 +1,5 @@
-// A fixed set of threads that split loops among themselves: the CPU trainer's only parallelism.
+// A fixed set of threads that split loops among themselves: the CPU forward pass's (nn/forward.h) and
+// the CPU trainer's only parallelism.
 // The caller takes part, so a pool of one thread runs everything inline.
 #pragma once
 #include <condition_variable>
@@ -9,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace jiriki::training {
+namespace jiriki {
 
 class ThreadPool {
  public:
@@ -40,4 +41,4 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
-}  // namespace jiriki::training
+}  // namespace jiriki

@@ -1,9 +1,9 @@
-#include "training/thread_pool.h"
+#include "common/thread_pool.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace jiriki::training {
+namespace jiriki {
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -70,4 +70,4 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
-}  // namespace jiriki::training
+}  // namespace jiriki

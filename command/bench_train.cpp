@@ -1,0 +1,323 @@
+// `jiriki bench train`: samples per second of the trainer (CPU or CUDA), of its data loader alone,
+// of the GPU's step alone, and of data parallelism over several GPUs; and the gradient dump that
+// scripts/torch_train_reference.py checks. Kept out of the trainer's API (training/trainer.h).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <utility>
+
+#include "command/commands.h"
+#include "command/options.h"
+#include "common/args.h"
+#include "nn/model_file.h"
+#include "training/comm.h"
+#include "training/data.h"
+#include "training/loader.h"
+#include "training/trainer.h"
+#if JIRIKI_HAVE_CUDA
+#include "training/cuda/gpu_trainer.h"
+#include "training/cuda/nccl_setup.h"
+#endif
+
+namespace jiriki {
+
+namespace {
+
+// The loader on its own for `steps` batches of c.batch positions with c.loader_threads workers: its
+// samples per second.
+double loader_samples_per_second(const training::Dataset& data, const training::TrainConfig& c, int64_t steps) {
+  training::Loader loader(data, {.batch_size = c.batch, .seed = c.seed, .threads = c.loader_threads});
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t s = 0; s < steps; ++s) loader.release(loader.acquire());
+  return double(steps) * c.batch / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+#if JIRIKI_HAVE_CUDA
+namespace {
+
+// For scripts/torch_train_reference.py: `path`.jnn holds the model, `path` one batch and the GPU
+// trainer's gradients for it (little-endian):
+//   8 bytes "JIRIKIGD", u32 version 1, i32 n, f32 val_lambda,
+//   f64 loss sums over the batch (policy, value against the result, value against the eval),
+//   f32 features [n][119][81], policy target [n][2187], value result [n], value eval [n],
+//   u32 tensor count, per trainable tensor (Model::tensors() order): u32 name length, name,
+//   u64 float count, f32 gradient of the mean loss (the Model's layout).
+void write_gradient_dump(const std::string& path, const nn::Model& model, training::cuda::GpuTrainer& gpu,
+                         const training::Batch& b, float val_lambda) {
+  const nn::LossTotals totals = gpu.compute_gradients(b, val_lambda, 0.1f, 1.0f / float(b.size));
+  nn::Model grads(model.arch);
+  gpu.download_gradients(grads);
+  nn::save_model(model, path + ".jnn");
+  std::ofstream out(path, std::ios::binary);
+  auto put = [&](const void* p, size_t bytes) { out.write(static_cast<const char*>(p), std::streamsize(bytes)); };
+  const uint32_t version = 1;
+  const int32_t n = b.size;
+  const double sums[3] = {totals.policy, totals.value_result, totals.value_eval};
+  put("JIRIKIGD", 8), put(&version, 4), put(&n, 4), put(&val_lambda, 4), put(sums, sizeof sums);
+  put(b.features, size_t(n) * nn::INPUT_SIZE * 4), put(b.policy_target, size_t(n) * nn::POLICY_SIZE * 4);
+  put(b.value_result, size_t(n) * 4), put(b.value_eval, size_t(n) * 4);
+  std::vector<std::pair<std::string, const nn::Tensor*>> tensors;
+  for (const auto& t : std::as_const(grads).tensors())
+    if (t.trainable) tensors.emplace_back(t.name, t.tensor);
+  const uint32_t count = uint32_t(tensors.size());
+  put(&count, 4);
+  for (const auto& [name, t] : tensors) {
+    const uint32_t len = uint32_t(name.size());
+    const uint64_t floats = t->size();
+    put(&len, 4), put(name.data(), len), put(&floats, 8), put(t->ptr(), floats * 4);
+  }
+  if (!out.flush()) throw std::runtime_error(path + ": cannot write the gradient dump");
+}
+
+// Seconds per step of the GPU trainer alone, its inputs already on the device: a fresh network on
+// the first batch of the data, three steps to warm up (the first runs eagerly, then the step is
+// captured into CUDA graphs), then `reps` replays timed with CUDA events. Writes the gradient dump
+// first when `dump` is not empty.
+double gpu_step_seconds(const training::TrainConfig& c, int reps, const std::string& dump) {
+  nn::Model model(c.arch);
+  nn::init_model(model, c.seed);
+  training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, c.gpus[0], c.cuda);
+  std::fprintf(stderr, "%s\n", gpu.description().c_str());
+  const training::Dataset data = training::load_dataset(c.data, {});
+  training::Loader loader(data, {.batch_size = c.batch, .seed = c.seed, .allocator = gpu.host_allocator()});
+  const training::Batch* b = loader.acquire();
+  if (!dump.empty()) write_gradient_dump(dump, model, gpu, *b, c.val_lambda);
+  for (int i = 0; i < 3; ++i) gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
+  const double seconds = gpu.device_seconds_per_step(reps);
+  loader.release(b);
+  return seconds;
+}
+
+// Data parallelism on the device alone: a fresh network on every GPU of `gpus` (one thread each), each
+// on its slice of the first global batch, gradients averaged by NCCL in buckets (comms), on the host
+// (host), or not at all (a GPU alone: neither). Seconds per step with the average, without it and of
+// the average alone, of the slowest GPU. NCCL and alone: CUDA events around graph replays; host:
+// wall-clock steps.
+training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainConfig& c, const std::vector<int>& gpus,
+                                                         const std::vector<ncclComm_t>& comms, bool host,
+                                                         const training::Dataset& data, int reps) {
+  using Clock = std::chrono::steady_clock;
+  const int n = int(gpus.size());
+  training::cuda::GpuTrainer::Timing slowest;  // written by rank 0
+  training::run_on_threads(n, [&](int r, training::HostComm& comm) {
+    nn::Model model(c.arch);
+    nn::init_model(model, c.seed);
+    training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, gpus[size_t(r)], c.cuda);
+    if (!comms.empty()) gpu.attach_nccl(comms[size_t(r)], size_t(c.bucket_mb * 1e6));
+    training::Loader loader(data, {.batch_size = c.batch,
+                                   .seed = c.seed,
+                                   .stride = uint64_t(c.batch) * uint64_t(n),
+                                   .offset = uint64_t(r) * uint64_t(c.batch),
+                                   .allocator = gpu.host_allocator()});
+    const training::Batch* b = loader.acquire();
+    const size_t floats = gpu.gradient_floats();
+    float* g = static_cast<float*>(gpu.host_allocator()->allocate(floats * sizeof(float)));
+    training::HostAllocator* allocator = gpu.host_allocator();
+    struct Free {
+      training::HostAllocator* a;
+      float* p;
+      ~Free() { a->deallocate(p); }
+    } free_g{allocator, g};
+    auto average = [&] {
+      gpu.copy_gradients_to_host(g);
+      training::average_on_host(comm, g, floats, false);
+      gpu.copy_gradients_from_host(g);
+    };
+    auto host_step = [&] {
+      gpu.compute_gradients(*b, c.val_lambda, c.bn_momentum, 1.0f / float(c.batch));
+      average();
+      gpu.apply_gradients(0.01, 0.0);
+    };
+    auto wall = [&](const std::function<void()>& fn) {
+      comm.max(0);  // start together
+      const auto t0 = Clock::now();
+      for (int i = 0; i < reps; ++i) fn();
+      return std::chrono::duration<double>(Clock::now() - t0).count() / reps;
+    };
+    training::cuda::GpuTrainer::Timing t;
+    for (int i = 0; i < 3; ++i) host ? host_step() : (void)gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
+    if (host) {
+      t.step = wall(host_step);
+      t.compute = gpu.time_step(reps).step;
+      t.comm = wall(average);
+    } else {
+      comm.max(0);
+      t = gpu.time_step(reps);
+    }
+    loader.release(b);
+    t.step = comm.max(t.step), t.compute = comm.max(t.compute), t.comm = comm.max(t.comm);
+    if (r == 0) {
+      slowest = t;
+      if (!comms.empty()) std::fprintf(stderr, "batch %d: %s\n", c.batch, gpu.bucket_summary().c_str());
+    }
+  });
+  return slowest;
+}
+
+// `jiriki bench train --gpus LIST`: per per-GPU batch, one GPU alone against all of them with the
+// gradients averaged, on the device alone; then NCCL's bandwidth for one message of the gradient's
+// size against what the buckets reach.
+int bench_data_parallel(const training::TrainConfig& base, const std::vector<int>& gpus, bool nccl,
+                        const std::vector<int64_t>& batches, int reps, const training::Dataset& data) {
+  const int n = int(gpus.size());
+  std::vector<ncclComm_t> comms;
+  if (nccl) comms = training::cuda::nccl_communicators(gpus);
+  struct Release {
+    std::vector<ncclComm_t>& comms;
+    ~Release() {
+      for (auto c : comms) training::cuda::nccl_destroy(c);
+    }
+  } release{comms};
+  std::printf("%d GPUs (%s), gradients averaged by %s\n", n,
+              [&] {
+                std::string s;
+                for (int g : gpus) s += (s.empty() ? "" : ",") + std::to_string(g);
+                return s;
+              }()
+                  .c_str(),
+              nccl ? "NCCL all-reduce in buckets, overlapped with the backward pass" : "the host (CPU threads)");
+  std::printf("%8s %14s %14s %10s %11s %13s %11s %10s\n", "batch/GPU", "1 GPU samp/s", "all samp/s", "step ms",
+              "compute ms", "exposed comm", "comm alone", "scaling");
+  size_t floats = 0;
+  double comm_alone = 0;
+  for (int64_t b : batches) {
+    training::TrainConfig c = base;
+    c.batch = int(b);
+    const double one = data_parallel_timing(c, {gpus[0]}, {}, false, data, reps).step;
+    const auto t = data_parallel_timing(c, gpus, comms, !nccl, data, reps);
+    const double single = double(b) / one, all = double(b) * n / t.step;
+    std::printf("%8lld %14.0f %14.0f %10.3f %11.3f %13.3f %11.3f %9.1f%%\n", (long long)b, single, all, 1e3 * t.step,
+                1e3 * t.compute, 1e3 * std::max(0.0, t.step - t.compute), 1e3 * t.comm, 100.0 * all / (single * n));
+    std::fflush(stdout);
+    comm_alone = t.comm;
+  }
+  if (nccl) {
+    nn::Model model(base.arch);
+    training::cuda::GpuTrainer probe(model, base.optimizer, 8, gpus[0], base.cuda);
+    floats = probe.gradient_floats();
+    const double bytes = double(floats) * sizeof(float), factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
+    const double one_message = training::cuda::nccl_allreduce_seconds(comms, gpus, floats, 20);
+    std::printf("all-reduce of the %.1f MB gradient: one NCCL call %.3f ms (bus %.1f GB/s); our buckets alone %.3f ms "
+                "(bus %.1f GB/s)\n",
+                bytes / 1e6, 1e3 * one_message, factor * bytes / one_message / 1e9, 1e3 * comm_alone,
+                factor * bytes / comm_alone / 1e9);
+  }
+  return 0;
+}
+
+}  // namespace
+#endif
+
+// `jiriki bench train`: samples per second of the trainer and, separately, of the data loader, on
+// positions of random legal games written to a temporary hcpe file; with --backend cuda also of the
+// GPU's step alone.
+int bench_train(int argc, char** argv) {
+  Args args("jiriki bench train [--backend cpu|cuda] [--blocks N --channels C] [--batch B1,B2,...] [--steps S]",
+            "Trains a fresh network for a few steps at each batch size on random-game positions and prints the\n"
+            "trainer's samples/s, then the samples/s of the data loader running alone. With --backend cuda, also\n"
+            "the samples/s of the GPU's training step alone (inputs on the device, CUDA graph replays, CUDA\n"
+            "events) and its TFLOP/s (6 x multiply-adds per sample: forward, backward data, backward weights).");
+  args.option("device-steps", "50", "cuda: timed steps of the GPU alone per batch size")
+      .option("dump", "", "cuda: write the first batch's gradients to FILE and the model to FILE.jnn")
+      .option("optimizer", "sgd", "sgd or adamw")
+      .option("blocks", "1", "residual blocks")
+      .option("channels", "16", "channels")
+      .option("activation", "relu", "relu or swish")
+      .option("batch", "32,128", "batch sizes, comma-separated")
+      .option("steps", "20", "training steps per batch size")
+      .option("loader-steps", "500", "batches the loader alone builds per batch size")
+      .option("positions", "4096", "random-game positions to train on")
+      .option("loader-threads", "1", "data loader threads")
+      .option("allreduce", "nccl", "with several --gpus: nccl or host")
+      .option("bucket-mb", "4", "with several --gpus: NCCL bucket size in MB");
+  options::add_backend(args, nn::BackendUse::TRAINING);
+  options::add_gpus(args, "cuda: the GPU; several: data parallelism (device-only timing against one GPU)");
+  options::add_threads(args, "compute threads (0: all)");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  // Removed on every way out, errors (no GPU, say) included.
+  struct TempDir {
+    std::filesystem::path path;
+    ~TempDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } temp{std::filesystem::temp_directory_path() / ("jiriki_bench_train_" + std::to_string(::getpid()))};
+  const std::filesystem::path& dir = temp.path;
+  std::filesystem::create_directories(dir);
+  const std::string data = (dir / "random.hcpe").string();
+  const int64_t positions = args.integer("positions");
+  const auto records = training::random_game_records(int((positions + 63) / 64), 64, 1);
+  if (auto err = write_hcpe_file(
+          data, std::vector<HcpeRecord>(records.begin(),
+                                        records.begin() + std::min<size_t>(records.size(), size_t(positions)))))
+    throw std::runtime_error(*err);
+
+  training::TrainConfig c;
+  c.data = {data};
+  c.model_out = (dir / "model.bin").string();
+  c.arch.blocks = int(args.integer("blocks"));
+  c.arch.channels = int(args.integer("channels"));
+  c.arch.activation = nn::parse_activation(args.str("activation"));
+  c.steps = args.integer("steps");
+  c.log_every = c.steps;
+  c.threads = options::threads(args);
+  c.loader_threads = int(args.integer("loader-threads"));
+  const nn::BackendChoice backend = options::backend(args, nn::BackendUse::TRAINING);
+  c.backend = backend.kind;
+  c.gpus = options::gpus(args);
+  c.cuda = nn::CudaSettings::from_environment();
+  c.optimizer.kind = training::parse_optimizer(args.str("optimizer"));
+  c.schedule.lr = c.optimizer.kind == training::OptimizerKind::SGD ? 0.1 : 0.001;
+  c.quiet = true;
+  const bool gpu = c.backend == nn::BackendKind::CUDA;
+#if !JIRIKI_HAVE_CUDA
+  if (gpu) throw std::invalid_argument("--backend cuda: this jiriki was built without CUDA");
+#endif
+  if (args.has("dump") && !gpu) throw std::invalid_argument("--dump needs the cuda backend");
+  if (c.gpus.size() > 1 && !gpu) throw std::invalid_argument("several --gpus need the cuda backend");
+  const int device_steps = int(args.integer("device-steps"));
+  if (device_steps < 1) throw std::invalid_argument("--device-steps must be at least 1");
+  std::printf("network %dx%d %s, %lld random-game positions, %lld steps per batch size\n%s\n", c.arch.blocks,
+              c.arch.channels, nn::activation_name(c.arch.activation), (long long)positions, (long long)c.steps,
+              backend.line().c_str());
+  std::printf("%8s %18s %18s", "batch", "trainer samples/s", "loader samples/s");
+  if (gpu) std::printf(" %16s %12s %12s", "GPU samples/s", "GPU ms/step", "GPU TFLOP/s");
+  std::printf("\n");
+  if (c.gpus.size() > 1) {
+#if JIRIKI_HAVE_CUDA
+    const std::string mode = args.str("allreduce");
+    if (mode != "nccl" && mode != "host") throw std::invalid_argument("--allreduce must be nccl or host");
+    c.bucket_mb = args.real("bucket-mb");
+    const training::Dataset loaded = training::load_dataset(c.data, {});
+    return bench_data_parallel(c, c.gpus, mode == "nccl", args.int_list("batch"), device_steps, loaded);
+#endif
+  }
+  const int64_t loader_steps = args.integer("loader-steps");
+  const training::Dataset loaded = training::load_dataset(c.data, {});
+  std::string dump = args.str("dump");
+  for (int64_t batch : args.int_list("batch")) {
+    c.batch = int(batch);
+    const double trainer = training::train(c).samples_per_second;
+    const double loader = loader_samples_per_second(loaded, c, loader_steps);
+    std::printf("%8lld %18.0f %18.0f", (long long)batch, trainer, loader);
+#if JIRIKI_HAVE_CUDA
+    if (gpu) {
+      const double s = gpu_step_seconds(c, device_steps, dump);
+      dump.clear();  // the first batch size only
+      const double flop = 6.0 * double(nn::macs_per_position(c.arch)) * double(batch);
+      std::printf(" %16.0f %12.3f %12.1f", double(batch) / s, 1e3 * s, flop / s * 1e-12);
+    }
+#endif
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace jiriki

@@ -1,0 +1,80 @@
+// `jiriki loop`: the overnight self-play / train / gate loop (loop/ does the work), and
+// `jiriki loop worker`: self-play for a run from another host or GPU.
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+
+#include "command/commands.h"
+#include "common/args.h"
+#include "loop/child.h"
+#include "loop/config.h"
+#include "loop/loop.h"
+
+namespace jiriki {
+
+namespace {
+std::atomic<bool> g_stop{false};
+// The first Ctrl-C or SIGTERM stops the loop: the phase in flight is interrupted (training writes its
+// checkpoint, self-play its finished games) and is redone by the next start. A second one ends it at
+// once. Ctrl-C reaches the phase from the terminal (one process group); SIGTERM is passed on as SIGINT.
+void on_signal(int sig) {
+  g_stop = true;
+  if (sig == SIGTERM) loop::interrupt_child();
+  std::signal(sig, SIG_DFL);
+}
+
+int loop_worker(int argc, char** argv) {
+  Args args("jiriki loop worker --dir RUN [--name NAME] [--selfplay-args \"...\"]",
+            "Self-play for a run of `jiriki loop` (on a shared filesystem, from another host or another GPU): plays\n"
+            "with the run's current best network, round after round of the config's worker_positions, and writes\n"
+            "the games to RUN/selfplay/workers/NAME, where the loop's training finds them. Ctrl-C stops.");
+  args.option("dir", "", "the run directory (required)")
+      .option("name", "", "the worker's name (default: HOST-PID)")
+      .option("selfplay-args", "", "more `jiriki selfplay` options, e.g. \"--gpus 1 --backend cuda\"");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (!args.has("dir")) throw std::invalid_argument("--dir RUN is required");
+  std::string name = args.str("name");
+  if (name.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    name = std::string(host) + "-" + std::to_string(::getpid());
+  }
+  if (name.find('/') != std::string::npos) throw std::invalid_argument("--name must be a plain name");
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  return loop::run_worker(args.str("dir"), name, args.str("selfplay-args"), g_stop, std::cout);
+}
+}  // namespace
+
+int cmd_loop(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "worker") return loop_worker(argc - 1, argv + 1);
+  Args args("jiriki loop --dir RUN [--config FILE] [--teacher \"USI ENGINE COMMAND\"] [--generations N]\n"
+            "       jiriki loop worker --dir RUN [OPTIONS]",
+            "The overnight loop: self-play with the best network, training on a sliding window of the newest\n"
+            "positions, a gate match of the candidate against the best, promotion; generation after generation.\n"
+            "RUN holds everything (config.json, state.json, models/, records, metrics.jsonl, tensorboard/, plots/).\n"
+            "Starting it again continues where it stopped; Ctrl-C or a kill loses only the phase in flight.");
+  args.option("dir", "", "the run directory (required)")
+      .option("config", "", "a JSON config (keys: --config-help); stored as RUN/config.json, which later starts reuse")
+      .option("teacher", "", "bootstrap generation 0 from this USI engine's games (sets the config's teacher)")
+      .option("generations", "", "stop after this many generations (sets the config's generations)")
+      .flag("config-help", "print every config key with its default and meaning");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (args.has("config-help")) {
+    std::cout << "jiriki loop config keys (a JSON object; keys left out take their defaults):\n" << loop::config_help();
+    return 0;
+  }
+  if (!args.has("dir")) throw std::invalid_argument("--dir RUN is required");
+  const std::string dir = args.str("dir");
+  loop::Config config = args.has("config") ? loop::Config::load(args.str("config")) : loop::read_config(dir);
+  if (args.has("teacher")) config.set("teacher", args.str("teacher"));
+  if (args.has("generations")) config.set("generations", args.integer("generations"));
+  loop::write_config(dir, config);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  return loop::run_loop(dir, g_stop, std::cout);
+}
+
+}  // namespace jiriki

@@ -1,0 +1,166 @@
+#include "loop/config.h"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace jiriki::loop {
+
+using nlohmann::json;
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = {
+      {"generations", 0, "generations to run, then stop (0: until stopped)"},
+      {"seed", 1, "seed of the fresh network, self-play, training and matches (varied per generation)"},
+      {"backend", "auto", "cpu, cuda or auto (cuda when jiriki was built with CUDA)"},
+      {"gpus", "0", "CUDA devices the phases use in turn, e.g. \"0,1,2,3\" (self-play: one queue each; training: data parallel)"},
+      {"blocks", 2, "residual blocks of the fresh network (generation 0)"},
+      {"channels", 32, "channels of the fresh network"},
+      {"activation", "relu", "relu or swish (fresh network)"},
+      {"init_model", "", "generation 0 is this model file (e.g. one trained on teacher games) instead of a fresh network"},
+      {"extra_data", "", "more training data for every generation: hcpe3/hcpe files or directories, comma-separated (e.g. earlier teacher games)"},
+      {"openings", "", "openings file (lines 'startpos | [sfen] SFEN [moves ...]') for self-play and matches"},
+      {"max_plies", 320, "games reaching this many plies are draws (self-play and matches)"},
+      {"selfplay_local", true, "the loop plays self-play itself (false: only `jiriki loop worker`s do, the loop waits for them)"},
+      {"selfplay_positions", 2000, "new training positions per generation, made by the best network"},
+      {"selfplay_playouts", 100, "self-play playouts per move (the small cap with selfplay_playout_cap_full)"},
+      {"selfplay_playout_cap_full", 0, "playout-cap randomisation: the full cap (0: off)"},
+      {"selfplay_args", "", "more `jiriki selfplay` options, e.g. \"--resign 0.05 --dirichlet-alpha 0.2\""},
+      {"holdout_positions", 200, "held-out self-play positions per generation for the test metrics (0: none)"},
+      {"train_steps", 200, "training steps per generation"},
+      {"train_batch", "auto", "positions per step per replica, or auto (tuned for goodput)"},
+      {"train_lr", "auto", "peak learning rate (auto: jiriki train's default)"},
+      {"val_lambda", 0.333, "self-play training: weight of the search's eval in the value target (the rest: the result)"},
+      {"train_launcher", "", "a command in front of `jiriki train`, e.g. \"mpirun -np 8 -H host1:4,host2:4\" (training across hosts)"},
+      {"train_args", "", "more `jiriki train` options, e.g. \"--optimizer adamw\""},
+      {"window_min_rows", 20000, "sliding window: the smallest window (KataGo's -min-rows)"},
+      {"window_expand_per_row", 0.4, "sliding window: initial growth per new position (-expand-window-per-row)"},
+      {"window_taper_exponent", 0.65, "sliding window: the window grows as total^this (-taper-window-exponent)"},
+      {"window_taper_scale", 0, "sliding window: where the power law takes over (0: window_min_rows)"},
+      {"window_max_rows", 0, "sliding window: a cap (0: none)"},
+      {"gate", true, "play each candidate against the best and promote only a winner (false: always promote)"},
+      {"gate_nodes", 100, "playouts per move in gate and evaluation matches"},
+      {"gate_games", 100, "most games of a gate match (SPRT may stop it earlier)"},
+      {"gate_concurrency", 2, "games at once in matches"},
+      {"gate_sprt", "elo0=0 elo1=10 alpha=0.05 beta=0.05", "the gate's SPRT, as jiriki match --sprt takes it"},
+      {"gate_random_plies", 8, "random opening plies of match games (when no openings file)"},
+      {"gate_undecided", "score", "an undecided gate: score (promote when the candidate scored over 50%) or keep"},
+      {"eval_first_games", 0, "games of each candidate against generation 0, for the Elo curve (0: none)"},
+      {"engine_options", "", "more USI options of jiriki in matches, e.g. \"option.Threads=2\""},
+      {"match_command", "", "the match program (empty: this jiriki's `match`); for tests and other tools"},
+      {"teacher", "", "bootstrap: a USI engine (a command line, or a jiriki match --engine spec with cmd=)"},
+      {"teacher_games", 200, "bootstrap: teacher-vs-teacher games"},
+      {"teacher_tc", "movetime=100", "bootstrap: the teacher's time control (jiriki match --tc)"},
+      {"teacher_args", "", "bootstrap: more `jiriki match` options for the teacher's games, e.g. \"--margin 200\""},
+      {"teacher_concurrency", 2, "bootstrap: teacher games at once"},
+      {"teacher_train_steps", 1000, "bootstrap: supervised training steps on the teacher's games"},
+      {"teacher_val_lambda", 0.5, "bootstrap: elmo's lambda, the teacher eval's weight in the value target"},
+      {"worker_positions", 1000, "`jiriki loop worker`: positions per round (then it looks for a newer best)"},
+      {"plots", true, "draw RUN/plots/*.png with gnuplot after each generation"},
+  };
+  return keys;
+}
+
+namespace {
+const ConfigKey* find_key(const std::string& name) {
+  for (const auto& k : config_keys())
+    if (name == k.name) return &k;
+  return nullptr;
+}
+bool same_type(const json& def, const json& v) {
+  if (def.is_boolean()) return v.is_boolean();
+  if (def.is_number()) return v.is_number();
+  return v.is_string();
+}
+}  // namespace
+
+Config::Config() {
+  for (const auto& k : config_keys()) values_[k.name] = k.def;
+}
+
+Config::Config(const json& j) : Config() {
+  if (!j.is_object()) throw std::invalid_argument("the loop config must be a JSON object");
+  for (const auto& [key, value] : j.items()) set(key, value);
+  check();
+}
+
+Config Config::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot read the loop config");
+  try {
+    return Config(json::parse(in));
+  } catch (const json::exception& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+void Config::set(const std::string& key, const json& value) {
+  const ConfigKey* k = find_key(key);
+  if (!k) throw std::invalid_argument("unknown loop config key '" + key + "' (see jiriki loop --config-help)");
+  if (!same_type(k->def, value))
+    throw std::invalid_argument("loop config key '" + key + "' takes a " + k->def.type_name() + ", not " + value.dump());
+  values_[key] = value;
+}
+
+void Config::check() const {
+  auto positive = [&](const char* key) {
+    if (real(key) <= 0) throw std::invalid_argument(std::string("loop config key '") + key + "' must be positive");
+  };
+  auto non_negative = [&](const char* key) {
+    if (real(key) < 0) throw std::invalid_argument(std::string("loop config key '") + key + "' must not be negative");
+  };
+  for (const char* k : {"selfplay_positions", "selfplay_playouts", "train_steps", "blocks", "channels", "max_plies",
+                        "window_expand_per_row", "window_taper_exponent", "gate_nodes", "gate_games", "gate_concurrency",
+                        "teacher_games", "teacher_concurrency", "teacher_train_steps", "worker_positions"})
+    positive(k);
+  for (const char* k : {"generations", "holdout_positions", "selfplay_playout_cap_full", "window_min_rows",
+                        "window_taper_scale", "window_max_rows", "gate_random_plies", "eval_first_games", "val_lambda",
+                        "teacher_val_lambda"})
+    non_negative(k);
+  if (real("val_lambda") > 1 || real("teacher_val_lambda") > 1)
+    throw std::invalid_argument("loop config keys 'val_lambda' and 'teacher_val_lambda' must be between 0 and 1");
+  const std::string b = str("backend");
+  if (b != "auto" && b != "cpu" && b != "cuda") throw std::invalid_argument("loop config key 'backend': auto, cpu or cuda");
+  const std::string u = str("gate_undecided");
+  if (u != "score" && u != "keep") throw std::invalid_argument("loop config key 'gate_undecided': score or keep");
+}
+
+int64_t Config::integer(const std::string& key) const { return int64_t(values_.at(key).get<double>()); }
+double Config::real(const std::string& key) const { return values_.at(key).get<double>(); }
+std::string Config::str(const std::string& key) const { return values_.at(key).get<std::string>(); }
+bool Config::flag(const std::string& key) const { return values_.at(key).get<bool>(); }
+
+WindowConfig Config::window() const {
+  return {.min_rows = integer("window_min_rows"),
+          .expand_per_row = real("window_expand_per_row"),
+          .taper_exponent = real("window_taper_exponent"),
+          .taper_scale = real("window_taper_scale"),
+          .max_rows = integer("window_max_rows")};
+}
+
+std::string Config::backend() const {
+  const std::string b = str("backend");
+  if (b != "auto") return b;
+#if JIRIKI_HAVE_CUDA
+  return "cuda";
+#else
+  return "cpu";
+#endif
+}
+
+std::string Config::search_backend() const {
+#if !JIRIKI_HAVE_DNNL
+  if (backend() == "cpu") return "reference";  // no oneDNN: the plain C++ network
+#endif
+  return backend();
+}
+
+std::string config_help() {
+  std::ostringstream s;
+  for (const auto& k : config_keys()) s << "  " << k.name << " (default " << k.def.dump() << "): " << k.help << "\n";
+  return s.str();
+}
+
+}  // namespace jiriki::loop

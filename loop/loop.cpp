@@ -1,0 +1,640 @@
+#include "loop/loop.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "common/atomic_file.h"
+#include "loop/child.h"
+#include "loop/report.h"
+#include "loop/window.h"
+#include "nn/model.h"
+#include "nn/model_file.h"
+#include "shogi/hcpe3.h"
+
+namespace jiriki::loop {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+double unix_time() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+std::string gen_name(int64_t g) {
+  char b[16];
+  std::snprintf(b, sizeof b, "gen%04lld", (long long)g);
+  return b;
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": cannot read");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+// The file lock that keeps two loops out of one run directory (released by the kernel when the
+// process dies, however it dies; closed in the phases at exec). A phase forked by a loop killed
+// the moment before may hold it for an instant, until its own death signal lands: waited for.
+struct RunLock {
+  int fd = -1;
+  explicit RunLock(const std::string& dir) {
+    fd = ::open((dir + "/lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error(dir + "/lock: cannot open");
+    for (int tries = 0; ::flock(fd, LOCK_EX | LOCK_NB) != 0; ++tries) {
+      if (tries == 100) {
+        ::close(fd);
+        throw std::runtime_error(dir + ": another jiriki loop is running in this directory");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  ~RunLock() {
+    if (fd >= 0) ::close(fd);
+  }
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+};
+
+// Copies a file so that the target is either absent, the old file, or the whole new one.
+void copy_atomically(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  if (!in) throw std::runtime_error(from + ": cannot read");
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write_file_atomically(to, bytes);
+}
+
+// Leftovers of atomic writes cut by a kill ("NAME.tmp.PID") in the directories the loop writes.
+void remove_temporaries(const std::string& run) {
+  for (const char* sub : {"", "/models", "/plots", "/tensorboard"}) {
+    const fs::path d = run + sub;
+    if (!fs::is_directory(d)) continue;
+    for (const auto& e : fs::directory_iterator(d))
+      if (e.is_regular_file() && e.path().filename().string().find(".tmp") != std::string::npos) fs::remove(e.path());
+  }
+}
+
+// Positions in .hcpe files under `path` (fixed-size records: no parse needed).
+int64_t count_hcpe(const std::string& path) {
+  if (!fs::exists(path)) return 0;
+  int64_t n = 0;
+  auto add = [&](const fs::path& f) {
+    if (f.extension() == ".hcpe") n += int64_t(fs::file_size(f) / sizeof(HcpeRecord));
+  };
+  if (fs::is_directory(path)) {
+    for (const auto& e : fs::recursive_directory_iterator(path))
+      if (e.is_regular_file()) add(e.path());
+  } else {
+    add(path);
+  }
+  return n;
+}
+
+// A figure of a summary for the terminal: the number, or "n/a" (a match's Elo is null when one side
+// scored every point: the logistic Elo is then infinite).
+std::string figure(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return "n/a";
+  std::ostringstream s;
+  s << j[key].get<double>();
+  return s.str();
+}
+
+// "a,b,c" -> {"a", "b", "c"}, empty items left out.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+class Loop {
+ public:
+  Loop(const std::string& run_dir, const std::atomic<bool>& stop, std::ostream& out)
+      : run_(fs::absolute(run_dir).lexically_normal().string()), stop_(stop), out_(out), lock_(prepare(run_)),
+        config_(read_config(run_)), self_(self_binary()) {
+    remove_temporaries(run_);
+    if (fs::exists(state_path())) {
+      state_ = read_json(state_path());
+    } else {
+      state_ = {{"version", 1},           {"generation", 0},  {"step", config_.str("teacher").empty() ? "init" : "teacher_games"},
+                {"best", ""},             {"best_generation", 0}, {"current", json::object()},
+                {"history", json::array()}, {"train_steps_total", 0}, {"attempt", 0}};
+      save();
+    }
+  }
+
+  int run() {
+    while (!done()) {
+      if (stop_) return 130;
+      const std::string step = state_["step"];
+      state_["attempt"] = state_["attempt"].get<int>() + 1;
+      save();
+      const std::string point = std::to_string(generation()) + ":" + step;
+      kill_if(point + ":start");
+      status(step);
+      const std::string next = run_step(step, point + ":mid");
+      if (next.empty()) return 130;  // a phase stopped by Ctrl-C: redone by the next start
+      kill_if(point + ":done");
+      state_["step"] = next;
+      state_["attempt"] = 0;
+      save();
+    }
+    out_ << "loop: " << config_.integer("generations") << " generations done; best is " << state_["best"].get<std::string>()
+         << " (generation " << state_["best_generation"] << ")\n";
+    return 0;
+  }
+
+ private:
+  static std::string prepare(const std::string& run) {
+    fs::create_directories(run);
+    return run;
+  }
+  std::string state_path() const { return run_ + "/state.json"; }
+  void save() { write_file_atomically(state_path(), state_.dump(1) + "\n"); }
+  int64_t generation() const { return state_["generation"].get<int64_t>(); }
+  json& current() { return state_["current"]; }
+  bool done() const {
+    const int64_t g = config_.integer("generations");
+    return g > 0 && generation() > g;
+  }
+  std::string best() const { return run_ + "/" + state_["best"].get<std::string>(); }
+  std::string gen_dir(const std::string& kind) const {
+    const std::string d = run_ + "/" + kind + "/" + gen_name(generation());
+    fs::create_directories(d);
+    return d;
+  }
+  std::string log_path(const std::string& step) const {
+    fs::create_directories(run_ + "/logs");
+    return run_ + "/logs/" + gen_name(generation()) + "-" + step + ".log";
+  }
+  // A seed per generation and step, and for games per attempt too (a redone step does not replay
+  // the same games; a resumed training must keep its seed).
+  std::string seed(int salt, bool per_attempt = true) const {
+    return std::to_string(config_.integer("seed") * 1000003 + generation() * 1009 + salt * 101 +
+                          (per_attempt ? state_["attempt"].get<int64_t>() : 0));
+  }
+
+  void status(const std::string& step) {
+    std::time_t t = std::time(nullptr);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+    out_ << when << "  generation " << generation() << "  " << step << "  best " << state_["best"].get<std::string>();
+    if (!state_["history"].empty()) {
+      const json& last = state_["history"].back();
+      if (last.contains("gate")) out_ << "  last gate Elo " << figure(last["gate"], "elo");
+      out_ << "  positions " << last.value("positions_total", int64_t(0));
+    }
+    out_ << std::endl;
+  }
+
+  // Runs a phase; an exit code outside `ok` is a failure naming the log. Returns the exit code,
+  // or -1 when it was interrupted by Ctrl-C.
+  int phase(const std::vector<std::string>& argv, const std::string& step, const std::string& kill_point,
+            std::initializer_list<int> ok = {0}) {
+    const std::string log = log_path(step);
+    {  // the command line heads its output, so that a failed phase can be rerun by hand
+      std::ofstream head(log, std::ios::app);
+      head << "$";
+      for (const auto& a : argv) head << ' ' << (a.find(' ') == std::string::npos ? a : '\'' + a + '\'');
+      head << '\n';
+    }
+    const ChildResult r = run_child(argv, log, kill_point);
+    json& seconds = current()["seconds"];
+    if (!seconds.is_object()) seconds = json::object();
+    seconds[step] = seconds.value(step, 0.0) + r.seconds;
+    if (stop_ || r.exit_code == 130) return -1;
+    for (int code : ok)
+      if (r.exit_code == code) return code;
+    throw std::runtime_error("the " + step + " phase failed (exit " + std::to_string(r.exit_code) + "); see " + log +
+                             " (start the loop again to retry it)");
+  }
+
+  std::vector<std::string> self_command(const std::string& sub) const { return {self_, sub}; }
+  std::vector<std::string> match_command() const {
+    const std::string m = config_.str("match_command");
+    return m.empty() ? self_command("match") : split_command(m);
+  }
+  static void append(std::vector<std::string>& argv, const std::string& extra) {
+    for (auto& w : split_command(extra)) argv.push_back(w);
+  }
+  std::string engine_spec(const std::string& name, const std::string& model) const {
+    std::string s = "cmd=" + self_ + " name=" + name + " option.ModelFile=" + model +
+                    " option.Backend=" + config_.search_backend();
+    if (!config_.str("engine_options").empty()) s += " " + config_.str("engine_options");
+    return s;
+  }
+  void opening_args(std::vector<std::string>& a) const {
+    if (!config_.str("openings").empty())
+      a.insert(a.end(), {"--openings", config_.str("openings")});
+    else
+      a.insert(a.end(), {"--random-plies", std::to_string(config_.integer("gate_random_plies"))});
+    a.insert(a.end(), {"--max-plies", std::to_string(config_.integer("max_plies"))});
+  }
+
+  std::string run_step(const std::string& step, const std::string& kp) {
+    if (step == "init") return step_init(kp);
+    if (step == "teacher_games") return step_teacher_games(kp);
+    if (step == "teacher_train") return step_teacher_train(kp);
+    if (step == "selfplay") return step_selfplay("selfplay", config_.integer("selfplay_positions"), "holdout", kp);
+    if (step == "holdout") return step_selfplay("holdout", config_.integer("holdout_positions"), "train", kp);
+    if (step == "train") return step_train(kp);
+    if (step == "gate") return step_gate(kp);
+    if (step == "eval_first") return step_eval_first(kp);
+    if (step == "promote") return step_promote(kp);
+    if (step == "record") return step_record(kp);
+    throw std::runtime_error(state_path() + ": unknown step '" + step + "'");
+  }
+
+  // Generation 0 becomes the best; the loop goes on with generation 1.
+  std::string start_generations(const std::string& model) {
+    state_["best"] = model;
+    state_["best_generation"] = 0;
+    state_["generation"] = 1;
+    current() = json::object();
+    return "selfplay";
+  }
+
+  std::string step_init(const std::string& kp) {
+    fs::create_directories(run_ + "/models");
+    if (!config_.str("init_model").empty()) {
+      const std::string from = config_.str("init_model");
+      nn::load_model(from);  // a clear error now rather than in the first phase
+      copy_atomically(from, run_ + "/models/gen0000.jnn");
+      kill_if(kp);
+      return start_generations("models/gen0000.jnn");
+    }
+    nn::Architecture a;
+    a.blocks = int(config_.integer("blocks"));
+    a.channels = int(config_.integer("channels"));
+    a.activation = nn::parse_activation(config_.str("activation"));
+    nn::Model m(a);
+    nn::init_model(m, uint64_t(config_.integer("seed")));
+    const std::string path = run_ + "/models/gen0000.jnn", tmp = path + ".tmp";
+    nn::save_model(m, tmp);
+    kill_if(kp);  // mid-write: the temporary is left, the target absent
+    fs::rename(tmp, path);
+    return start_generations("models/gen0000.jnn");
+  }
+
+  std::string teacher_spec(const std::string& name) const {
+    const std::string t = config_.str("teacher");
+    if (t.find("cmd=") != std::string::npos) return t + " name=" + name;
+    const auto words = split_command(t);
+    std::string s = "cmd=" + words.at(0) + " name=" + name;
+    if (words.size() > 1) {
+      std::string rest;
+      for (size_t i = 1; i < words.size(); ++i) rest += (i > 1 ? " " : "") + words[i];
+      s += " args=\"" + rest + "\"";
+    }
+    return s;
+  }
+
+  std::string step_teacher_games(const std::string& kp) {
+    const std::string dir = run_ + "/teacher";
+    fs::remove_all(dir);  // a redone match starts over
+    fs::create_directories(dir);
+    auto a = match_command();
+    a.insert(a.end(), {"--engine", teacher_spec("teacher-a"), "--engine", teacher_spec("teacher-b"), "--games",
+                       std::to_string(config_.integer("teacher_games")), "--concurrency",
+                       std::to_string(config_.integer("teacher_concurrency")), "--seed", seed(1), "--tc",
+                       config_.str("teacher_tc"), "--out", dir + "/match", "--hcpe3", dir + "/games.hcpe3"});
+    opening_args(a);
+    append(a, config_.str("teacher_args"));
+    if (phase(a, "teacher_games", kp, {0, 10, 11}) < 0) return "";  // no SPRT: any verdict is a finished match
+    const int64_t positions = count_positions(dir);
+    if (positions == 0)
+      throw std::runtime_error("the teacher's games hold no training positions (did it lose on time?); see " +
+                               log_path("teacher_games"));
+    current()["teacher_positions"] = positions;
+    return "teacher_train";
+  }
+
+  std::vector<std::string> train_command(const std::string& dir, const std::vector<std::string>& data, int64_t steps,
+                                         double val_lambda) const {
+    auto a = split_command(config_.str("train_launcher"));
+    for (auto& w : self_command("train")) a.push_back(w);
+    for (const auto& d : data) a.insert(a.end(), {"--data", d});
+    const std::string ckpt = dir + "/train.ckpt";
+    a.insert(a.end(), {"--model-out", dir + "/candidate.jnn", "--checkpoint", ckpt, "--log", dir + "/log.jsonl",
+                       "--steps", std::to_string(steps), "--checkpoint-every", std::to_string(std::max<int64_t>(1, steps / 4)),
+                       "--batch", config_.str("train_batch"), "--val-lambda", std::to_string(val_lambda), "--seed", seed(3, false),
+                       "--backend", config_.backend(), "--log-every", std::to_string(std::max<int64_t>(1, steps / 20))});
+    if (config_.str("train_lr") != "auto") a.insert(a.end(), {"--lr", config_.str("train_lr")});
+    if (config_.backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
+    if (fs::exists(ckpt)) {
+      a.push_back("--resume");  // a redone training step continues from its checkpoint
+    } else if (!state_["best"].get<std::string>().empty()) {
+      a.insert(a.end(), {"--init", best()});
+    } else {
+      a.insert(a.end(), {"--blocks", std::to_string(config_.integer("blocks")), "--channels",
+                         std::to_string(config_.integer("channels")), "--activation", config_.str("activation")});
+    }
+    append(a, config_.str("train_args"));
+    return a;
+  }
+
+  // The figures of a finished training: the last step's, the held-out test's, the throughput.
+  void record_training(const std::string& dir) {
+    json t = json::object();
+    const auto train = read_train_log(dir + "/log.jsonl", "train");
+    if (!train.empty()) {
+      const json& last = train.back();
+      for (const char* k : {"loss", "policy_loss", "value_loss", "policy_accuracy", "value_accuracy", "batch",
+                            "samples_per_second", "noise_scale", "step"})
+        if (last.contains(k)) t[k] = last[k];
+    }
+    const auto test = read_train_log(dir + "/log.jsonl", "test");
+    if (!test.empty()) t["test"] = test.back();
+    current()["train"] = t;
+    current()["train_log"] = fs::relative(dir + "/log.jsonl", run_).string();
+  }
+
+  std::string step_teacher_train(const std::string& kp) {
+    const std::string dir = gen_dir("train");
+    auto a = train_command(dir, {run_ + "/teacher"}, config_.integer("teacher_train_steps"),
+                           config_.real("teacher_val_lambda"));
+    if (phase(a, "teacher_train", kp) < 0) return "";
+    fs::create_directories(run_ + "/models");
+    copy_atomically(dir + "/candidate.jnn", run_ + "/models/gen0000.jnn");
+    return start_generations("models/gen0000.jnn");
+  }
+
+  // Self-play (or held-out games) with the best network until this generation has `target` new
+  // positions. Positions already made by a killed attempt (complete files) count, and so, for
+  // self-play, do those the workers wrote since the generation began.
+  std::string step_selfplay(const std::string& kind, int64_t target, const std::string& next, const std::string& kp) {
+    if (target <= 0) return next;
+    const std::string dir = gen_dir(kind);
+    const std::string counted = kind == "selfplay" ? run_ + "/selfplay" : dir;
+    json& c = current();
+    const std::string base_key = kind + "_base";
+    if (!c.contains(base_key)) {  // the count before this generation's games, kept across attempts
+      c[base_key] = kind == "selfplay" ? count_positions(counted) - count_positions(dir) : 0;
+      save();
+    }
+    int64_t made = count_positions(counted) - c[base_key].get<int64_t>();
+    const bool local = kind != "selfplay" || config_.flag("selfplay_local");
+    for (int call = 0; made < target; ++call) {
+      if (local) {
+        auto a = self_command("selfplay");
+        a.insert(a.end(), {"--model", best(), "--out", dir, "--positions", std::to_string(target - made), "--name",
+                           gen_name(generation()) + "-" + kind + "-" + std::to_string(state_["attempt"].get<int>()) + "-" +
+                               std::to_string(call),  // a name per run: files are never overwritten
+                           "--seed", seed(kind == "selfplay" ? 5 : 7), "--backend", config_.search_backend(),
+                           "--playouts", std::to_string(config_.integer("selfplay_playouts")), "--playout-cap-full",
+                           std::to_string(config_.integer("selfplay_playout_cap_full")), "--max-plies",
+                           std::to_string(config_.integer("max_plies")), "--report-seconds", "60"});
+        if (config_.search_backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
+        if (!config_.str("openings").empty()) a.insert(a.end(), {"--start-sfens", config_.str("openings")});
+        append(a, config_.str("selfplay_args"));
+        if (phase(a, kind, kp) < 0) return "";
+      } else {  // workers only: wait for their files
+        if (stop_) return "";
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+      }
+      const int64_t now = count_positions(counted) - c[base_key].get<int64_t>();
+      if (local && now == made) throw std::runtime_error("the " + kind + " phase made no positions; see " + log_path(kind));
+      made = now;
+    }
+    c[kind]["positions"] = made;
+    const double seconds = c["seconds"].is_object() ? c["seconds"].value(kind, 0.0) : 0.0;
+    if (seconds > 0) c[kind]["positions_per_hour"] = double(made) / seconds * 3600.0;
+    return next;
+  }
+
+  std::string step_train(const std::string& kp) {
+    const std::string dir = gen_dir("train");
+    json& c = current();
+    std::vector<std::string> data = {run_ + "/selfplay"};
+    if (fs::exists(run_ + "/teacher/games.hcpe3")) data.push_back(run_ + "/teacher");
+    for (const auto& d : split_list(config_.str("extra_data"))) data.push_back(d);
+    if (!c.contains("window")) {  // fixed at the first attempt: a resumed training must see the same settings
+      int64_t total = 0;
+      for (const auto& d : data) total += count_hcpe(d) + count_positions(d);
+      c["positions_total"] = total;
+      c["window"] = window_rows(total, config_.window());
+      save();
+    }
+    auto a = train_command(dir, data, config_.integer("train_steps"), config_.real("val_lambda"));
+    a.insert(a.end(), {"--window", std::to_string(c["window"].get<int64_t>())});
+    if (config_.integer("holdout_positions") > 0) a.insert(a.end(), {"--test", run_ + "/holdout/" + gen_name(generation())});
+    if (!c.contains("train_wall_time")) c["train_wall_time"] = unix_time();
+    if (phase(a, "train", kp) < 0) return "";
+    record_training(dir);
+    c["candidate"] = fs::relative(dir + "/candidate.jnn", run_).string();
+    return "gate";
+  }
+
+  // A match of the candidate against `opponent`; its summary, or null when interrupted.
+  json match(const std::string& kind, const std::string& opponent, int64_t games, bool sprt, const std::string& kp) {
+    const std::string dir = run_ + "/" + kind + "/" + gen_name(generation());
+    fs::remove_all(dir);  // a redone match starts over
+    fs::create_directories(fs::path(dir).parent_path());
+    auto a = match_command();
+    a.insert(a.end(), {"--engine", engine_spec("candidate", run_ + "/" + current()["candidate"].get<std::string>()),
+                       "--engine", engine_spec("opponent", opponent), "--games", std::to_string(games), "--concurrency",
+                       std::to_string(config_.integer("gate_concurrency")), "--seed", seed(kind == "gate" ? 9 : 11),
+                       "--tc", "nodes=" + std::to_string(config_.integer("gate_nodes")), "--out", dir});
+    opening_args(a);
+    if (sprt) a.insert(a.end(), {"--sprt", config_.str("gate_sprt")});
+    const int code = phase(a, kind, kp, {0, 10, 11});
+    if (code < 0) return nullptr;
+    json s = read_json(dir + "/summary.json");
+    s["exit_code"] = code;
+    return s;
+  }
+
+  std::string step_gate(const std::string& kp) {
+    json& c = current();
+    if (!config_.flag("gate")) {
+      c["accepted"] = true;
+      return "eval_first";
+    }
+    json s = match("gate", best(), config_.integer("gate_games"), true, kp);
+    if (s.is_null()) return "";
+    const int code = s["exit_code"];
+    const double score = s.contains("score") && s["score"].is_number() ? s["score"].get<double>() : 0.0;
+    // SPRT's verdict when it has one; an undecided match by its score, or not at all.
+    c["accepted"] = code == 10 || (code == 0 && config_.str("gate_undecided") == "score" && score > 0.5);
+    c["gate"] = s;
+    return "eval_first";
+  }
+
+  std::string step_eval_first(const std::string& kp) {
+    const int64_t games = config_.integer("eval_first_games");
+    if (games > 0) {
+      json s = match("eval_first", run_ + "/models/gen0000.jnn", games, false, kp);
+      if (s.is_null()) return "";
+      current()["eval_first"] = s;
+    }
+    return "promote";
+  }
+
+  std::string step_promote(const std::string& kp) {
+    json& c = current();
+    if (c.value("accepted", false)) {
+      const std::string model = "models/" + gen_name(generation()) + ".jnn";
+      copy_atomically(run_ + "/" + c["candidate"].get<std::string>(), run_ + "/" + model);
+      kill_if(kp);
+      state_["best"] = model;
+      state_["best_generation"] = generation();
+    }
+    return "record";
+  }
+
+  std::string step_record(const std::string& kp) {
+    json r = current();
+    r["generation"] = generation();
+    r["promoted"] = r.value("accepted", false);
+    r["best"] = state_["best"];
+    r["best_generation"] = state_["best_generation"];
+    r["wall_time"] = unix_time();
+    r["train_step_base"] = state_["train_steps_total"];
+    double total = 0;
+    if (!r["seconds"].is_object()) r["seconds"] = json::object();
+    for (const auto& [k, v] : r["seconds"].items()) total += v.get<double>();
+    r["seconds"]["total"] = total;
+    json history = state_["history"];
+    history.push_back(r);
+    write_metrics(run_, history);
+    kill_if(kp);
+    const auto train_log = read_train_log(run_ + "/" + r.value("train_log", std::string()), "train");
+    write_tensorboard(run_, r, train_log, r["train_step_base"].get<int64_t>());
+    if (config_.flag("plots")) {
+      const std::string warning = draw_plots(run_, history);
+      if (!warning.empty()) out_ << "warning: " << warning << "\n";
+    }
+    state_["history"] = history;
+    state_["train_steps_total"] = r["train_step_base"].get<int64_t>() + r["train"].value("step", int64_t(0));
+    state_["generation"] = generation() + 1;
+    current() = json::object();
+    out_ << "generation " << r["generation"] << ": " << (r["promoted"].get<bool>() ? "promoted" : "kept the best");
+    if (r.contains("gate")) out_ << ", gate score " << figure(r["gate"], "score") << " Elo " << figure(r["gate"], "elo");
+    if (r["train"].contains("test"))
+      out_ << ", held-out policy accuracy " << figure(r["train"]["test"], "policy_accuracy");
+    out_ << "\n";
+    return "selfplay";
+  }
+
+  std::string run_;
+  const std::atomic<bool>& stop_;
+  std::ostream& out_;
+  RunLock lock_;
+  Config config_;
+  std::string self_;
+  json state_;
+};
+
+}  // namespace
+
+void write_config(const std::string& run_dir, const Config& c) {
+  fs::create_directories(run_dir);
+  write_file_atomically(run_dir + "/config.json", c.values().dump(2) + "\n");
+}
+
+Config read_config(const std::string& run_dir) {
+  const std::string path = run_dir + "/config.json";
+  return fs::exists(path) ? Config::load(path) : Config();
+}
+
+int64_t count_positions(const std::string& path) {
+  if (!fs::exists(path)) return 0;
+  std::vector<fs::path> files;
+  if (fs::is_directory(path)) {
+    for (const auto& e : fs::recursive_directory_iterator(path))
+      if (e.is_regular_file() && e.path().extension() == ".hcpe3") files.push_back(e.path());
+  } else {
+    files.push_back(path);
+  }
+  // Files are written whole and never changed, so a count is kept per (path, size, time): a long
+  // run's thousands of files are read once, not at every step.
+  struct Seen {
+    uintmax_t size;
+    fs::file_time_type time;
+    int64_t positions;
+  };
+  static std::map<std::string, Seen> seen;
+  int64_t n = 0;
+  for (const auto& f : files) {
+    const uintmax_t size = fs::file_size(f);
+    const fs::file_time_type time = fs::last_write_time(f);
+    auto it = seen.find(f.string());
+    if (it == seen.end() || it->second.size != size || it->second.time != time) {
+      std::vector<Hcpe3Game> games;
+      if (auto err = read_hcpe3_file(f.string(), games)) throw std::runtime_error(f.string() + ": " + *err);
+      int64_t p = 0;
+      for (const auto& g : games)
+        for (const auto& m : g.moves) p += !m.candidates.empty();
+      it = seen.insert_or_assign(f.string(), Seen{size, time, p}).first;
+    }
+    n += it->second.positions;
+  }
+  return n;
+}
+
+int run_loop(const std::string& run_dir, const std::atomic<bool>& stop, std::ostream& out) {
+  Loop loop(run_dir, stop, out);
+  return loop.run();
+}
+
+int run_worker(const std::string& run_dir, const std::string& name, const std::string& selfplay_extra,
+               const std::atomic<bool>& stop, std::ostream& out) {
+  const std::string run = fs::absolute(run_dir).lexically_normal().string();
+  const std::string dir = run + "/selfplay/workers/" + name, logs = run + "/logs";
+  fs::create_directories(dir);
+  fs::create_directories(logs);
+  const std::string self = self_binary();
+  for (int round = 0; !stop; ++round) {
+    const Config config = read_config(run);
+    if (!fs::exists(run + "/state.json")) {  // the loop has not started yet
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
+    const json state = read_json(run + "/state.json");
+    const int64_t gens = config.integer("generations");
+    if (gens > 0 && state["generation"].get<int64_t>() > gens) {
+      out << "worker " << name << ": the run is done" << std::endl;
+      break;
+    }
+    if (state["best"].get<std::string>().empty()) {  // generation 0 is not made yet
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
+    const std::string best = run + "/" + state["best"].get<std::string>();
+    out << "worker " << name << ": round " << round << " with " << state["best"].get<std::string>() << std::endl;
+    std::vector<std::string> a = {self, "selfplay", "--model", best, "--out", dir, "--positions",
+                                  std::to_string(config.integer("worker_positions")), "--name",
+                                  name + "-" + std::to_string(::time(nullptr)) + "-" + std::to_string(round), "--seed",
+                                  std::to_string(config.integer("seed") * 7919 + round * 31 + ::getpid()), "--backend",
+                                  config.search_backend(), "--playouts", std::to_string(config.integer("selfplay_playouts")),
+                                  "--playout-cap-full", std::to_string(config.integer("selfplay_playout_cap_full")),
+                                  "--max-plies", std::to_string(config.integer("max_plies"))};
+    if (!config.str("openings").empty()) a.insert(a.end(), {"--start-sfens", config.str("openings")});
+    for (auto& w : split_command(config.str("selfplay_args"))) a.push_back(w);
+    for (auto& w : split_command(selfplay_extra)) a.push_back(w);
+    const ChildResult r = run_child(a, logs + "/worker-" + name + ".log", "");
+    if (stop || r.exit_code == 130) break;
+    if (r.exit_code != 0)
+      throw std::runtime_error("worker self-play failed (exit " + std::to_string(r.exit_code) + "); see " + logs +
+                               "/worker-" + name + ".log");
+  }
+  return stop ? 130 : 0;
+}
+
+}  // namespace jiriki::loop

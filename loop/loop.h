@@ -1,0 +1,38 @@
+// `jiriki loop`: the overnight training loop. Generation 0 is a fresh network (step init) or one
+// trained on a teacher's games (teacher_games, teacher_train); then generation after generation:
+// selfplay with the best network, holdout positions, train on a sliding window of the newest
+// positions, gate (a match of the candidate against the best), eval_first (against generation 0),
+// promote, record (metrics, TensorBoard, plots). Every phase is a child process; RUN/state.json
+// (written atomically) names the step in flight, so a loop started again redoes only that step.
+#pragma once
+#include <atomic>
+#include <iosfwd>
+#include <string>
+
+#include "loop/config.h"
+
+namespace jiriki::loop {
+
+// Runs (or continues) the loop in `run_dir` until `generations` are done or `stop` is set (Ctrl-C:
+// the phase in flight is interrupted, and redone by the next start). The config is RUN/config.json,
+// written by the first start. Returns the exit code: 0 done, 130 stopped. Throws
+// std::runtime_error on a failed phase (naming its log) or a bad run directory.
+int run_loop(const std::string& run_dir, const std::atomic<bool>& stop, std::ostream& out);
+
+// `jiriki loop worker`: self-play with the run's current best network into
+// RUN/selfplay/workers/NAME, round after round of worker_positions, until the run's generations
+// are done or `stop` is set. `selfplay_extra` is passed to jiriki selfplay (e.g. "--gpus 1").
+int run_worker(const std::string& run_dir, const std::string& name, const std::string& selfplay_extra,
+               const std::atomic<bool>& stop, std::ostream& out);
+
+// Writes RUN/config.json (atomically) for a new run or a changed one.
+void write_config(const std::string& run_dir, const Config& c);
+// RUN/config.json, or the defaults when there is none yet.
+Config read_config(const std::string& run_dir);
+
+// Training positions (moves with search targets) in every .hcpe3 file under `path` (a file or a
+// directory, searched recursively; 0 when it does not exist). Each file is read once: its count is
+// remembered by path, size and time, as record files are written whole and never changed (not thread-safe).
+int64_t count_positions(const std::string& path);
+
+}  // namespace jiriki::loop

@@ -1,0 +1,200 @@
+#include "loop/report.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unistd.h>
+
+#include "common/atomic_file.h"
+#include "loop/child.h"
+
+namespace jiriki::loop {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<json> read_train_log(const std::string& path, const std::string& type) {
+  std::map<int64_t, json> by_step;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    // A line cut by a kill is not JSON: skipped (its step is logged again by the resumed run).
+    const json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == type && j.contains("step")) by_step[j["step"].get<int64_t>()] = j;
+  }
+  std::vector<json> out;
+  for (auto& [step, j] : by_step) out.push_back(std::move(j));
+  return out;
+}
+
+namespace {
+
+// A number at a JSON pointer of `j`, if there is one.
+bool number_at(const json& j, const std::string& pointer, double& out) {
+  const json::json_pointer p(pointer);
+  if (!j.contains(p) || !j.at(p).is_number()) return false;
+  out = j.at(p).get<double>();
+  return true;
+}
+
+}  // namespace
+
+std::vector<Scalar> generation_scalars(const json& record, const std::vector<json>& train_log, int64_t train_step_base) {
+  std::vector<Scalar> out;
+  const int64_t gen = record.value("generation", int64_t(0));
+  const double wall = record.value("wall_time", 0.0);
+  // TensorBoard tag <- the record's field.
+  static const std::pair<const char*, const char*> generation_fields[] = {
+      {"generation/positions", "/selfplay/positions"},
+      {"generation/positions_total", "/positions_total"},
+      {"generation/window", "/window"},
+      {"generation/positions_per_hour", "/selfplay/positions_per_hour"},
+      {"heldout/loss", "/train/test/loss"},
+      {"heldout/policy_loss", "/train/test/policy_loss"},
+      {"heldout/value_loss", "/train/test/value_loss"},
+      {"heldout/policy_accuracy", "/train/test/policy_accuracy"},
+      {"heldout/value_accuracy", "/train/test/value_accuracy"},
+      {"gate/score", "/gate/score"},
+      {"gate/elo", "/gate/elo"},
+      {"gate/promoted", "/promoted_number"},
+      {"eval_first/elo", "/eval_first/elo"},
+      {"seconds/selfplay", "/seconds/selfplay"},
+      {"seconds/holdout", "/seconds/holdout"},
+      {"seconds/train", "/seconds/train"},
+      {"seconds/gate", "/seconds/gate"},
+      {"seconds/eval_first", "/seconds/eval_first"},
+  };
+  json r = record;
+  r["promoted_number"] = record.value("promoted", false) ? 1 : 0;
+  for (const auto& [tag, pointer] : generation_fields) {
+    double v;
+    if (number_at(r, pointer, v)) out.push_back({tag, gen, v, wall});
+  }
+  static const std::pair<const char*, const char*> step_fields[] = {
+      {"train/loss", "/loss"},
+      {"train/policy_loss", "/policy_loss"},
+      {"train/value_loss", "/value_loss"},
+      {"train/value_eval_loss", "/value_eval_loss"},
+      {"train/policy_accuracy", "/policy_accuracy"},
+      {"train/value_accuracy", "/value_accuracy"},
+      {"train/lr", "/lr"},
+      {"train/batch", "/batch"},
+      {"train/noise_scale", "/noise_scale"},
+      {"train/grad_norm", "/grad_norm"},
+      {"train/samples_per_second", "/samples_per_second"},
+  };
+  const double train_start = record.value("train_wall_time", wall);
+  for (const json& t : train_log) {
+    const int64_t step = train_step_base + t["step"].get<int64_t>();
+    const double w = train_start + t.value("elapsed_seconds", 0.0);
+    for (const auto& [tag, pointer] : step_fields) {
+      double v;
+      if (number_at(t, pointer, v)) out.push_back({tag, step, v, w});
+    }
+  }
+  return out;
+}
+
+void write_metrics(const std::string& run_dir, const json& history) {
+  std::string text;
+  for (const json& r : history) text += r.dump() + "\n";
+  write_file_atomically(run_dir + "/metrics.jsonl", text);
+}
+
+void write_tensorboard(const std::string& run_dir, const json& record, const std::vector<json>& train_log,
+                       int64_t train_step_base) {
+  const std::string dir = run_dir + "/tensorboard";
+  fs::create_directories(dir);
+  char name[64];
+  std::snprintf(name, sizeof name, "events.out.tfevents.%010lld.jiriki", (long long)record.value("generation", 0));
+  write_event_file(dir + "/" + name, generation_scalars(record, train_log, train_step_base),
+                   record.value("wall_time", 0.0));
+}
+
+namespace {
+
+std::string find_in_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "/usr/bin:/bin");
+  std::string d;
+  while (std::getline(dirs, d, ':'))
+    if (!d.empty() && ::access((d + "/" + program).c_str(), X_OK) == 0) return d + "/" + program;
+  return "";
+}
+
+std::string number_or_nan(const json& j, const std::string& pointer) {
+  double v;
+  if (!number_at(j, pointer, v)) return "NaN";
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+}  // namespace
+
+std::string draw_plots(const std::string& run_dir, const json& history) {
+  const std::string gnuplot = find_in_path("gnuplot");
+  if (gnuplot.empty()) return "gnuplot is not installed: no plots (apt-get install gnuplot-nox)";
+  const std::string dir = run_dir + "/plots";
+  fs::create_directories(dir);
+  // The data gnuplot reads: one row per generation, one per training step.
+  std::ostringstream gens, steps;
+  gens << "# generation gate_elo lo hi eval_first_elo lo hi positions_per_hour heldout_loss policy_accuracy "
+          "value_accuracy\n";
+  steps << "# global_step loss policy_loss value_loss\n";
+  for (const json& r : history) {
+    gens << r.value("generation", 0);
+    for (const char* p : {"/gate/elo", "/gate/elo_95/0", "/gate/elo_95/1", "/eval_first/elo", "/eval_first/elo_95/0",
+                          "/eval_first/elo_95/1", "/selfplay/positions_per_hour", "/train/test/loss",
+                          "/train/test/policy_accuracy", "/train/test/value_accuracy"})
+      gens << ' ' << number_or_nan(r, p);
+    gens << '\n';
+    const int64_t base = r.value("train_step_base", int64_t(0));
+    for (const json& t : read_train_log(run_dir + "/" + r.value("train_log", std::string()), "train"))
+      steps << base + t["step"].get<int64_t>() << ' ' << number_or_nan(t, "/loss") << ' '
+            << number_or_nan(t, "/policy_loss") << ' ' << number_or_nan(t, "/value_loss") << '\n';
+  }
+  write_file_atomically(dir + "/generations.dat", gens.str());
+  write_file_atomically(dir + "/steps.dat", steps.str());
+  // One gnuplot run per plot (a plot with no data yet fails alone); each PNG is drawn to a
+  // temporary name and renamed, so a kill leaves the previous plot whole.
+  const std::string gens_file = "'" + dir + "/generations.dat'", steps_file = "'" + dir + "/steps.dat'";
+  const std::pair<const char*, std::string> plots[] = {
+      {"loss", "set title 'training loss'\nset xlabel 'training step (all generations)'\nset ylabel 'loss'\nplot " +
+                   steps_file + " using 1:2 with lines title 'total', '' using 1:3 with lines title 'policy', '' using "
+                   "1:4 with lines title 'value'\n"},
+      {"heldout", "set title 'held-out positions'\nset xlabel 'generation'\nset ylabel 'loss / accuracy'\nplot " +
+                      gens_file + " using 1:9 with linespoints title 'loss', '' using 1:10 with linespoints title "
+                      "'policy top-1 accuracy', '' using 1:11 with linespoints title 'value accuracy'\n"},
+      {"elo", "set title 'Elo by generation (95% interval)'\nset xlabel 'generation'\nset ylabel 'Elo'\nplot " +
+                  gens_file + " using 1:2:3:4 with yerrorlines title 'candidate vs best (gate)', '' using 1:5:6:7 with "
+                  "yerrorlines title 'candidate vs generation 0'\n"},
+      {"positions_per_hour", "set title 'self-play positions per hour'\nset xlabel 'generation'\nset ylabel "
+                             "'positions/hour'\nplot " + gens_file + " using 1:8 with linespoints title 'positions/hour'\n"},
+  };
+  std::string warnings;
+  fs::remove(dir + "/gnuplot.log");  // this drawing's messages only
+  for (const auto& [name, body] : plots) {
+    const std::string png = dir + "/" + name + ".png", script = dir + "/" + name + ".gp";
+    // Generation axes: whole-number ticks while they fit, and room beside the first and last points.
+    const std::string axes = std::string(name) == "loss" ? ""
+                             : history.size() <= 20  ? "set xtics 1\nset offsets graph 0.05, graph 0.05, 0, 0\n"
+                                                     : "set offsets graph 0.05, graph 0.05, 0, 0\n";
+    write_file_atomically(script, "set terminal png size 900,560\nset grid\nset datafile missing 'NaN'\n" + axes +
+                                      "set output '" + png + ".tmp'\n" + body);
+    // Not interrupted by a stop: the record step finishes its plots (a second or two).
+    const ChildResult r = run_child({gnuplot, script}, dir + "/gnuplot.log", "", false);
+    std::error_code ec;
+    if (r.exit_code == 0) fs::rename(png + ".tmp", png, ec);
+    if (r.exit_code != 0 || ec) {
+      fs::remove(png + ".tmp", ec);
+      warnings += std::string(warnings.empty() ? "" : "; ") + name + ".png not drawn (see " + dir + "/gnuplot.log)";
+    }
+  }
+  return warnings;
+}
+
+}  // namespace jiriki::loop

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# On the GPU machine: builds jiriki with CUDA and runs (or continues) `jiriki loop` in
+# build-device/loop-run for at most SECONDS, then stops it with SIGTERM (the phase in flight is
+# interrupted and redone by the next call: a warm machine keeps build-device between calls, so the
+# same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
+# to $OUT. The config: scripts/device/loop.json, or CONFIG=FILE.
+#
+#   run with carry [".carry"] (scripts/device/prepare.sh fills it: Boost headers for jiriki match):
+#     bash scripts/device/loop.sh [SECONDS]        (default 540, under the 10-minute call limit)
+#
+# TEACHER="CMD" bootstraps generation 0 from a USI engine (on the first call only); or set the
+# config's init_model / extra_data to a network and games made by scripts/device/teacher.sh.
+set -uo pipefail
+source scripts/device/env.sh
+SECONDS_LIMIT=${1:-540}
+CONFIG=${CONFIG:-scripts/device/loop.json}
+RUN=build-device/loop-run
+start loop_device.log
+
+step "machine"
+machine
+
+step "build"
+build jiriki
+J=$PWD/build-device/jiriki
+
+step "loop for at most $SECONDS_LIMIT s"
+ARGS=(--dir "$RUN")
+[[ -f "$RUN/state.json" ]] || ARGS+=(--config "$CONFIG")
+[[ -n "${TEACHER:-}" && ! -f "$RUN/state.json" ]] && ARGS+=(--teacher "$TEACHER")
+# --foreground: the signal goes to the loop alone, which passes it on to the phase as SIGINT (training
+# then writes its checkpoint); its phases die with it if it must be killed after 60 s more.
+timeout --foreground -s TERM -k 60 "$SECONDS_LIMIT" "$J" loop "${ARGS[@]}"
+echo "loop exit code $? (0: all generations done, 130 or 124: stopped by the time limit, to be continued)"
+
+step "results"
+mkdir -p "$OUT/loop"
+cp -r "$RUN/config.json" "$RUN/state.json" "$RUN/metrics.jsonl" "$RUN/plots" "$RUN/tensorboard" "$OUT/loop/" 2>/dev/null
+cp -r "$RUN/logs" "$OUT/loop/" 2>/dev/null
+cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    g, e = r.get("gate", {}), r.get("eval_first", {})
+    print("generation %d: positions %d (total %d, window %d), held-out policy %.3f value %.3f, gate %s Elo %.0f %s, vs gen 0 Elo %s %s, promoted %s, seconds %s" % (
+        r["generation"], r.get("selfplay", {}).get("positions", 0), r.get("positions_total", 0), r.get("window", 0),
+        r.get("train", {}).get("test", {}).get("policy_accuracy", float("nan")),
+        r.get("train", {}).get("test", {}).get("value_accuracy", float("nan")),
+        g.get("score"), g.get("elo", float("nan")), g.get("elo_95"), e.get("elo"), e.get("elo_95"), r.get("promoted"),
+        {k: round(v) for k, v in r.get("seconds", {}).items()}))'

@@ -1,0 +1,99 @@
+// --backend auto, the default of every command that evaluates or trains a network: the GPU when one
+// is usable (a CUDA build and a device), else the CPU, decided in one place (nn::resolve_backend) and
+// said in one line. The commands are run as a new user would, with no --backend, so that on a
+// machine with the CUDA toolkit and no GPU they must work on the CPU, and on the GPU machine on it.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "nn/backend.h"
+#include "nn/model_file.h"
+#include "shogi/hcpe.h"
+#include "tests/temp_dir.h"
+#include "training/data.h"
+
+using namespace jiriki;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// Runs `jiriki ARGS` and returns its exit status and its output (stdout and stderr).
+std::pair<int, std::string> run_jiriki(const std::string& args) {
+  FILE* f = popen((std::string(JIRIKI_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(f);
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  const int status = pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// What auto must give on this machine, worked out from the device count alone.
+nn::BackendKind expected_auto(nn::BackendUse use) {
+  if (nn::cuda_device_count() > 0) return nn::BackendKind::CUDA;
+#if JIRIKI_HAVE_DNNL
+  (void)use;
+  return nn::BackendKind::CPU;
+#else
+  return use == nn::BackendUse::TRAINING ? nn::BackendKind::CPU : nn::BackendKind::REFERENCE;
+#endif
+}
+
+}  // namespace
+
+TEST_CASE("backend: auto is the GPU when one is usable, else the CPU, with the reason", "[backend]") {
+  for (nn::BackendUse use : {nn::BackendUse::INFERENCE, nn::BackendUse::TRAINING}) {
+    const nn::BackendChoice c = nn::resolve_backend("auto", use);
+    CHECK(c.kind == expected_auto(use));
+    CHECK_THAT(c.reason, Catch::StartsWith("auto: "));
+    std::string why;
+    if (nn::cuda_device_count(&why) == 0) {
+      CHECK_THAT(c.reason, Contains(why));
+#if !JIRIKI_HAVE_CUDA
+      CHECK(why == "this jiriki was built without CUDA");
+#endif
+    } else {
+      CHECK_THAT(c.reason, Contains("CUDA device"));
+    }
+    // A named backend is taken as asked, whether or not it can run here (making it says why not).
+    CHECK(nn::resolve_backend("cpu", use).kind == nn::BackendKind::CPU);
+    CHECK(nn::resolve_backend("cuda", use).kind == nn::BackendKind::CUDA);
+    CHECK(nn::resolve_backend("cuda", use).reason == "asked for");
+    CHECK_THROWS_WITH(nn::resolve_backend("tpu", use), Contains("unknown backend 'tpu'"));
+  }
+  CHECK(nn::resolve_backend("reference").kind == nn::BackendKind::REFERENCE);
+  CHECK_THROWS_WITH(nn::resolve_backend("reference", nn::BackendUse::TRAINING), Contains("auto, cpu or cuda"));
+}
+
+TEST_CASE("backend: nn eval, selfplay and train work with no --backend and say where they run", "[backend][cli]") {
+  testing::TempDir dir("backend_auto");
+  const std::string model = dir.file("m.jnn");
+  nn::Architecture a;
+  a.blocks = 1;
+  a.channels = 8;  // a multiple of 8: the GPU trainer takes it too
+  nn::Model m(a);
+  nn::init_model(m, 5);
+  nn::save_model(m, model);
+  const std::string inference = nn::backend_kind_name(expected_auto(nn::BackendUse::INFERENCE));
+  const std::string training = nn::backend_kind_name(expected_auto(nn::BackendUse::TRAINING));
+  INFO("inference: " << inference << ", training: " << training);
+
+  auto [rc, out] = run_jiriki("nn eval " + model + " --top 1");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK_THAT(out, Contains("backend: " + inference + " (") && Contains("[auto: "));
+
+  std::tie(rc, out) = run_jiriki("selfplay --model " + model + " --out " + dir.file("games") +
+                                 " --games 2 --playouts 4 --max-plies 12 --report-seconds 60");
+  CHECK(rc == 0);
+  CHECK_THAT(out, Contains("backend: " + inference + " (auto: ") && Contains("wrote 2 games"));
+
+  REQUIRE(!write_hcpe_file(dir.file("d.hcpe"), training::random_game_records(2, 16, 3)));
+  std::tie(rc, out) = run_jiriki("train --data " + dir.file("d.hcpe") + " --model-out " + dir.file("t.jnn") +
+                                 " --blocks 1 --channels 8 --batch 8 --steps 2 --log-every 1");
+  CHECK(rc == 0);
+  CHECK_THAT(out, Contains("backend: " + training + " (auto: ") && Contains("wrote " + dir.file("t.jnn")));
+}

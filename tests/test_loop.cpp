@@ -1,0 +1,567 @@
+// `jiriki loop`: the sliding window's formula, the TensorBoard event files (decoded here by a
+// reader of our own), the config, and whole runs of a tiny network on the CPU: two generations end
+// to end, a run killed at 20 points and restarted each time, and the gate's verdicts: with a fake
+// match (a shell script writing summary.json, whose verdict the test sets) and with the real one.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "loop/config.h"
+#include "loop/loop.h"
+#include "loop/tensorboard.h"
+#include "loop/window.h"
+#include "nn/model_file.h"
+#include "temp_dir.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using jiriki::testing::TempDir;
+using namespace jiriki::loop;
+
+namespace {
+
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// ---- a TensorBoard event file reader, written apart from the writer --------------------------
+struct Field {
+  int number = 0, wire = 0;
+  uint64_t varint = 0;    // wire 0
+  std::string bytes;      // wire 1, 2, 5: the raw bytes
+};
+
+uint64_t read_varint(const std::string& s, size_t& i) {
+  uint64_t v = 0;
+  for (int shift = 0; i < s.size(); shift += 7) {
+    const uint8_t b = uint8_t(s[i++]);
+    v |= uint64_t(b & 0x7F) << shift;
+    if (!(b & 0x80)) return v;
+  }
+  throw std::runtime_error("truncated varint");
+}
+
+std::vector<Field> read_message(const std::string& s) {
+  std::vector<Field> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const uint64_t key = read_varint(s, i);
+    Field f;
+    f.number = int(key >> 3), f.wire = int(key & 7);
+    if (f.wire == 0) f.varint = read_varint(s, i);
+    else if (f.wire == 1) f.bytes = s.substr(i, 8), i += 8;
+    else if (f.wire == 5) f.bytes = s.substr(i, 4), i += 4;
+    else if (f.wire == 2) {
+      const uint64_t n = read_varint(s, i);
+      f.bytes = s.substr(i, n), i += n;
+    } else throw std::runtime_error("unknown wire type");
+    if (i > s.size()) throw std::runtime_error("truncated field");
+    out.push_back(f);
+  }
+  return out;
+}
+
+template <typename T>
+T little_endian(const std::string& b) {
+  T v;
+  REQUIRE(b.size() == sizeof(T));
+  std::memcpy(&v, b.data(), sizeof(T));
+  return v;
+}
+
+struct DecodedEvent {
+  double wall_time = 0;
+  int64_t step = 0;
+  std::string file_version;
+  std::vector<std::pair<std::string, float>> values;
+};
+
+// Every record of an event file, each length and data checked against its masked CRC32C.
+std::vector<DecodedEvent> decode_event_file(const std::string& bytes) {
+  std::vector<DecodedEvent> out;
+  size_t i = 0;
+  while (i < bytes.size()) {
+    REQUIRE(i + 12 <= bytes.size());
+    const std::string len_bytes = bytes.substr(i, 8);
+    const uint64_t len = little_endian<uint64_t>(len_bytes);
+    CHECK(little_endian<uint32_t>(bytes.substr(i + 8, 4)) == masked_crc32c(len_bytes));
+    REQUIRE(i + 12 + len + 4 <= bytes.size());
+    const std::string data = bytes.substr(i + 12, len);
+    CHECK(little_endian<uint32_t>(bytes.substr(i + 12 + len, 4)) == masked_crc32c(data));
+    i += 12 + len + 4;
+    DecodedEvent e;
+    for (const Field& f : read_message(data)) {
+      if (f.number == 1) e.wall_time = little_endian<double>(f.bytes);
+      if (f.number == 2) e.step = int64_t(f.varint);
+      if (f.number == 3) e.file_version = f.bytes;
+      if (f.number == 5)
+        for (const Field& v : read_message(f.bytes)) {
+          REQUIRE(v.number == 1);
+          std::string tag;
+          float value = NAN;
+          for (const Field& x : read_message(v.bytes)) {
+            if (x.number == 1) tag = x.bytes;
+            if (x.number == 2) value = little_endian<float>(x.bytes);
+          }
+          e.values.emplace_back(tag, value);
+        }
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+// ---- whole runs ---------------------------------------------------------------------------------
+// The fake `jiriki match`: checks that the engines' model files (if any) exist, writes DIR/summary.json and
+// exits as FAKE_MATCH_EXIT says (0 undecided, 10 H1, 11 H0), with a score to match; asked for
+// --hcpe3 FILE, it copies FAKE_MATCH_HCPE3 there (the teacher's games).
+std::string fake_match(const TempDir& dir) {
+  const std::string path = dir.file("fake_match.sh");
+  std::ofstream(path) << R"SH(#!/bin/sh
+out=""
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "--out" ]; then out="$a"; fi
+  if [ "$prev" = "--hcpe3" ]; then cp "$FAKE_MATCH_HCPE3" "$a" || exit 1; fi
+  if [ "$prev" = "--engine" ]; then
+    model=$(printf '%s\n' "$a" | sed -n 's/.*option\.ModelFile=\([^ ]*\).*/\1/p')
+    if [ -n "$model" ] && [ ! -f "$model" ]; then echo "fake match: no model file '$model'" >&2; exit 1; fi
+  fi
+  prev="$a"
+done
+code=${FAKE_MATCH_EXIT:-0}
+case $code in 10) w=3; l=1; score=0.75;; 11) w=1; l=3; score=0.25;; *) w=2; l=1; score=0.625;; esac
+mkdir -p "$out"
+cat > "$out/summary.json" <<JSON
+{"engines":["candidate","opponent"],"games":4,"wins":$w,"losses":$l,"draws":$((4 - w - l)),"score":$score,
+ "elo":0,"elo_95":[-100,100],"los":0.5,"penta":[0,0,0,0,0],"sprt":{"llr":0,"lower":-2.94,"upper":2.94,"result":"none"}}
+JSON
+echo "$@" >> "$out/../fake_match_calls.txt"
+exit $code
+)SH";
+  fs::permissions(path, fs::perms::owner_all);
+  return path;
+}
+
+json tiny_config(const std::string& match, int generations) {
+  return {{"generations", generations},
+          {"blocks", 1},
+          {"channels", 16},
+          {"selfplay_positions", 60},
+          {"selfplay_playouts", 4},
+          {"selfplay_args", "--temperature-plies 20 --root-mate-plies 0 --leaf-mate-plies 0 --games-per-file 2 --concurrent 2"},
+          {"holdout_positions", 10},
+          {"max_plies", 40},
+          {"train_steps", 8},
+          {"train_batch", "16"},
+          {"train_lr", "0.01"},
+          {"window_min_rows", 50},
+          {"gate_games", 4},
+          {"gate_nodes", 4},
+          {"gate_concurrency", 1},
+          {"eval_first_games", 2},
+          {"match_command", match},
+          {"plots", true}};
+}
+
+// Runs `jiriki loop` with `env` in front; the exit code, or -9 when it was killed by SIGKILL.
+int run_loop_cli(const std::string& env, const std::string& dir, const std::string& extra = "") {
+  const std::string cmd = env + " " + JIRIKI_BINARY + " loop --dir " + dir + " " + extra + " >> " + dir +
+                          ".out 2>&1";
+  const int rc = std::system(cmd.c_str());
+  if (WIFSIGNALED(rc)) return WTERMSIG(rc) == SIGKILL ? -9 : -1;
+  const int code = WEXITSTATUS(rc);
+  return code == 128 + SIGKILL ? -9 : code;  // the shell reports a killed child as 137
+}
+
+std::string run_output(const std::string& dir) { return read_bytes(dir + ".out"); }
+
+json read_json_file(const fs::path& p) {
+  std::ifstream in(p);
+  return json::parse(in);
+}
+
+// The run directory is consistent: the state names the step after the last generation, every
+// record and model file reads back, the metrics and TensorBoard files hold one entry per generation,
+// no temporary file is left in the loop's own directories.
+void check_finished_run(const std::string& dir, int generations) {
+  const json state = read_json_file(dir + "/state.json");
+  CHECK(state["generation"] == generations + 1);
+  CHECK(state["step"] == "selfplay");
+  REQUIRE(state["history"].size() == size_t(generations));
+  CHECK(fs::exists(dir + "/" + state["best"].get<std::string>()));
+  for (const auto& e : fs::directory_iterator(dir + "/models")) {
+    INFO(e.path());
+    CHECK(e.path().extension() == ".jnn");
+    CHECK_NOTHROW(jiriki::nn::load_model(e.path().string()));
+  }
+  CHECK_NOTHROW(count_positions(dir + "/selfplay"));  // every hcpe3 file parses
+  CHECK_NOTHROW(count_positions(dir + "/holdout"));
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  std::string line;
+  int n = 0;
+  while (std::getline(metrics, line)) {
+    const json r = json::parse(line);
+    CHECK(r["generation"] == ++n);
+    CHECK(r["selfplay"]["positions"].get<int64_t>() >= 60);
+    CHECK(r["train"]["step"] == 8);
+    CHECK(r["train"]["test"]["samples"].get<int64_t>() >= 10);
+    // The window the training used is the formula's for the positions made so far.
+    CHECK(r["window"] == window_rows(r["positions_total"], Config(tiny_config("", 0)).window()));
+  }
+  CHECK(n == generations);
+  int event_files = 0;
+  for (const auto& e : fs::directory_iterator(dir + "/tensorboard")) {
+    ++event_files;
+    const auto events = decode_event_file(read_bytes(e.path()));
+    REQUIRE(!events.empty());
+    CHECK(events[0].file_version == "brain.Event:2");
+  }
+  CHECK(event_files == generations);
+  for (const char* sub : {"", "/models", "/plots", "/tensorboard"})
+    if (fs::exists(dir + sub))
+      for (const auto& e : fs::directory_iterator(dir + sub)) {
+        INFO(e.path());
+        CHECK(e.path().filename().string().find(".tmp") == std::string::npos);
+      }
+}
+
+}  // namespace
+
+TEST_CASE("loop window: KataGo's shuffler formula, with hand-computed sizes", "[loop]") {
+  WindowConfig c{.min_rows = 250000, .expand_per_row = 0.4, .taper_exponent = 0.5};
+  // x = 1e6 - 250000 + 250000; (sqrt(1e6) - sqrt(250000)) / (0.5 / sqrt(250000)) = 500 / 0.001 = 500000;
+  // x 0.4 = 200000, + 250000.
+  CHECK(window_rows(1000000, c) == 450000);
+  // Taper scale 10000: x = 760000; (871.7798 - 100) / (0.5 / 100) = 154355.96; x 0.4 = 61742.38, + 250000.
+  c.taper_scale = 10000;
+  CHECK(window_rows(1000000, c) == 311742);
+  c.taper_scale = 0;
+  c.max_rows = 400000;
+  CHECK(window_rows(1000000, c) == 400000);
+  // Below min_rows every row is used; at min_rows the window is min_rows.
+  c.max_rows = 0;
+  CHECK(window_rows(100000, c) == 100000);
+  CHECK(window_rows(250000, c) == 250000);
+  // Exponent 1: linear growth, expand_per_row window rows per row: (3000 - 1000) x 0.4 + 1000.
+  WindowConfig linear{.min_rows = 1000, .expand_per_row = 0.4, .taper_exponent = 1.0};
+  CHECK(window_rows(3000, linear) == 1800);
+  // Just past min_rows the power law's slope is expand_per_row; it then grows ever more slowly.
+  const WindowConfig k{.min_rows = 250000, .expand_per_row = 0.4, .taper_exponent = 0.65};
+  CHECK(window_rows(250000 + 1000, k) == 250000 + 399);
+  const int64_t a = window_rows(2000000, k) - window_rows(1000000, k), b = window_rows(3000000, k) - window_rows(2000000, k);
+  CHECK(a > b);
+  CHECK(b > 0);
+}
+
+TEST_CASE("loop tensorboard: CRC32C check value, hand-assembled bytes, and files that decode to what was written",
+          "[loop]") {
+  // The CRC-32C check value of "123456789" (the Castagnoli polynomial's catalogued "check").
+  CHECK(crc32c("123456789") == 0xE3069283u);
+  CHECK(crc32c("") == 0);
+  // One scalar event by hand: wall_time (field 1, fixed64) 0.0, step 0 left out, summary (field 5)
+  // { value (field 1) { tag (field 1) "a", simple_value (field 2, fixed32) 1.0f = 0x3f800000 } }.
+  const std::string expected = std::string("\x09\0\0\0\0\0\0\0\0\x2a\x0a\x0a\x08\x0a\x01" "a" "\x15\0\0\x80\x3f", 21);
+  CHECK(scalar_event({"a", 0, 1.0, 0.0}) == expected);
+  // The record framing: 8-byte length, its masked CRC, the data, its masked CRC.
+  const std::string r = tf_record("xyz");
+  REQUIRE(r.size() == 8 + 4 + 3 + 4);
+  CHECK(r.substr(0, 8) == std::string("\x03\0\0\0\0\0\0\0", 8));
+  const uint32_t c = crc32c("xyz");
+  CHECK(little_endian<uint32_t>(r.substr(15, 4)) == ((c >> 15 | c << 17) + 0xA282EAD8u));
+
+  const TempDir tmp("loop_tb");
+  const std::vector<Scalar> written = {{"gate/elo", 3, 41.5, 1.7e9},
+                                       {"train/loss", 1234567, 2.25, 1.7e9 + 5},
+                                       {"heldout/policy_accuracy", 2, 0.125, 1.7e9 + 6}};
+  write_event_file(tmp.file("events.out.tfevents.1.test"), written, 1.7e9);
+  const auto events = decode_event_file(read_bytes(tmp.file("events.out.tfevents.1.test")));
+  REQUIRE(events.size() == 4);
+  CHECK(events[0].file_version == "brain.Event:2");
+  CHECK(events[0].wall_time == 1.7e9);
+  for (size_t i = 0; i < written.size(); ++i) {
+    const DecodedEvent& e = events[i + 1];
+    CHECK(e.step == written[i].step);
+    CHECK(e.wall_time == written[i].wall_time);
+    REQUIRE(e.values.size() == 1);
+    CHECK(e.values[0].first == written[i].tag);
+    CHECK(e.values[0].second == float(written[i].value));
+  }
+}
+
+TEST_CASE("loop config: defaults, overrides, and clear errors", "[loop]") {
+  const Config d;
+  CHECK(d.integer("generations") == 0);
+  CHECK(d.flag("gate"));
+  CHECK(d.window().taper_exponent == 0.65);
+  const Config c(json{{"train_steps", 5}, {"gate", false}});
+  CHECK(c.integer("train_steps") == 5);
+  CHECK_FALSE(c.flag("gate"));
+  CHECK_THROWS_WITH(Config(json{{"train_stpes", 5}}), Catch::Contains("unknown loop config key 'train_stpes'"));
+  CHECK_THROWS_WITH(Config(json{{"gate", "yes"}}), Catch::Contains("'gate' takes a boolean"));
+  CHECK_THROWS_WITH(Config(json{{"train_steps", 0}}), Catch::Contains("'train_steps' must be positive"));
+  CHECK_THROWS_WITH(Config(json{{"backend", "tpu"}}), Catch::Contains("auto, cpu or cuda"));
+  // Every key is documented.
+  for (const auto& k : config_keys()) CHECK(config_help().find(k.name) != std::string::npos);
+}
+
+TEST_CASE("loop: two generations end to end; killed at 20 points and restarted each time", "[loop][cli]") {
+  const TempDir tmp("loop_run");
+  const std::string match = fake_match(tmp);
+  const std::string config = tmp.file("config.json");
+  std::ofstream(config) << tiny_config(match, 2).dump();
+
+  SECTION("uninterrupted") {
+    const std::string dir = tmp.file("run");
+    const int rc = run_loop_cli("FAKE_MATCH_EXIT=10", dir, "--config " + config);
+    INFO(run_output(dir));
+    REQUIRE(rc == 0);
+    check_finished_run(dir, 2);
+    const json state = read_json_file(dir + "/state.json");
+    CHECK(state["best"] == "models/gen0002.jnn");  // both candidates passed the gate
+    CHECK(state["history"][1]["gate"]["exit_code"] == 10);
+    CHECK(state["history"][1]["eval_first"]["games"] == 4);  // the fake's summary, read back
+    CHECK(read_bytes(dir + "/eval_first/fake_match_calls.txt").find("option.ModelFile=" + dir + "/models/gen0000.jnn") !=
+          std::string::npos);
+    // The gate matched each candidate against the best of its time.
+    const std::string calls = read_bytes(dir + "/gate/fake_match_calls.txt");
+    CHECK(calls.find("option.ModelFile=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
+    CHECK(calls.find("option.ModelFile=" + dir + "/models/gen0001.jnn") != std::string::npos);
+    // Plots, when gnuplot is there.
+    if (std::system("command -v gnuplot > /dev/null 2>&1") == 0)
+      for (const char* p : {"loss", "heldout", "elo", "positions_per_hour"}) {
+        INFO(p);
+        CHECK(read_bytes(dir + "/plots/" + p + ".png").substr(1, 3) == "PNG");
+      }
+    // A finished run started again has nothing to do.
+    CHECK(run_loop_cli("", dir) == 0);
+    CHECK(read_json_file(dir + "/state.json")["history"].size() == 2);
+  }
+
+  SECTION("killed") {
+    const std::string dir = tmp.file("killed");
+    const char* points[] = {"0:init:start",    "0:init:mid",      "0:init:done",     "1:selfplay:start", "1:selfplay:mid",
+                            "1:selfplay:done", "1:holdout:mid",   "1:train:start",   "1:train:mid",      "1:train:done",
+                            "1:gate:mid",      "1:gate:done",     "1:promote:mid",   "1:record:mid",     "1:record:done",
+                            "2:selfplay:mid",  "2:train:mid",     "2:gate:start",    "2:promote:done",   "2:record:mid"};
+    bool first = true;
+    for (const char* p : points) {
+      INFO("kill point " << p);
+      const int rc = run_loop_cli(std::string("FAKE_MATCH_EXIT=10 JIRIKI_LOOP_KILL_DELAY_MS=150 JIRIKI_LOOP_KILL_AT=") + p,
+                                  dir, first ? "--config " + config : "");
+      first = false;
+      INFO(run_output(dir));
+      REQUIRE(rc == -9);
+      // The state a killed loop leaves is whole and names the step it was in.
+      const json state = read_json_file(dir + "/state.json");
+      const std::string point = p;
+      CHECK(std::to_string(state["generation"].get<int>()) + ":" + state["step"].get<std::string>() ==
+            point.substr(0, point.rfind(':')));
+    }
+    const int rc = run_loop_cli("FAKE_MATCH_EXIT=10", dir);
+    INFO(run_output(dir));
+    REQUIRE(rc == 0);
+    check_finished_run(dir, 2);
+    CHECK(read_json_file(dir + "/state.json")["best"] == "models/gen0002.jnn");
+  }
+}
+
+TEST_CASE("loop gate: a rejected candidate is not promoted; without a gate every candidate is", "[loop][cli]") {
+  const TempDir tmp("loop_gate");
+  const std::string match = fake_match(tmp);
+  json c = tiny_config(match, 1);
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=11", dir, "--config " + tmp.file("config.json")) == 0);
+  json state = read_json_file(dir + "/state.json");
+  CHECK(state["best"] == "models/gen0000.jnn");
+  CHECK(state["history"][0]["promoted"] == false);
+  CHECK_FALSE(fs::exists(dir + "/models/gen0001.jnn"));
+  // An undecided match promotes a candidate that scored over 50% (the fake's 2-1-1: 62.5%).
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=0", dir, "--generations 2") == 0);
+  state = read_json_file(dir + "/state.json");
+  CHECK(state["history"][1]["promoted"] == true);
+  CHECK(state["best"] == "models/gen0002.jnn");
+  // Gate off: promoted whatever a match would say (none is played).
+  c["gate"] = false;
+  c["generations"] = 3;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=11", dir, "--config " + tmp.file("config.json")) == 0);
+  state = read_json_file(dir + "/state.json");
+  CHECK(state["history"][2]["promoted"] == true);
+  CHECK_FALSE(state["history"][2].contains("gate"));
+  CHECK(state["best"] == "models/gen0003.jnn");
+}
+
+TEST_CASE("loop teacher: generation 0 learns from the teacher's games, whose positions stay in the window",
+          "[loop][cli]") {
+  const TempDir tmp("loop_teacher");
+  // The "teacher's games": a few self-play games of a fresh network, with their evals.
+  const std::string bin = JIRIKI_BINARY;
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 -o " + tmp.file("t.jnn") + " > /dev/null").c_str()) == 0);
+  REQUIRE(std::system((bin + " selfplay --model " + tmp.file("t.jnn") + " --out " + tmp.file("t") +
+                       " --games 2 --playouts 4 --max-plies 40 --concurrent 2 --name t > /dev/null 2>&1")
+                          .c_str()) == 0);
+  const std::string games = tmp.file("t/t-00000.hcpe3");
+  REQUIRE(count_positions(games) == 80);
+  json c = tiny_config(fake_match(tmp), 1);
+  c["teacher_train_steps"] = 4;
+  c["train_launcher"] = "env JIRIKI_LAUNCHED=1";  // as mpirun would be
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("FAKE_MATCH_EXIT=10 FAKE_MATCH_HCPE3=" + games, dir,
+                              "--config " + tmp.file("config.json") + " --teacher \"/usr/games/gpsusi -N 1\"");
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  check_finished_run(dir, 1);
+  // The teacher played itself: a command with its arguments becomes an engine spec.
+  const std::string calls = read_bytes(dir + "/teacher/fake_match_calls.txt");
+  CHECK(calls.find("cmd=/usr/games/gpsusi name=teacher-a args=\"-N 1\"") != std::string::npos);
+  CHECK(calls.find("--hcpe3 " + dir + "/teacher/games.hcpe3") != std::string::npos);
+  // Supervised training with elmo's lambda from the config, then self-play from its network.
+  CHECK(read_bytes(dir + "/logs/gen0000-teacher_train.log").find("--val-lambda 0.500000") != std::string::npos);
+  CHECK(read_bytes(dir + "/logs/gen0000-teacher_train.log").find("$ env JIRIKI_LAUNCHED=1 " + bin + " train") == 0);
+  CHECK(read_bytes(dir + "/logs/gen0000-teacher_train.log").find("--data " + dir + "/teacher") != std::string::npos);
+  CHECK(fs::exists(dir + "/models/gen0000.jnn"));
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  CHECK(r["positions_total"] == count_positions(dir + "/selfplay") + 80);
+}
+
+TEST_CASE("loop worker: a worker's self-play feeds a loop that plays none itself", "[loop][cli]") {
+  const TempDir tmp("loop_worker");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["selfplay_local"] = false;
+  c["worker_positions"] = 30;
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run"), bin = JIRIKI_BINARY;
+  // The worker starts first and waits for the run; it stops once the run's generations are done.
+  const std::string cmd = "(" + bin + " loop worker --dir " + dir + " --name w1 --selfplay-args \"--concurrent 2\" > " +
+                          dir + ".worker 2>&1 &) ; FAKE_MATCH_EXIT=10 " + bin + " loop --dir " + dir + " --config " +
+                          tmp.file("config.json") + " > " + dir + ".out 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  INFO(run_output(dir));
+  check_finished_run(dir, 1);
+  CHECK(count_positions(dir + "/selfplay/workers/w1") >= 60);
+  CHECK_FALSE(fs::exists(dir + "/logs/gen0001-selfplay.log"));  // the loop played no self-play itself
+  // The worker notices the end of the run after its round.
+  for (int i = 0; i < 300 && read_bytes(dir + ".worker").find("done") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(read_bytes(dir + ".worker").find("worker w1: the run is done") != std::string::npos);
+}
+
+TEST_CASE("loop: SIGTERM stops the phase in flight, and the next start finishes the run", "[loop][cli]") {
+  const TempDir tmp("loop_term");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run"), bin = JIRIKI_BINARY;
+  const std::string cmd = "FAKE_MATCH_EXIT=10 " + bin + " loop --dir " + dir + " --config " + tmp.file("config.json") +
+                          " > " + dir + ".out 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid";
+  const int rc = std::system(cmd.c_str());
+  INFO(run_output(dir));
+  REQUIRE(WIFEXITED(rc));
+  CHECK(WEXITSTATUS(rc) == 130);
+  const json state = read_json_file(dir + "/state.json");
+  CHECK(state["history"].empty());
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10", dir) == 0);
+  check_finished_run(dir, 1);
+}
+
+TEST_CASE("loop gate with the real jiriki match: its command line and summary round-trip", "[loop][cli]") {
+  const TempDir tmp("loop_real_match");
+  json c = tiny_config("", 1);  // match_command empty: this jiriki's own match
+  c["plots"] = false;
+  c["gate_games"] = 2;
+  c["eval_first_games"] = 2;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  check_finished_run(dir, 1);
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  for (const char* m : {"gate", "eval_first"}) {
+    INFO(m);
+    CHECK(r[m]["games"] == 2);
+    CHECK(r[m]["wins"].get<int>() + r[m]["losses"].get<int>() + r[m]["draws"].get<int>() == 2);
+    CHECK(r[m]["elo_95"].size() == 2);
+  }
+  CHECK(r["gate"].contains("sprt"));
+  // Promoted exactly when the match's verdict and score say so.
+  const bool h1 = r["gate"]["exit_code"] == 10, undecided = r["gate"]["exit_code"] == 0;
+  CHECK(r["promoted"] == (h1 || (undecided && r["gate"]["score"].get<double>() > 0.5)));
+}
+
+TEST_CASE("loop: generation 0 from a model file, and extra training data in every window", "[loop][cli]") {
+  const TempDir tmp("loop_init_model");
+  const std::string bin = JIRIKI_BINARY;
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null").c_str()) == 0);
+  REQUIRE(std::system((bin + " selfplay --model " + tmp.file("init.jnn") + " --out " + tmp.file("extra") +
+                       " --games 2 --playouts 4 --max-plies 40 --concurrent 2 --name x > /dev/null 2>&1")
+                          .c_str()) == 0);
+  REQUIRE(count_positions(tmp.file("extra")) == 80);
+  json c = tiny_config(fake_match(tmp), 1);
+  c["init_model"] = tmp.file("init.jnn");
+  c["extra_data"] = tmp.file("extra");
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("FAKE_MATCH_EXIT=10", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  check_finished_run(dir, 1);
+  CHECK(read_bytes(dir + "/models/gen0000.jnn") == read_bytes(tmp.file("init.jnn")));
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  CHECK(r["positions_total"] == count_positions(dir + "/selfplay") + 80);
+  CHECK(read_bytes(dir + "/logs/gen0001-train.log").find("--data " + tmp.file("extra")) != std::string::npos);
+  // A model file that is not one is refused before any phase runs.
+  std::ofstream(tmp.file("bad.jnn")) << "not a model";
+  c["init_model"] = tmp.file("bad.jnn");
+  std::ofstream(tmp.file("bad.json")) << c.dump();
+  CHECK(run_loop_cli("", tmp.file("run_bad"), "--config " + tmp.file("bad.json")) == 1);
+  CHECK(run_output(tmp.file("run_bad")).find("bad.jnn") != std::string::npos);
+}
+
+TEST_CASE("loop gate with the real jiriki match: a worsened candidate loses and is not promoted", "[loop][cli]") {
+  const TempDir tmp("loop_worsened");
+  // The training "launcher" trains as usual, then spoils the candidate's file: the engine cannot load
+  // it, says so, and resigns every move, so it loses every game it plays.
+  const std::string worsen = tmp.file("worsen.sh");
+  std::ofstream(worsen) << "#!/bin/sh\n\"$@\" || exit $?\nprev=\"\"\nfor a in \"$@\"; do\n"
+                           "  if [ \"$prev\" = \"--model-out\" ]; then echo 'a worsened network' > \"$a\"; fi\n"
+                           "  prev=\"$a\"\ndone\n";
+  json c = tiny_config("", 1);
+  c["train_launcher"] = "sh " + worsen;
+  c["gate_games"] = 4;
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  INFO(r.dump());
+  CHECK(r["gate"]["games"].get<int>() >= 2);
+  CHECK(r["gate"]["losses"] == r["gate"]["games"]);
+  CHECK(r["gate"]["score"] == 0.0);
+  CHECK(r["promoted"] == false);
+  CHECK(read_json_file(dir + "/state.json")["best"] == "models/gen0000.jnn");
+  CHECK_FALSE(fs::exists(dir + "/models/gen0001.jnn"));
+}

@@ -1,0 +1,114 @@
+// The CUDA training device behind training/device.h: one replica's steps on cuda::GpuTrainer, the
+// gradients averaged by NCCL inside the step or on the host; and the replicas' NCCL communicators.
+#include <memory>
+
+#include "training/cuda/gpu_trainer.h"
+#include "training/cuda/nccl_setup.h"
+#include "training/device.h"
+
+namespace jiriki::training {
+
+namespace cuda {
+namespace {
+
+class GpuDevice final : public Device {
+ public:
+  // nccl: this replica's communicator (gradients averaged by NCCL inside the step), or null (one
+  // replica, or host aggregation through `comm`).
+  GpuDevice(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer, HostComm& comm, int gpu,
+            ncclComm_t nccl)
+      : c_(c), model_(model), optimizer_(optimizer), comm_(comm), gpu_(model, c.optimizer, batch, gpu, c.cuda) {
+    gpu_.upload_optimizer(optimizer);
+    if (nccl) gpu_.attach_nccl(nccl, size_t(c.bucket_mb * 1e6));
+    else if (comm.size() > 1)  // page-locked, so that the copies are DMA at full speed
+      host_grads_ = {static_cast<float*>(gpu_.host_allocator()->allocate(gpu_.gradient_floats() * sizeof(float))),
+                     Free{gpu_.host_allocator()}};
+  }
+  Step step(const Batch& batch, double lr) override {
+    if (!host_grads_) {  // one replica, or NCCL inside the step
+      const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm);
+      return {r.totals, r.grad_norm, r.local_norm2};
+    }
+    Step s;
+    s.totals = gpu_.compute_gradients(batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size));
+    s.local_norm2 = gpu_.local_norm2();
+    average();
+    s.grad_norm = gpu_.apply_gradients(lr, c_.clip_grad_norm);
+    return s;
+  }
+  nn::LossTotals evaluate(const Batch& batch) override { return gpu_.evaluate(batch, c_.val_lambda); }
+  void sync_host() override {
+    gpu_.download_model(model_);
+    gpu_.download_optimizer(optimizer_);
+  }
+  void load_host() override {
+    gpu_.upload_model(model_);
+    gpu_.upload_optimizer(optimizer_);
+  }
+  StepSample time_step(const Batch& batch, int reps) override {
+    for (int i = 0; i < 3; ++i) step(batch, 0.0);  // the first runs eagerly, then graphs are captured
+    if (host_grads_) {                             // host aggregation: wall-clock time of real steps
+      StepSample t{double(batch.size), 0, 0, 0};
+      t.step_seconds = seconds_per_call(reps, [&] { step(batch, 0.0); });
+      t.compute_seconds = gpu_.time_step(reps).step;
+      t.comm_seconds = seconds_per_call(reps, [&] { average(); });
+      return t;
+    }
+    const auto t = gpu_.time_step(reps);
+    return {double(batch.size), t.step, t.compute, t.comm};
+  }
+  uint64_t weights_checksum() override { return gpu_.weights_checksum(); }
+  HostAllocator* allocator() override { return gpu_.host_allocator(); }
+  std::string name() const override {
+    std::string s = gpu_.description();
+    if (comm_.size() > 1)
+      s += ", " + std::to_string(comm_.size()) + " replicas, " +
+           (!host_grads_ ? "NCCL all-reduce, " + gpu_.bucket_summary() : std::string("host all-reduce"));
+    return s;
+  }
+
+ private:
+  const TrainConfig& c_;
+  nn::Model& model_;
+  Optimizer& optimizer_;
+  HostComm& comm_;
+  // Host aggregation: the flat gradients to page-locked host memory, averaged there, and back.
+  void average() {
+    gpu_.copy_gradients_to_host(host_grads_.get());
+    average_on_host(comm_, host_grads_.get(), gpu_.gradient_floats(), false);
+    gpu_.copy_gradients_from_host(host_grads_.get());
+  }
+  struct Free {
+    HostAllocator* allocator;
+    void operator()(float* p) const noexcept { allocator->deallocate(p); }
+  };
+  GpuTrainer gpu_;
+  std::unique_ptr<float[], Free> host_grads_{nullptr, Free{nullptr}};  // host aggregation only
+};
+
+}  // namespace
+}  // namespace cuda
+
+std::unique_ptr<Device> make_gpu_device(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer,
+                                        HostComm& comm, const ReplicaPlace& place) {
+  return std::make_unique<cuda::GpuDevice>(c, batch, model, optimizer, comm, place.gpu,
+                                           static_cast<ncclComm_t>(place.nccl));
+}
+
+NcclComms NcclComms::for_gpus(const std::vector<int>& gpus) {
+  NcclComms n;
+  for (ncclComm_t c : cuda::nccl_communicators(gpus)) n.comms_.push_back(c);
+  return n;
+}
+
+NcclComms NcclComms::for_process(HostComm& mpi, int gpu) {
+  NcclComms n;
+  n.comms_.push_back(cuda::nccl_communicator(mpi, gpu));
+  return n;
+}
+
+NcclComms::~NcclComms() {
+  for (void* c : comms_) cuda::nccl_destroy(static_cast<ncclComm_t>(c));
+}
+
+}  // namespace jiriki::training

@@ -1,0 +1,90 @@
+// Where one replica's training steps run: the seam between the training loop (training/trainer.cpp)
+// and the hardware, as nn/backend.h is for inference. The CPU device (training/network.h) is in
+// device.cpp; the CUDA device (training/cuda/gpu_trainer.h) is in training/cuda/gpu_device.cpp, built
+// only with CUDA, and reached through make_device.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/layers_backward.h"
+#include "nn/model.h"
+#include "training/batch.h"
+#include "training/batch_tuner.h"
+#include "training/comm.h"
+#include "training/optimizer.h"
+#include "common/thread_pool.h"
+#include "training/trainer.h"
+
+namespace jiriki::training {
+
+// One replica's steps. The CPU works on the replica's model and optimizer in place; the GPU keeps its
+// own copy of both, brought to the host by sync_host() (checkpoints, the export, switching batch
+// sizes) and back by load_host(). With several replicas, step() averages the gradients over all of
+// them before the update (a collective: every replica calls it together).
+class Device {
+ public:
+  struct Step {
+    nn::LossTotals totals;
+    double grad_norm = 0;    // of the averaged gradient, before clipping
+    double local_norm2 = 0;  // squared norm of this replica's own gradient (batch b), for the noise scale
+  };
+  virtual ~Device() = default;
+  // Forward, loss, backward, the average over the replicas, clipping and the optimizer's update.
+  virtual Step step(const Batch& batch, double lr) = 0;
+  // Loss totals in EVAL mode; nothing changes.
+  virtual nn::LossTotals evaluate(const Batch& batch) = 0;
+  virtual void sync_host() {}
+  virtual void load_host() {}
+  // Seconds per step with and without the gradients' communication, and of the communication alone,
+  // over `reps` steps on `batch` (collective; the weights change: callers restore them).
+  virtual StepSample time_step(const Batch& batch, int reps) = 0;
+  // A hash of the weights' bits, equal on replicas that are in step.
+  virtual uint64_t weights_checksum() = 0;
+  // Memory for the loaders' batches (null: the heap).
+  virtual HostAllocator* allocator() { return nullptr; }
+  virtual std::string name() const = 0;
+};
+
+// What a replica is and where it runs.
+struct ReplicaPlace {
+  int gpu = 0;
+  void* nccl = nullptr;  // ::ncclComm_t of this replica (gradients averaged by NCCL in the step), or null
+};
+
+// The device of c.backend for one replica training batches of `batch` positions on `model` and
+// `optimizer` (the CPU device uses `pool`). Throws std::runtime_error naming the problem when the
+// backend cannot run here (built without CUDA, no device).
+std::unique_ptr<Device> make_device(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer,
+                                    ThreadPool& pool, HostComm& comm, const ReplicaPlace& place);
+// The CUDA device behind make_device (training/cuda/gpu_device.cpp).
+std::unique_ptr<Device> make_gpu_device(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer,
+                                        HostComm& comm, const ReplicaPlace& place);
+
+// The NCCL communicators of this process's replicas (--allreduce nccl), destroyed with the object:
+// one per GPU of `gpus` (replicas on threads), or this process's own in an mpirun job. Empty: none.
+class NcclComms {
+ public:
+  NcclComms() = default;
+  static NcclComms for_gpus(const std::vector<int>& gpus);
+  static NcclComms for_process(HostComm& mpi, int gpu);
+  NcclComms(NcclComms&& o) noexcept : comms_(std::move(o.comms_)) { o.comms_.clear(); }
+  NcclComms& operator=(NcclComms&&) = delete;
+  ~NcclComms();
+  void* at(size_t replica) const { return replica < comms_.size() ? comms_[replica] : nullptr; }
+
+ private:
+  std::vector<void*> comms_;
+};
+
+// Every trainable (or every non-trainable: BN running statistics) tensor of a model into one flat
+// vector, and back.
+std::vector<float> flatten(const nn::Model& m, bool trainable);
+void unflatten(const std::vector<float>& flat, nn::Model& m, bool trainable);
+
+// Wall-clock seconds per call of fn over `reps` calls.
+double seconds_per_call(int reps, const std::function<void()>& fn);
+
+}  // namespace jiriki::training
