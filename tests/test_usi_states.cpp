@@ -156,7 +156,7 @@ TEST_CASE("usi states: go mate in every state answers the running search, then c
     std::vector<std::string> out = e.drain();
     CHECK(count_prefix(out, "bestmove") == (s == 0 ? 0 : 1));
     std::optional<std::string> l;
-    do l = e.lines.next(5000);
+    do l = e.lines.next(20000);  // generous: a loaded machine once took over 5 s here
     while (l && l->rfind("checkmate", 0) != 0);
     REQUIRE(l);
     CHECK(*l == "checkmate G*5b");
