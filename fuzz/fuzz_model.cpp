@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/fnv1a.h"
 #include "fuzz/harness.h"
 #include "nn/model_file.h"
 
@@ -31,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     put<uint32_t>(file, nn::MODEL_FORMAT_VERSION);
     put<uint64_t>(file, uint64_t(size - 1));
     file.insert(file.end(), data + 1, data + size);
-    put<uint64_t>(file, nn::fnv1a64(data + 1, size - 1));
+    put<uint64_t>(file, fnv1a64(data + 1, size - 1));
   }
   try {
     const nn::Model model = nn::deserialize_model(file.data(), file.size(), "fuzz input");
