@@ -16,6 +16,7 @@
 #include "match/tournament.h"
 #include "shogi/csa.h"
 #include "shogi/hcpe3.h"
+#include "shogi/kif.h"
 #include "temp_dir.h"
 
 using namespace jiriki;
@@ -394,7 +395,10 @@ TEST_CASE("match tournament: records in CSA, KIF, hcpe3 and hcpe with the engine
   CHECK(game_result(rec) == BLACK_WIN);
   CHECK(csa.find("'time 0.") != std::string::npos);
   CHECK(csa.find("score mate -5") != std::string::npos);
-  CHECK(std::filesystem::exists(dir.file("out/kif/000002.kif")));
+  GameRecord kif;
+  REQUIRE_FALSE(read_kif(slurp(dir.file("out/kif/000002.kif")), kif));
+  CHECK(kif.moves == rec.moves);  // the second game of the pair: same opening and script, colours swapped
+  CHECK(kif.black == "y");
   std::vector<Hcpe3Game> games;
   REQUIRE_FALSE(read_hcpe3_file(dir.file("out/games.hcpe3"), games));
   REQUIRE(games.size() == 2);
@@ -423,6 +427,7 @@ TEST_CASE("match command: exit codes and summary.json", "[match]") {
   const std::string quiet = " >/dev/null 2>&1";
   CHECK(run(bin + " match " + strong + " " + weak + " --tc bogus=1" + quiet) == 2);
   CHECK(run(bin + " match " + strong + quiet) == 2);
+  CHECK(run(bin + " match --help" + quiet) == 0);
   CHECK(run(bin + " match " + strong + " --engine \"cmd=/nonexistent/engine name=x\" --games 2" + quiet) == 1);
   const std::string sprt = " --games 200 --concurrency 2 --tc byoyomi=2000 --sprt \"elo0=0 elo1=100 alpha=0.05 beta=0.05\"";
   CHECK(run(bin + " match " + strong + " " + weak + sprt + " --out " + dir.file("h1") + quiet) == 10);
