@@ -3,6 +3,8 @@
 
 #include <cctype>
 #include <csignal>
+#include <cstdio>
+#include <stdexcept>
 #include <filesystem>
 #include <system_error>
 
@@ -68,7 +70,19 @@ struct EngineProcess::Child {
   bp::child proc;
 };
 
-EngineProcess::EngineProcess(EngineSpec spec) : spec_(std::move(spec)) {
+TrafficLog::TrafficLog(const std::string& path) : out_(path, std::ios::trunc) {
+  if (!out_) throw std::runtime_error("cannot write " + path);
+}
+
+void TrafficLog::write(const std::string& engine, char direction, const std::string& line, Clock::time_point at) {
+  char stamp[32];
+  std::snprintf(stamp, sizeof stamp, "%.3f ", std::chrono::duration<double, std::milli>(at - start_).count());
+  std::lock_guard lock(mutex_);
+  out_ << stamp << engine << ' ' << direction << ' ' << line << '\n' << std::flush;
+}
+
+EngineProcess::EngineProcess(EngineSpec spec, TrafficLog* log, std::string label)
+    : spec_(std::move(spec)), log_(log), label_(label.empty() ? spec_.name : std::move(label)) {
   // A write to an engine that has just died must fail, not end the runner with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
 }
@@ -80,6 +94,7 @@ void EngineProcess::reader(std::shared_ptr<Child> child) {
   while (std::getline(child->out, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     auto at = Clock::now();
+    if (log_) log_->write(label_, '>', line, at);
     {
       std::lock_guard lock(mutex_);
       lines_.push_back({std::move(line), at});
@@ -169,6 +184,7 @@ bool EngineProcess::sync(std::chrono::milliseconds timeout) {
 
 bool EngineProcess::send(const std::string& line) {
   if (!child_) return false;
+  if (log_) log_->write(label_, '<', line, Clock::now());
   std::string bytes = line + '\n';
   try {
     for (size_t done = 0; done < bytes.size();) {

@@ -30,6 +30,7 @@ class Scheduler {
  public:
   Scheduler(const TournamentConfig& config, TournamentResult& result)
       : config_(config), result_(result), writer_(config.records) {
+    if (!config.log.empty()) log_ = std::make_unique<TrafficLog>(config.log);
     auto pairings = make_pairings(int(config.engines.size()), config.gauntlet);
     for (auto [a, b] : pairings) result_.pairings.push_back({a, b});
     result_.faults.assign(config.engines.size(), {});
@@ -49,14 +50,14 @@ class Scheduler {
     }
   }
 
-  void worker() {
+  void worker(int thread) {
     std::map<int, std::unique_ptr<EngineProcess>> engines;
     const auto timeout = std::chrono::milliseconds(config_.game.timeout_ms);
     // The engine of index i, in sync and ready for a game; nullptr when it cannot start.
     auto ready = [&](int i) -> EngineProcess* {
       auto& e = engines[i];
       if (e && e->sync(timeout)) return e.get();
-      e = std::make_unique<EngineProcess>(config_.engines[i]);
+      e = std::make_unique<EngineProcess>(config_.engines[i], log_.get(), config_.engines[i].name + "#" + std::to_string(thread));
       if (auto err = e->start(timeout)) {
         fail(*err);
         return nullptr;
@@ -160,6 +161,7 @@ class Scheduler {
   const TournamentConfig& config_;
   TournamentResult& result_;
   RecordWriter writer_;
+  std::unique_ptr<TrafficLog> log_;
   std::vector<Job> jobs_;
   std::vector<Opening> openings_;
   std::atomic<int64_t> next_job_{0};
@@ -183,7 +185,7 @@ TournamentResult run_tournament(const TournamentConfig& config) {
   TournamentResult result;
   Scheduler scheduler(config, result);
   std::vector<std::thread> threads;
-  for (int t = 0; t < std::max(1, config.concurrency); ++t) threads.emplace_back([&] { scheduler.worker(); });
+  for (int t = 0; t < std::max(1, config.concurrency); ++t) threads.emplace_back([&, t] { scheduler.worker(t); });
   for (auto& t : threads) t.join();
   scheduler.done();
   return result;

@@ -28,6 +28,7 @@ struct TournamentConfig {
   std::optional<SprtParams> sprt; // only for a single pairing
   RecordPaths records;
   bool progress = true;           // a progress line on stderr as games end
+  std::string log;                // file for every line to and from the engines ("" for none)
 };
 
 // Games each engine lost by a fault of its own.

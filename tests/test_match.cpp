@@ -432,7 +432,10 @@ TEST_CASE("match command: exit codes and summary.json", "[match]") {
   const std::string sprt = " --games 200 --concurrency 2 --tc byoyomi=2000 --sprt \"elo0=0 elo1=100 alpha=0.05 beta=0.05\"";
   CHECK(run(bin + " match " + strong + " " + weak + sprt + " --out " + dir.file("h1") + quiet) == 10);
   CHECK(run(bin + " match " + weak + " " + strong + sprt + quiet) == 11);
-  CHECK(run(bin + " match " + strong + " " + weak + " --games 2" + quiet) == 0);
+  CHECK(run(bin + " match " + strong + " " + weak + " --games 2 --log " + dir.file("traffic.log") + quiet) == 0);
+  const std::string log = slurp(dir.file("traffic.log"));
+  CHECK(log.find(" strong#0 < usi\n") != std::string::npos);
+  CHECK(log.find(" weak#0 > bestmove resign\n") != std::string::npos);
   auto j = nlohmann::json::parse(slurp(dir.file("h1/summary.json")));
   CHECK(j["engines"] == nlohmann::json({"strong", "weak"}));
   CHECK(j["sprt"]["result"] == "H1");
