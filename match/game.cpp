@@ -76,7 +76,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
   for (auto* e : engines) e->send("usinewgame");
   const bool clocked = tc.nodes == 0;
   int64_t remaining[COLOR_NB] = {tc.time_ms, tc.time_ms};
-  std::optional<Clock::time_point> last_answer;
+  std::optional<Clock::time_point> last_answer, last_taken;
   Verdict v;
   while (true) {
     const Color us = pos.side_to_move();
@@ -99,6 +99,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     const auto sent_at = Clock::now();
     if (last_answer) {
       g.runner_us += std::chrono::duration<double, std::micro>(sent_at - *last_answer).count();
+      g.runner_work_us += std::chrono::duration<double, std::micro>(sent_at - *last_taken).count();
       ++g.runner_moves;
     }
     const auto deadline = sent_at + std::chrono::milliseconds(limit_ms + (clocked ? settings.margin_ms : 0));
@@ -134,6 +135,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     const int64_t elapsed = ms_between(sent_at, answer->at);
     g.used_ms[us] += elapsed;
     last_answer = answer->at;
+    last_taken = Clock::now();
     if (clocked) {
       if (elapsed > limit_ms + settings.margin_ms) {
         v = Verdict::loss(us, GameEnd::TIME_UP, "time forfeit");

@@ -37,7 +37,10 @@ struct PlayedGame {
   Verdict verdict;
   bool failed[COLOR_NB] = {false, false};  // the engine crashed or stopped answering: restart it
   int64_t used_ms[COLOR_NB] = {0, 0};      // thinking time of each side
-  double runner_us = 0;                    // the runner's own time from each bestmove to the next go
+  // The runner's own time per move, summed: from a bestmove line's arrival (the reader thread's
+  // time stamp) to the next go written, and the part after the game thread took the line (the
+  // rest is the wake-up of the game thread, which a loaded machine stretches).
+  double runner_us = 0, runner_work_us = 0;
   int runner_moves = 0;
 };
 

@@ -107,6 +107,7 @@ class Scheduler {
     ++result_.games;
     result_.runner_moves += game.runner_moves;
     runner_us_ += game.runner_us;
+    runner_work_us_ += game.runner_work_us;
     auto key = std::make_pair(job.pairing, job.pair);
     auto it = half_pairs_.find(key);
     if (it == half_pairs_.end()) {
@@ -153,7 +154,9 @@ class Scheduler {
 
  public:
   void done() {
-    result_.runner_us_per_move = result_.runner_moves ? runner_us_ / double(result_.runner_moves) : 0;
+    const double moves = double(std::max<int64_t>(1, result_.runner_moves));
+    result_.runner_us_per_move = runner_us_ / moves;
+    result_.runner_work_us_per_move = runner_work_us_ / moves;
     if (config_.progress && isatty(2)) std::cerr << "\n";
   }
 
@@ -168,7 +171,7 @@ class Scheduler {
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::map<std::pair<int, int64_t>, int> half_pairs_;  // the first game's half points of unfinished pairs
-  double runner_us_ = 0;
+  double runner_us_ = 0, runner_work_us_ = 0;
 };
 
 }  // namespace

@@ -50,7 +50,8 @@ struct TournamentResult {
   int64_t games = 0;
   double llr = 0;
   SprtResult sprt = SprtResult::NONE;
-  double runner_us_per_move = 0;     // mean time from a bestmove line's arrival to the next go
+  double runner_us_per_move = 0;       // mean time from a bestmove line's arrival to the next go
+  double runner_work_us_per_move = 0;  // the part of it after the game thread took the line
   int64_t runner_moves = 0;
   std::string error;                 // an engine that could not start: the tournament stopped
 };
