@@ -1,5 +1,6 @@
 // `jiriki match`: tournaments between USI engines with Elo, SPRT, adjudication by our own rules
 // code and game records (see match/ for the parts).
+#include <csignal>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -166,14 +167,17 @@ int cmd_match(int argc, char** argv) {
     return 2;
   }
 
+  // Ctrl-C or a kill: the engines live in their own process groups, so the runner ends them itself.
+  std::signal(SIGINT, [](int) { request_stop(); });
+  std::signal(SIGTERM, [](int) { request_stop(); });
   TournamentResult result = run_tournament(config);
   std::cout << final_table(config, result);
   if (!config.records.dir.empty()) {
     std::string path = (std::filesystem::path(config.records.dir) / "summary.json").string();
     write_file_atomically(path, summary_json(config, result).dump(2) + "\n");
   }
-  if (!result.error.empty()) {
-    std::cerr << "error: " << result.error << "\n";
+  if (!result.error.empty() || result.interrupted) {
+    std::cerr << "error: " << (result.interrupted ? "interrupted; the games in progress were dropped" : result.error) << "\n";
     return 1;
   }
   return result.sprt == SprtResult::H1 ? 10 : result.sprt == SprtResult::H0 ? 11 : 0;

@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <csignal>
+#include <fcntl.h>
 #include <cstdio>
 #include <stdexcept>
 #include <filesystem>
@@ -136,9 +137,19 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
   }
   if (!spec_.dir.empty() && !std::filesystem::is_directory(spec_.dir))
     return spec_.name + ": working directory " + spec_.dir + " does not exist";
-  auto child = std::make_shared<Child>();
   bp::environment env = boost::this_process::environment();
   for (const auto& [var, value] : spec_.env) env[var] = value;
+  // Each engine must inherit its own pipes only: one holding a copy of another engine's pipe keeps
+  // it open after the other dies, and the reader never sees the crash. The pipes are made
+  // close-on-exec (the child's dup2 onto its stdin and stdout keeps those), and made and spawned
+  // under one lock so that no other thread's engine starts in between. (bp::limit_handles of
+  // Boost 1.74 closes the redirected pipes too.)
+  static std::mutex spawn_mutex;
+  std::lock_guard spawn_lock(spawn_mutex);
+  auto child = std::make_shared<Child>();
+  for (int fd : {child->in.native_source(), child->in.native_sink(), child->out.pipe().native_source(),
+                 child->out.pipe().native_sink()})
+    ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
   try {
     if (spec_.dir.empty())
       child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in < child->in, bp::std_out > child->out,

@@ -80,6 +80,10 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
   Verdict v;
   while (true) {
     const Color us = pos.side_to_move();
+    if (settings.interrupt && *settings.interrupt) {
+      v = {true, std::nullopt, GameEnd::ABORT, "interrupted"};
+      break;
+    }
     v = judge_scores(g.scores, us, settings.scores);
     if (v.over) break;
     EngineProcess& e = *engines[us];

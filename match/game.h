@@ -2,6 +2,7 @@
 // `go` is written to the moment the `bestmove` line arrives), reads each engine's last score from
 // its `info` lines, and asks the referee (adjudicate.h) after every answer and every move.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,6 +28,7 @@ struct GameSettings {
   int64_t grace_ms = 1000;      // after a time forfeit, how long `stop` may take before the engine is killed
   int max_plies = 320;          // a draw when reached (0: no limit)
   ScoreRules scores;
+  const std::atomic<bool>* interrupt = nullptr;  // when set, the game stops before the next move (GameEnd::ABORT)
 };
 
 struct PlayedGame {

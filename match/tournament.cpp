@@ -18,6 +18,8 @@ namespace jiriki::match {
 
 namespace {
 
+std::atomic<bool> stop_requested{false};
+
 struct Job {
   int pairing;
   int64_t pair;    // index of the opening pair within the pairing
@@ -64,7 +66,7 @@ class Scheduler {
       }
       return e.get();
     };
-    while (!stop_) {
+    while (!stop_ && !stop_requested) {
       const int64_t j = next_job_++;
       if (j >= int64_t(jobs_.size())) break;
       const Job& job = jobs_[j];
@@ -73,7 +75,10 @@ class Scheduler {
       EngineProcess* b = ready(black);
       EngineProcess* w = b ? ready(white) : nullptr;
       if (!w) break;
-      PlayedGame game = play_game(*b, *w, openings_[job.pair], config_.game);
+      GameSettings settings = config_.game;
+      settings.interrupt = &stop_requested;
+      PlayedGame game = play_game(*b, *w, openings_[job.pair], settings);
+      if (game.verdict.end == GameEnd::ABORT) break;
       if (game.failed[BLACK]) engines[black].reset();
       if (game.failed[WHITE]) engines[white].reset();
       finish(job, black, white, game);
@@ -157,6 +162,7 @@ class Scheduler {
     const double moves = double(std::max<int64_t>(1, result_.runner_moves));
     result_.runner_us_per_move = runner_us_ / moves;
     result_.runner_work_us_per_move = runner_work_us_ / moves;
+    result_.interrupted = stop_requested;
     if (config_.progress && isatty(2)) std::cerr << "\n";
   }
 
@@ -175,6 +181,8 @@ class Scheduler {
 };
 
 }  // namespace
+
+void request_stop() { stop_requested = true; }
 
 std::vector<std::pair<int, int>> make_pairings(int engines, bool gauntlet) {
   std::vector<std::pair<int, int>> p;

@@ -3,6 +3,7 @@
 // games on `concurrency` threads that each own their engine processes (restarted after a crash or
 // a stall), statistics as games end, and an SPRT that stops a two-engine match once it decides.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -54,7 +55,12 @@ struct TournamentResult {
   double runner_work_us_per_move = 0;  // the part of it after the game thread took the line
   int64_t runner_moves = 0;
   std::string error;                 // an engine that could not start: the tournament stopped
+  bool interrupted = false;          // request_stop() came: the games in progress were dropped
 };
+
+// Stops a running tournament soon (safe in a signal handler): no new game starts, and the games
+// in progress end before their next move, unrecorded.
+void request_stop();
 
 // The pairings (engine index pairs) of a tournament.
 std::vector<std::pair<int, int>> make_pairings(int engines, bool gauntlet);

@@ -44,10 +44,11 @@ Opening opening(const std::string& line) {
   return o;
 }
 
+// Generous limits: the fake engines answer at once, but a loaded test machine may stall them.
 GameSettings fast_settings() {
   GameSettings s;
-  s.tc.byoyomi_ms = 2000;
-  s.timeout_ms = 5000;
+  s.tc.byoyomi_ms = 10000;
+  s.timeout_ms = 20000;
   s.grace_ms = 300;
   return s;
 }
@@ -58,8 +59,8 @@ PlayedGame play(const std::vector<std::string>& lines, const GameSettings& setti
   TempDir dir("match_game");
   EngineSpec spec = fake(dir, "fake", lines);
   EngineProcess black(spec), white(spec);
-  REQUIRE_FALSE(black.start(std::chrono::milliseconds(5000)));
-  REQUIRE_FALSE(white.start(std::chrono::milliseconds(5000)));
+  REQUIRE_FALSE(black.start(std::chrono::milliseconds(20000)));
+  REQUIRE_FALSE(white.start(std::chrono::milliseconds(20000)));
   return play_game(black, white, opening(start), settings);
 }
 
@@ -259,10 +260,15 @@ TEST_CASE("match adjudication: a crash and a silent engine lose", "[match]") {
   CHECK(g.verdict.reason == "crash");
   CHECK(g.failed[WHITE]);
   CHECK_FALSE(g.failed[BLACK]);
+  // Black started first: White, started later, must not hold a copy of Black's pipes (the crash
+  // would then look like silence, and the reader would wait for an end that never comes).
+  g = play({"crash 7g7f"});
+  CHECK(g.verdict.reason == "crash");
+  CHECK(g.failed[BLACK]);
 
   GameSettings s = fast_settings();
-  s.tc.byoyomi_ms = 100;
-  s.grace_ms = 200;
+  s.tc.byoyomi_ms = 500;
+  s.grace_ms = 300;
   g = play({"7g7f", "hang"}, s);
   CHECK(g.verdict.winner == BLACK);
   CHECK(g.verdict.reason == "no answer");
@@ -271,22 +277,23 @@ TEST_CASE("match adjudication: a crash and a silent engine lose", "[match]") {
 }
 
 TEST_CASE("match adjudication: time forfeit beyond the margin only", "[match]") {
+  // Limits of 500 ms for answers that come at once, and one that comes after 1.5 s.
   GameSettings s = fast_settings();
-  s.tc.byoyomi_ms = 100;
-  s.grace_ms = 2000;  // the late answer comes 300 ms after the forfeit
-  const std::vector<std::string> lines = {"7g7f", "sleep=0.4 3c3d", "resign"};
+  s.tc.byoyomi_ms = 500;
+  s.grace_ms = 10000;  // the late answer comes 1 s after the forfeit
+  const std::vector<std::string> lines = {"7g7f", "sleep=1.5 3c3d", "resign"};
   PlayedGame g = play(lines, s);
   CHECK(g.verdict.winner == BLACK);
   CHECK(g.verdict.reason == "time forfeit");
   CHECK_FALSE(g.failed[WHITE]);  // it answered stop
-  s.margin_ms = 1500;
+  s.margin_ms = 5000;
   g = play(lines, s);
   CHECK(g.verdict.reason == "resign");
   CHECK(g.record.moves.size() == 2);
-  CHECK(g.move_ms[1] >= 400);
-  // Fischer: 300 ms on the clock, so a 400 ms move loses without a margin.
-  s = fast_settings();
-  s.tc = {300, 100, 0, 0};
+  CHECK(g.move_ms[1] >= 1500);
+  // Fischer: 500 ms on the clock, so a 1.5 s move loses without a margin.
+  s.margin_ms = 0;
+  s.tc = {500, 100, 0, 0};
   g = play(lines, s);
   CHECK(g.verdict.reason == "time forfeit");
 }
@@ -311,6 +318,7 @@ TEST_CASE("match tournament: round robin with colours swapped in every pair", "[
   c.game = fast_settings();
   c.records.dir = dir.file("out");
   TournamentResult r = run_tournament(c);
+  INFO(r.error);
   REQUIRE(r.error.empty());
   CHECK(r.games == 12);
   REQUIRE(r.pairings.size() == 3);
@@ -350,6 +358,7 @@ TEST_CASE("match tournament: a crashed engine is restarted and the match goes on
   c.progress = false;
   c.game = fast_settings();
   TournamentResult r = run_tournament(c);
+  INFO(r.error);
   REQUIRE(r.error.empty());
   CHECK(r.games == 4);
   CHECK(r.faults[0].crash == 1);
@@ -368,7 +377,10 @@ TEST_CASE("match tournament: the SPRT stops the match once decided", "[match]") 
   c.progress = false;
   c.game = fast_settings();
   c.sprt = SprtParams{0, 100, 0.05, 0.05};
+  c.records.dir = dir.file("out");
   TournamentResult r = run_tournament(c);
+  INFO(r.error << slurp(dir.file("out/games.jsonl")));
+  REQUIRE(r.error.empty());
   CHECK(r.sprt == SprtResult::H1);
   CHECK(r.llr >= c.sprt->upper());
   CHECK(r.games < 100);
@@ -429,7 +441,7 @@ TEST_CASE("match command: exit codes and summary.json", "[match]") {
   CHECK(run(bin + " match " + strong + quiet) == 2);
   CHECK(run(bin + " match --help" + quiet) == 0);
   CHECK(run(bin + " match " + strong + " --engine \"cmd=/nonexistent/engine name=x\" --games 2" + quiet) == 1);
-  const std::string sprt = " --games 200 --concurrency 2 --tc byoyomi=2000 --sprt \"elo0=0 elo1=100 alpha=0.05 beta=0.05\"";
+  const std::string sprt = " --games 200 --concurrency 2 --tc byoyomi=10000 --sprt \"elo0=0 elo1=100 alpha=0.05 beta=0.05\"";
   CHECK(run(bin + " match " + strong + " " + weak + sprt + " --out " + dir.file("h1") + quiet) == 10);
   CHECK(run(bin + " match " + weak + " " + strong + sprt + quiet) == 11);
   CHECK(run(bin + " match " + strong + " " + weak + " --games 2 --log " + dir.file("traffic.log") + quiet) == 0);
