@@ -11,6 +11,7 @@ static const Subcommand BENCHES[] = {
     {"nn", "positions per second and latency of a network backend", bench_nn},
     {"search", "playouts per second and batch fill of the tree search", bench_search},
     {"train", "samples per second of the trainer (CPU or CUDA) and of its data loader", bench_train},
+    {"book", "opening book lookups in memory and on the fly, on a generated book", bench_book},
 };
 
 int cmd_bench(int argc, char** argv) {

@@ -16,6 +16,8 @@ int cmd_usi(int argc, char** argv);
 int cmd_train(int argc, char** argv);
 int cmd_records(int argc, char** argv);
 int cmd_selfplay(int argc, char** argv);
+int cmd_book(int argc, char** argv);
+int cmd_play(int argc, char** argv);
 int cmd_match(int argc, char** argv);
 
 // `jiriki bench KIND`: each benchmark lives beside the subcommand it measures.
@@ -23,5 +25,6 @@ int bench_perft(int argc, char** argv);
 int bench_nn(int argc, char** argv);
 int bench_search(int argc, char** argv);
 int bench_train(int argc, char** argv);
+int bench_book(int argc, char** argv);
 
 }  // namespace jiriki

@@ -10,13 +10,15 @@ namespace jiriki {
 
 static const Subcommand SUBCOMMANDS[] = {
     {"perft", "count leaf positions of the legal move tree", cmd_perft},
-    {"bench", "benchmarks: perft, nn, search, train", cmd_bench},
+    {"bench", "benchmarks: perft, nn, search, train, book", cmd_bench},
     {"nn", "create, inspect and evaluate networks", cmd_nn},
     {"usi", "the USI engine for shogi GUIs (also what runs with no arguments)", cmd_usi},
     {"train", "train a network on hcpe / hcpe3 records", cmd_train},
     {"records", "convert records between hcpe3, hcpe, CSA and KIF; summarise them", cmd_records},
     {"selfplay", "generate training games by self-play (hcpe3, CSA)", cmd_selfplay},
+    {"play", "show one game of the network against itself, move by move", cmd_play},
     {"match", "tournaments between USI engines: Elo, SPRT, adjudication, records", cmd_match},
+    {"book", "opening books (YaneuraOu format): build, merge, info, probe, import", cmd_book},
 };
 
 static void print_help() {

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "command/commands.h"
+#include "book/book.h"
+#include "book/policy.h"
 #include "common/args.h"
 #include "common/atomic_file.h"
 #include "match/report.h"
@@ -84,6 +86,23 @@ SprtParams parse_sprt(const std::string& text) {
   return p;
 }
 
+// One opening a pair of games (at most 20,000), each `plies` moves drawn from the book in proportion to
+// its counts from a stream seeded by `seed`; the same line drawn twice is kept once.
+std::vector<Opening> book_openings(const std::string& path, int plies, int64_t games, uint64_t seed) {
+  const auto book = book::open_book(path, false);
+  SplitMix64 rng(seed);
+  std::set<std::string> seen;
+  std::vector<Opening> openings;
+  for (int64_t i = 0; i < std::min<int64_t>((games + 1) / 2, 20000); ++i) {
+    const std::string line = book::book_opening(*book, plies, rng);
+    if (!seen.insert(line).second) continue;
+    Opening o;
+    if (auto err = parse_opening(line, o)) throw std::runtime_error("--book: " + *err);
+    openings.push_back(std::move(o));
+  }
+  return openings;
+}
+
 }  // namespace
 
 int cmd_match(int argc, char** argv) {
@@ -103,6 +122,8 @@ int cmd_match(int argc, char** argv) {
       .option("timeout", "30000", "milliseconds for an engine's start-up and for a move under nodes=N")
       .option("openings", "", "file of start positions: \"sfen ... [moves ...]\", \"startpos [moves ...]\" or a bare SFEN")
       .option("random-plies", "0", "without --openings: this many random legal plies from the start")
+      .option("book", "", "opening book (YaneuraOu's format): each pair of games starts from a line drawn from it")
+      .option("book-plies", "16", "--book: plies drawn from the book for each opening, in proportion to its counts")
       .option("max-plies", "320", "a game reaching this many plies is a draw (0: no limit)")
       .option("resign", "", "resign adjudication \"moves=K score=CP\": both engines agree for K moves each")
       .option("draw", "", "draw adjudication \"moves=K score=CP plies=P\": both within +-CP for K moves each, after ply P")
@@ -151,10 +172,11 @@ int cmd_match(int argc, char** argv) {
       config.game.scores.draw_plies = f.count("plies") ? int(whole("draw", "plies", f["plies"])) : 0;
     }
     config.random_plies = int(whole("random-plies", "random-plies", args.str("random-plies")));
-    if (args.has("openings")) {
-      if (config.random_plies) throw std::invalid_argument("--openings or --random-plies, not both");
-      config.openings = load_openings(args.str("openings"));
-    }
+    if (int(args.has("openings")) + int(args.has("book")) + int(config.random_plies > 0) > 1)
+      throw std::invalid_argument("--openings, --book or --random-plies: one of them");
+    if (args.has("openings")) config.openings = load_openings(args.str("openings"));
+    if (args.has("book")) config.openings = book_openings(args.str("book"), int(whole("book-plies", "book-plies",
+                                                          args.str("book-plies"))), config.games, config.seed);
     if (args.has("sprt")) {
       if (config.engines.size() != 2) throw std::invalid_argument("--sprt needs exactly two engines");
       config.sprt = parse_sprt(args.str("sprt"));

@@ -13,6 +13,7 @@
 #include "shogi/csa.h"
 #include "shogi/hcpe3.h"
 #include "shogi/kif.h"
+#include "shogi/record_files.h"
 
 namespace fs = std::filesystem;
 
@@ -20,44 +21,7 @@ namespace jiriki {
 
 namespace {
 
-enum class Format { HCPE, HCPE3, CSA, KIF, UNKNOWN };
-
-Format format_of(const fs::path& p) {
-  std::string e = p.extension().string();
-  std::transform(e.begin(), e.end(), e.begin(), ::tolower);
-  if (e == ".hcpe") return Format::HCPE;
-  if (e == ".hcpe3") return Format::HCPE3;
-  if (e == ".csa") return Format::CSA;
-  if (e == ".kif" || e == ".kifu") return Format::KIF;
-  return Format::UNKNOWN;
-}
-
-// The files named, with directories expanded to the record files directly inside them.
-std::vector<fs::path> expand_inputs(const std::vector<std::string>& inputs) {
-  std::vector<fs::path> files;
-  for (const auto& in : inputs) {
-    fs::path p(in);
-    if (fs::is_directory(p)) {
-      std::vector<fs::path> inside;
-      for (const auto& e : fs::directory_iterator(p))
-        if (e.is_regular_file() && format_of(e.path()) != Format::UNKNOWN) inside.push_back(e.path());
-      std::sort(inside.begin(), inside.end());
-      files.insert(files.end(), inside.begin(), inside.end());
-    } else if (fs::exists(p)) {
-      if (format_of(p) == Format::UNKNOWN) throw std::runtime_error(in + ": unknown record format (expected .hcpe, .hcpe3, .csa or .kif)");
-      files.push_back(p);
-    } else {
-      throw std::runtime_error(in + ": no such file or directory");
-    }
-  }
-  return files;
-}
-
-std::string read_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + p.string());
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using Format = RecordFormat;
 
 // Everything read from the inputs: whole games, and loose positions from hcpe files.
 struct Loaded {
@@ -71,7 +35,7 @@ Loaded load(const std::vector<fs::path>& files) {
   Loaded L;
   for (const auto& f : files) {
     std::optional<std::string> err;
-    switch (format_of(f)) {
+    switch (record_format(f)) {
       case Format::HCPE: err = read_hcpe_file(f.string(), L.positions); break;
       case Format::HCPE3: {
         std::vector<Hcpe3Game> games;
@@ -85,8 +49,8 @@ Loaded load(const std::vector<fs::path>& files) {
       case Format::CSA:
       case Format::KIF: {
         GameRecord rec;
-        std::string bytes = read_bytes(f);
-        err = format_of(f) == Format::CSA ? read_csa(bytes, rec) : read_kif(bytes, rec);
+        std::string bytes = read_file_bytes(f);
+        err = record_format(f) == Format::CSA ? read_csa(bytes, rec) : read_kif(bytes, rec);
         if (!err) L.games.push_back(std::move(rec));
         else err = f.string() + ": " + *err;
         break;
@@ -113,12 +77,12 @@ int convert(int argc, char** argv) {
     std::cerr << "error: --to, -o and at least one INPUT are required (see --help)\n";
     return 2;
   }
-  Format target = format_of(fs::path("x." + to));
+  Format target = record_format(fs::path("x." + to));
   if (target == Format::UNKNOWN) {
     std::cerr << "error: unknown output format '" << to << "'\n";
     return 2;
   }
-  Loaded L = load(expand_inputs(args.rest()));
+  Loaded L = load(expand_record_inputs(args.rest()));
   size_t written = 0;
   if (target == Format::HCPE) {
     std::vector<HcpeRecord> recs = L.positions;
@@ -172,7 +136,7 @@ int summary(int argc, char** argv) {
     std::cerr << "error: at least one INPUT is required\n";
     return 2;
   }
-  auto files = expand_inputs(args.rest());
+  auto files = expand_record_inputs(args.rest());
   Loaded L = load(files);
   size_t plies = 0, training = 0, min_len = SIZE_MAX, max_len = 0;
   std::map<std::string, size_t> results, ends;

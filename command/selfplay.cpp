@@ -8,6 +8,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "book/policy.h"
 #include "command/commands.h"
 #include "common/args.h"
 #include "selfplay/openings.h"
@@ -77,6 +78,8 @@ int cmd_selfplay(int argc, char** argv) {
       .option("no-resign-fraction", "0.1", "fraction of games played out without resignation (false-resign rate)")
       .option("max-plies", "320", "games reaching this many plies are draws")
       .option("start-sfens", "", "openings file: lines 'startpos | [sfen] SFEN [moves ...]'")
+      .option("book", "", "opening book (YaneuraOu format): games start from openings walked in it")
+      .option("book-plies", "16", "plies of each opening walked in --book (count-weighted draws)")
       .option("declaration", "27", "entering-king declaration rule: 27 (CSA points), 24 or none")
       .option("root-mate-plies", "3", "mate search before each move's tree search (0: none)")
       .option("leaf-mate-plies", "1", "mate search at new leaves: 0, 1, 3 or 5")
@@ -158,6 +161,19 @@ int cmd_selfplay(int argc, char** argv) {
   const int lm = g.search.leaf_mate_plies;
   require(lm == 0 || lm == 1 || lm == 3 || lm == 5, "--leaf-mate-plies must be 0, 1, 3 or 5");
   if (args.has("start-sfens")) g.openings = selfplay::load_openings(args.str("start-sfens"), g.search);
+  if (args.has("book")) {
+    require(!args.has("start-sfens"), "--book and --start-sfens exclude each other");
+    const int plies = int(args.integer("book-plies"));
+    require(plies >= 1 && plies <= 256, "--book-plies must be between 1 and 256");
+    // 4096 openings drawn in proportion to the book's counts; each game takes one of them at random.
+    const book::Book b = book::Book::load(args.str("book"));
+    SplitMix64 rng{splitmix64(g.seed ^ 0x626f6f6bULL)};
+    for (int i = 0; i < 4096; ++i) {
+      selfplay::Opening o;
+      if (!selfplay::parse_opening(book::book_opening(b, plies, rng), g.search, o)) g.openings.push_back(std::move(o));
+    }
+    require(!g.openings.empty(), "--book: no opening could be walked from the start position");
+  }
 
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

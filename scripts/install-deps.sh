@@ -3,8 +3,9 @@
 # and says what it installs. CUDA (nvcc, cuDNN, NCCL in /usr/local/cuda) is optional and never
 # installed here; the build detects it.
 set -euo pipefail
+# gpsshogi-data: gpsshogi's opening book, which `jiriki book import` converts and its test reads.
 pkgs=(build-essential cmake ninja-build ccache catch2 libdnnl-dev nlohmann-json3-dev libopenmpi-dev openmpi-bin
-      libboost-dev libboost-filesystem-dev)
+      libboost-dev libboost-filesystem-dev gpsshogi-data)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

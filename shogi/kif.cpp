@@ -426,6 +426,10 @@ std::u32string bod_text(const Position& pos) {
 
 }  // namespace
 
+std::string board_diagram(const Position& pos) { return to_utf8(bod_text(pos)); }
+
+std::string move_to_kif(const Position& pos, Move m, Move previous) { return to_utf8(move_text(pos, m, previous)); }
+
 std::optional<std::string> read_kif(std::string_view bytes, GameRecord& rec) {
   std::string text;
   if (auto err = decode_record_text(bytes, text)) return "kif: " + *err;

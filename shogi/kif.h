@@ -21,4 +21,10 @@ std::optional<std::string> read_kif(std::string_view bytes, GameRecord& rec);
 // when a name holds a character Shift_JIS lacks.
 std::string write_kif(const GameRecord& rec, TextEncoding enc = TextEncoding::UTF8_BOM);
 
+// The position as KIF's board diagram (BOD: hands, the 9x9 board, whose turn), UTF-8: what a person
+// reads at the end of a game shown on a terminal.
+std::string board_diagram(const Position& pos);
+// A move as KIF writes it ("７六歩(77)", "同　銀(58)"; `previous` gives 同), UTF-8.
+std::string move_to_kif(const Position& pos, Move m, Move previous);
+
 }  // namespace jiriki

@@ -352,17 +352,25 @@ TEST_CASE("evaluation queue: waiting batches are merged and answered in their ow
 TEST_CASE("time: budgets worked out by hand", "[search][time]") {
   TimeOptions o;  // NetworkDelay 120, NetworkDelay2 1120, MinimumThinkingTime 2000, SlowMover 100
   GoClock c;
-  // Byoyomi only: the whole byoyomi less NetworkDelay2.
+  // Byoyomi only: the whole byoyomi less a tenth of it (1000 < NetworkDelay2 1120).
   c.byoyomi[BLACK] = c.byoyomi[WHITE] = 10000;
   TimeBudget b = allocate_time(c, BLACK, 1, o);
-  CHECK(b.maximum == 8880);
-  CHECK(b.optimum == 8880);
+  CHECK(b.maximum == 9000);
+  CHECK(b.optimum == 9000);
   CHECK(b.minimum == 2000);
-  // A byoyomi shorter than NetworkDelay2: 30% of it.
+  // A long byoyomi keeps NetworkDelay2 in hand: 30000 - 1120.
+  c.byoyomi[BLACK] = 30000;
+  CHECK(allocate_time(c, BLACK, 1, o).maximum == 28880);
+  // A short byoyomi is used to the end less NetworkDelay (a tenth, 100, is below it): 1000 - 120.
   c.byoyomi[BLACK] = 1000;
   b = allocate_time(c, BLACK, 1, o);
-  CHECK(b.maximum == 300);
-  CHECK(b.minimum == 300);
+  CHECK(b.maximum == 880);
+  CHECK(b.optimum == 880);
+  CHECK(b.minimum == 880);
+  // Main time left beside the byoyomi: 500 + 1000 less the same margin.
+  c.time[BLACK] = 500;
+  CHECK(allocate_time(c, BLACK, 1, o).maximum == 1380);
+  c.time[BLACK] = 0;
   // Fischer 10 s + 1 s at move 1: 40 moves to go, share (10000 + 39 * 1000) / 40 = 1225, raised
   // to the minimum 2000; maximum min(5 * 1225, 10000 / 4) = 2500.
   c = GoClock{};

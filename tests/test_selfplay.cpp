@@ -508,3 +508,29 @@ TEST_CASE("selfplay: bad input is a clear error", "[selfplay][cli]") {
     CHECK_THAT(e.what(), Catch::Contains("second.txt:3: illegal move 7g7f"));
   }
 }
+
+TEST_CASE("selfplay: --book starts the games from openings walked in the book", "[selfplay][cli][book]") {
+  const TempDir tmp("selfplay_book");
+  const fs::path& dir = tmp.path;
+  write_text(dir / "b.db",
+             "#YANEURAOU-DB2016 1.00\n"
+             "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2\n"
+             "8c8d none 0 0 1\n"
+             "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1\n"
+             "7g7f none 0 0 3\n"
+             "2g2f none 0 0 1\n");
+  const std::string base = "--model " + tiny_model_file() + " --out " + dir.string() +
+                           " --games 6 --playouts 4 --max-plies 12 --seed 3 --book " + (dir / "b.db").string();
+  REQUIRE(run_cli(base + " --book-plies 2") == 0);
+  std::vector<Hcpe3Game> games = read_games(dir);
+  REQUIRE(games.size() == 6);
+  for (const Hcpe3Game& g : games) {
+    const GameRecord rec = record_from_hcpe3(g);
+    REQUIRE(rec.moves.size() >= 2);
+    const std::string first = move_to_usi(rec.moves[0]);
+    CHECK((first == "7g7f" || first == "2g2f"));
+    if (first == "7g7f") CHECK(move_to_usi(rec.moves[1]) == "8c8d");
+  }
+  CHECK(run_cli(base + " --book-plies 0") == 1);
+  CHECK(run_cli(base + " --start-sfens " + (dir / "b.db").string()) == 1);
+}

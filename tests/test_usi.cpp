@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -527,4 +528,44 @@ TEST_CASE("usi: no time loss at 10 s + 1 s per move over a game against itself",
   for (const auto& m : record) worst_margin = std::min(worst_margin, m.allowed - m.elapsed);
   WARN("10 s + 1 s: " << record.size() << " moves, smallest margin left on the clock " << worst_margin << " ms");
   CHECK(worst_margin > 0);
+}
+
+TEST_CASE("usi: a book position is answered from the book; the book options reach the choice", "[usi][book]") {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("jiriki_test_usi_book_" + std::to_string(getpid()) + ".db")).string();
+  std::ofstream(path) << "#YANEURAOU-DB2016 1.00\n"
+                         "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1\n"
+                         "7g7f 3c3d 50 32 10\n";
+  EngineProcess e;
+  start(e, {"BookFile value " + path});
+  auto book_go = [&](const std::string& go) {
+    e.send("position startpos");
+    e.send(go);
+    std::vector<std::string> seen;
+    std::string best = e.expect("bestmove", 30000, &seen);
+    bool said = false;
+    for (const auto& l : seen) said |= l.rfind("info string book move 7g7f", 0) == 0;
+    return std::make_pair(best, said);
+  };
+  CHECK(book_go("go btime 0 wtime 0 byoyomi 1000") == std::make_pair(std::string("bestmove 7g7f ponder 3c3d"), true));
+  e.send("setoption name USI_Ponder value false");
+  CHECK(book_go("go nodes 10") == std::make_pair(std::string("bestmove 7g7f"), true));
+  e.send("setoption name USI_OwnBook value false");  // searched: no book line
+  CHECK(book_go("go nodes 10").second == false);
+  e.send("setoption name USI_OwnBook value true");
+  e.send("setoption name BookOnTheFly value true");
+  std::vector<std::string> ready = e.sync();
+  REQUIRE(ready.size() == 1);
+  CHECK_THAT(ready[0], Catch::Contains("read on the fly"));
+  CHECK(book_go("go nodes 10") == std::make_pair(std::string("bestmove 7g7f"), true));
+  e.send("setoption name BookMoves value 0");
+  CHECK(book_go("go nodes 10").second == false);
+  // A bad book is reported at isready and the engine plays on without one.
+  e.send("setoption name BookFile value /nonexistent/book.db");
+  ready = e.sync();
+  REQUIRE(ready.size() == 1);
+  CHECK_THAT(ready[0], Catch::Contains("info string error: book not used: cannot open book /nonexistent/book.db"));
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+  std::filesystem::remove(path);
 }

@@ -80,6 +80,7 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   options_.add_combo("LeafMateSearchPly", "1", {"0", "1", "3", "5"});
   options_.add_check("RootMateSearch", true);
   options_.add_spin("PV_Interval", 1000, 100, 100000);  // ms between info lines
+  UsiBook::add_options(options_);
 }
 
 Engine::~Engine() { stop_all(); }
@@ -151,6 +152,7 @@ void Engine::cmd_usi() {
 
 void Engine::cmd_isready() {
   if (!searcher_.searching() && !mate_running_) ensure_network();
+  book_.prepare(options_, [this](const std::string& l) { send(l); });
   send("readyok");
 }
 
@@ -312,6 +314,14 @@ void Engine::cmd_go(const std::string& args) {
     limits.use_time = true;
     limits.time = search::allocate_time(clock, pos_.side_to_move(), pos_.game_ply(), to);
   }
+
+  // A book move is played at once; not while pondering or analysing, which must wait for stop.
+  if (!limits.ponder && !limits.infinite)
+    if (auto b = book_.choose(options_, pos_, [this](const std::string& l) { send(l); })) {
+      for (const std::string& l : b->info) send(l);
+      const bool ponder = b->ponder != MOVE_NONE && options_.check("USI_Ponder");
+      return send("bestmove " + move_to_usi(b->move) + (ponder ? " ponder " + move_to_usi(b->ponder) : ""));
+    }
 
   ensure_network();  // an error here is reported, and the search answers resign
   searcher_.wait();

@@ -13,6 +13,7 @@
 
 #include "engine/mate.h"
 #include "engine/search/search.h"
+#include "usi/book.h"
 #include "usi/options.h"
 
 namespace jiriki::usi {
@@ -47,6 +48,7 @@ class Engine {
   std::ostream& out_;
   std::mutex out_mutex_;
   Options options_;
+  UsiBook book_;
   search::Searcher searcher_;
   std::unique_ptr<search::EvalQueue> queue_;
   int search_threads_ = 1;  // the threads queue_ serves (Threads, or its default for the backend)

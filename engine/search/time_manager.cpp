@@ -18,7 +18,11 @@ TimeBudget allocate_time(const GoClock& clock, Color us, int game_ply, const Tim
   const int64_t byoyomi = std::max<int64_t>(clock.byoyomi[us], 0);
   const int64_t remain = time + byoyomi;
   // Never past this: NetworkDelay2 stays in hand; on a clock shorter than that, 30% of what is left.
-  const int64_t hard = std::max(remain - o.network_delay2, remain * 3 / 10);
+  // A byoyomi period cannot be saved for later, so under byoyomi the margin shrinks to a tenth of the
+  // period (never below NetworkDelay): at 1 s byoyomi the engine thinks 880 ms, not 30% of it.
+  const int64_t margin = byoyomi > 0 ? std::min(o.network_delay2, std::max(o.network_delay, byoyomi / 10))
+                                     : o.network_delay2;
+  const int64_t hard = std::max(remain - margin, remain * 3 / 10);
   // Our moves still to come, guessed from the move number: 40 at the start, never fewer than 20.
   const int64_t moves_left = std::clamp<int64_t>((160 - game_ply) / 2, 20, 40);
   // This move's fair share of the clock and of the increments still to come.

@@ -1,7 +1,9 @@
 // Time management: how long to think about one move under byoyomi, Fischer increments or sudden
 // death, in the manner of YaneuraOu. A move gets a `minimum`, an `optimum` (where the search stops
 // when the best move is settled) and a `maximum` (never passed; it keeps NetworkDelay2 in hand so
-// that the move arrives before the clock runs out, byoyomi included). A stop that falls inside a
+// that the move arrives before the clock runs out, but under a byoyomi shorter than ten times
+// NetworkDelay2 only a tenth of the period or NetworkDelay, whichever is larger: a byoyomi cannot be
+// saved, so it is used). A stop that falls inside a
 // second is moved to the end of that second less NetworkDelay, since GUIs and servers charge whole
 // seconds. All times are milliseconds from the moment the engine's clock started.
 #pragma once
@@ -22,7 +24,7 @@ struct GoClock {
 // The USI options that shape the allocation.
 struct TimeOptions {
   int64_t network_delay = 120;           // NetworkDelay: usual lag between GUI and engine
-  int64_t network_delay2 = 1120;         // NetworkDelay2: the worst lag; kept in hand under byoyomi
+  int64_t network_delay2 = 1120;         // NetworkDelay2: the worst lag; kept in hand (see above)
   int64_t minimum_thinking_time = 2000;  // MinimumThinkingTime
   int slow_mover = 100;                  // SlowMover: percentage applied to the optimum
 };
