@@ -269,28 +269,30 @@ TEST_CASE("match adjudication: a crash and a silent engine lose", "[match]") {
   GameSettings s = fast_settings();
   s.tc.byoyomi_ms = 500;
   s.grace_ms = 300;
-  g = play({"7g7f", "hang"}, s);
-  CHECK(g.verdict.winner == BLACK);
+  g = play({"hang"}, s);  // the first move: no other answer has to beat the short limit
+  CHECK(g.verdict.winner == WHITE);
   CHECK(g.verdict.reason == "no answer");
   CHECK(g.record.end == GameEnd::TIME_UP);
-  CHECK(g.failed[WHITE]);
+  CHECK(g.failed[BLACK]);
 }
 
 TEST_CASE("match adjudication: time forfeit beyond the margin only", "[match]") {
-  // Limits of 500 ms for answers that come at once, and one that comes after 1.5 s.
+  // A limit of 500 ms and a first move that comes after 1.5 s (the first, so that no other answer
+  // has to beat the short limit on a loaded machine).
   GameSettings s = fast_settings();
   s.tc.byoyomi_ms = 500;
   s.grace_ms = 10000;  // the late answer comes 1 s after the forfeit
-  const std::vector<std::string> lines = {"7g7f", "sleep=1.5 3c3d", "resign"};
+  const std::vector<std::string> lines = {"sleep=1.5 7g7f", "3c3d", "resign"};
   PlayedGame g = play(lines, s);
-  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.winner == WHITE);
   CHECK(g.verdict.reason == "time forfeit");
-  CHECK_FALSE(g.failed[WHITE]);  // it answered stop
+  CHECK(g.record.moves.empty());
+  CHECK_FALSE(g.failed[BLACK]);  // it answered stop
   s.margin_ms = 5000;
   g = play(lines, s);
   CHECK(g.verdict.reason == "resign");
   CHECK(g.record.moves.size() == 2);
-  CHECK(g.move_ms[1] >= 1500);
+  CHECK(g.move_ms[0] >= 1500);
   // Fischer: 500 ms on the clock, so a 1.5 s move loses without a margin.
   s.margin_ms = 0;
   s.tc = {500, 100, 0, 0};
