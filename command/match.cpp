@@ -119,7 +119,7 @@ int cmd_match(int argc, char** argv) {
       .option("seed", "1", "seed of the opening order and of random openings")
       .option("tc", "byoyomi=1000", "time control: byoyomi=MS | time=MS[+INC] | time=MS byoyomi=MS | movetime=MS | nodes=N")
       .option("margin", "0", "milliseconds an answer may come late before it loses on time (gpsshogi uses all its byoyomi)")
-      .option("timeout", "30000", "milliseconds for an engine's start-up and for a move under nodes=N")
+      .option("timeout", "60000", "milliseconds for each start-up answer (usiok, readyok) and for a move under nodes=N")
       .option("openings", "", "file of start positions: \"sfen ... [moves ...]\", \"startpos [moves ...]\" or a bare SFEN")
       .option("random-plies", "0", "without --openings: this many random legal plies from the start")
       .option("book", "", "opening book (YaneuraOu's format): each pair of games starts from a line drawn from it")

@@ -168,7 +168,7 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
   child_ = child;
   reader_ = std::thread(&EngineProcess::reader, this, child);
 
-  auto deadline = Clock::now() + timeout;
+  const auto deadline = Clock::now() + timeout;
   send("usi");
   while (true) {
     auto line = read_line(deadline);
@@ -176,7 +176,7 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
     if (line->text == "usiok") break;
   }
   for (const auto& [name, value] : spec_.options) send("setoption name " + name + " value " + value);
-  if (!sync(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())))
+  if (!sync(timeout))
     return spec_.name + (ended() ? ": the engine ended before readyok" : ": no readyok in time");
   return std::nullopt;
 }

@@ -62,7 +62,8 @@ class EngineProcess {
   EngineProcess& operator=(const EngineProcess&) = delete;
 
   // Starts the process (killing any earlier one) and runs the handshake: usi .. usiok, the
-  // options, isready .. readyok. Returns an error when it cannot start or does not answer in time.
+  // options, isready .. readyok, each answer within `timeout`. Returns an error when it cannot
+  // start or does not answer in time.
   std::optional<std::string> start(std::chrono::milliseconds timeout);
   // isready .. readyok, dropping whatever the engine printed before (a late bestmove of a search
   // the runner gave up on). False when it does not answer in time or has ended.

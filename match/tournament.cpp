@@ -55,16 +55,20 @@ class Scheduler {
   void worker(int thread) {
     std::map<int, std::unique_ptr<EngineProcess>> engines;
     const auto timeout = std::chrono::milliseconds(config_.game.timeout_ms);
-    // The engine of index i, in sync and ready for a game; nullptr when it cannot start.
+    // The engine of index i, in sync and ready for a game; nullptr when three starts in a row
+    // failed (then the tournament stops: the engine is broken, not unlucky).
     auto ready = [&](int i) -> EngineProcess* {
       auto& e = engines[i];
       if (e && e->sync(timeout)) return e.get();
-      e = std::make_unique<EngineProcess>(config_.engines[i], log_.get(), config_.engines[i].name + "#" + std::to_string(thread));
-      if (auto err = e->start(timeout)) {
-        fail(*err);
-        return nullptr;
+      std::string error;
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        e = std::make_unique<EngineProcess>(config_.engines[i], log_.get(), config_.engines[i].name + "#" + std::to_string(thread));
+        auto err = e->start(timeout);
+        if (!err) return e.get();
+        error = *err;
       }
-      return e.get();
+      fail(error + " (three starts)");
+      return nullptr;
     };
     while (!stop_ && !stop_requested) {
       const int64_t j = next_job_++;
@@ -112,7 +116,7 @@ class Scheduler {
     ++result_.games;
     result_.runner_moves += game.runner_moves;
     runner_us_ += game.runner_us;
-    runner_work_us_ += game.runner_work_us;
+    runner_cpu_us_ += game.runner_cpu_us;
     auto key = std::make_pair(job.pairing, job.pair);
     auto it = half_pairs_.find(key);
     if (it == half_pairs_.end()) {
@@ -161,7 +165,7 @@ class Scheduler {
   void done() {
     const double moves = double(std::max<int64_t>(1, result_.runner_moves));
     result_.runner_us_per_move = runner_us_ / moves;
-    result_.runner_work_us_per_move = runner_work_us_ / moves;
+    result_.runner_cpu_us_per_move = runner_cpu_us_ / moves;
     result_.interrupted = stop_requested;
     if (config_.progress && isatty(2)) std::cerr << "\n";
   }
@@ -177,7 +181,7 @@ class Scheduler {
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::map<std::pair<int, int64_t>, int> half_pairs_;  // the first game's half points of unfinished pairs
-  double runner_us_ = 0, runner_work_us_ = 0;
+  double runner_us_ = 0, runner_cpu_us_ = 0;
 };
 
 }  // namespace

@@ -52,7 +52,7 @@ struct TournamentResult {
   double llr = 0;
   SprtResult sprt = SprtResult::NONE;
   double runner_us_per_move = 0;       // mean time from a bestmove line's arrival to the next go
-  double runner_work_us_per_move = 0;  // the part of it after the game thread took the line
+  double runner_cpu_us_per_move = 0;   // the game thread's CPU time from taking the line to that go
   int64_t runner_moves = 0;
   std::string error;                 // an engine that could not start: the tournament stopped
   bool interrupted = false;          // request_stop() came: the games in progress were dropped
