@@ -23,8 +23,8 @@ mkdir -p .carry/include/catch2 && cp /usr/include/catch2/catch.hpp .carry/includ
 cp /usr/lib/x86_64-linux-gnu/libboost_filesystem.a .carry/lib/
 # The CPU-only match runner.
 cmake -S . -B build-teacher -G Ninja -DCMAKE_BUILD_TYPE=Release -DJIRIKI_CUDA=OFF -DJIRIKI_TESTS=OFF \
-  -DJIRIKI_NATIVE_ISA=OFF -DDNNL_LIBRARY=DNNL_LIBRARY-NOTFOUND -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
-  -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" > /dev/null
+  -DJIRIKI_NATIVE_ISA=OFF -DJIRIKI_DNNL=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \
+  -DBoost_USE_STATIC_LIBS=ON -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" > /dev/null
 cmake --build build-teacher --target jiriki
 cp build-teacher/jiriki .carry/bin/jiriki-cpu
 ldd .carry/bin/jiriki-cpu
