@@ -1,5 +1,6 @@
 // `jiriki match`: tournaments between USI engines with Elo, SPRT, adjudication by our own rules
 // code and game records (see match/ for the parts).
+#include <csignal>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -110,15 +111,15 @@ int cmd_match(int argc, char** argv) {
             "the first against each other one). Each opening is played twice with colours swapped. Results are\n"
             "judged by jiriki's own rules code. Exit code: 0 finished (or SPRT undecided), 10 SPRT accepted H1,\n"
             "11 SPRT accepted H0, 2 bad usage, 1 failure (an engine that cannot start).");
-  args.option("engine", "", "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [option.NAME=VALUE ...]\" (repeat)", true)
+  args.option("engine", "", "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [env.VAR=VALUE ...] [option.NAME=VALUE ...]\" (repeat)", true)
       .flag("gauntlet", "the first engine against each other one")
       .flag("round-robin", "every engine against every other one (the default with more than two)")
       .option("games", "10", "games per pairing (pairs of colour-swapped games; an odd count is rounded up)")
       .option("concurrency", "1", "games at once, each with its own engine processes")
       .option("seed", "1", "seed of the opening order and of random openings")
       .option("tc", "byoyomi=1000", "time control: byoyomi=MS | time=MS[+INC] | time=MS byoyomi=MS | movetime=MS | nodes=N")
-      .option("margin", "0", "milliseconds an answer may come late before it loses on time")
-      .option("timeout", "30000", "milliseconds for an engine's start-up and for a move under nodes=N")
+      .option("margin", "0", "milliseconds an answer may come late before it loses on time (gpsshogi uses all its byoyomi)")
+      .option("timeout", "60000", "milliseconds for each start-up answer (usiok, readyok) and for a move under nodes=N")
       .option("openings", "", "file of start positions: \"sfen ... [moves ...]\", \"startpos [moves ...]\" or a bare SFEN")
       .option("random-plies", "0", "without --openings: this many random legal plies from the start")
       .option("book", "", "opening book (YaneuraOu's format): each pair of games starts from a line drawn from it")
@@ -130,7 +131,8 @@ int cmd_match(int argc, char** argv) {
       .option("out", "", "directory for games.jsonl, summary.json and csa/ (kif/ with --kif)")
       .flag("kif", "also write each game as KIF")
       .option("hcpe3", "", "append every game to this hcpe3 file (evals: the engines' own scores)")
-      .option("hcpe", "", "append every engine move to this hcpe file (evals: the engines' own scores)");
+      .option("hcpe", "", "append every engine move to this hcpe file (evals: the engines' own scores)")
+      .option("log", "", "write every line to and from the engines, time-stamped, to this file");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
 
   TournamentConfig config;
@@ -180,20 +182,24 @@ int cmd_match(int argc, char** argv) {
       config.sprt = parse_sprt(args.str("sprt"));
     }
     config.records = {args.str("out"), args.has("kif"), args.str("hcpe3"), args.str("hcpe")};
+    config.log = args.str("log");
     if (args.has("kif") && !args.has("out")) throw std::invalid_argument("--kif needs --out");
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   }
 
+  // Ctrl-C or a kill: the engines live in their own process groups, so the runner ends them itself.
+  std::signal(SIGINT, [](int) { request_stop(); });
+  std::signal(SIGTERM, [](int) { request_stop(); });
   TournamentResult result = run_tournament(config);
   std::cout << final_table(config, result);
   if (!config.records.dir.empty()) {
     std::string path = (std::filesystem::path(config.records.dir) / "summary.json").string();
     write_file_atomically(path, summary_json(config, result).dump(2) + "\n");
   }
-  if (!result.error.empty()) {
-    std::cerr << "error: " << result.error << "\n";
+  if (!result.error.empty() || result.interrupted) {
+    std::cerr << "error: " << (result.interrupted ? "interrupted; the games in progress were dropped" : result.error) << "\n";
     return 1;
   }
   return result.sprt == SprtResult::H1 ? 10 : result.sprt == SprtResult::H0 ? 11 : 0;

@@ -3,6 +3,9 @@
 
 #include <cctype>
 #include <csignal>
+#include <fcntl.h>
+#include <cstdio>
+#include <stdexcept>
 #include <filesystem>
 #include <system_error>
 
@@ -68,7 +71,19 @@ struct EngineProcess::Child {
   bp::child proc;
 };
 
-EngineProcess::EngineProcess(EngineSpec spec) : spec_(std::move(spec)) {
+TrafficLog::TrafficLog(const std::string& path) : out_(path, std::ios::trunc) {
+  if (!out_) throw std::runtime_error("cannot write " + path);
+}
+
+void TrafficLog::write(const std::string& engine, char direction, const std::string& line, Clock::time_point at) {
+  char stamp[32];
+  std::snprintf(stamp, sizeof stamp, "%.3f ", std::chrono::duration<double, std::milli>(at - start_).count());
+  std::lock_guard lock(mutex_);
+  out_ << stamp << engine << ' ' << direction << ' ' << line << '\n' << std::flush;
+}
+
+EngineProcess::EngineProcess(EngineSpec spec, TrafficLog* log, std::string label)
+    : spec_(std::move(spec)), log_(log), label_(label.empty() ? spec_.name : std::move(label)) {
   // A write to an engine that has just died must fail, not end the runner with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
 }
@@ -80,6 +95,7 @@ void EngineProcess::reader(std::shared_ptr<Child> child) {
   while (std::getline(child->out, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     auto at = Clock::now();
+    if (log_) log_->write(label_, '>', line, at);
     {
       std::lock_guard lock(mutex_);
       lines_.push_back({std::move(line), at});
@@ -121,9 +137,19 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
   }
   if (!spec_.dir.empty() && !std::filesystem::is_directory(spec_.dir))
     return spec_.name + ": working directory " + spec_.dir + " does not exist";
-  auto child = std::make_shared<Child>();
   bp::environment env = boost::this_process::environment();
   for (const auto& [var, value] : spec_.env) env[var] = value;
+  // Each engine must inherit its own pipes only: one holding a copy of another engine's pipe keeps
+  // it open after the other dies, and the reader never sees the crash. The pipes are made
+  // close-on-exec (the child's dup2 onto its stdin and stdout keeps those), and made and spawned
+  // under one lock so that no other thread's engine starts in between. (bp::limit_handles of
+  // Boost 1.74 closes the redirected pipes too.)
+  static std::mutex spawn_mutex;
+  std::lock_guard spawn_lock(spawn_mutex);
+  auto child = std::make_shared<Child>();
+  for (int fd : {child->in.native_source(), child->in.native_sink(), child->out.pipe().native_source(),
+                 child->out.pipe().native_sink()})
+    ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
   try {
     if (spec_.dir.empty())
       child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in < child->in, bp::std_out > child->out,
@@ -142,7 +168,7 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
   child_ = child;
   reader_ = std::thread(&EngineProcess::reader, this, child);
 
-  auto deadline = Clock::now() + timeout;
+  const auto deadline = Clock::now() + timeout;
   send("usi");
   while (true) {
     auto line = read_line(deadline);
@@ -150,7 +176,7 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
     if (line->text == "usiok") break;
   }
   for (const auto& [name, value] : spec_.options) send("setoption name " + name + " value " + value);
-  if (!sync(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now())))
+  if (!sync(timeout))
     return spec_.name + (ended() ? ": the engine ended before readyok" : ": no readyok in time");
   return std::nullopt;
 }
@@ -169,6 +195,7 @@ bool EngineProcess::sync(std::chrono::milliseconds timeout) {
 
 bool EngineProcess::send(const std::string& line) {
   if (!child_) return false;
+  if (log_) log_->write(label_, '<', line, Clock::now());
   std::string bytes = line + '\n';
   try {
     for (size_t done = 0; done < bytes.size();) {

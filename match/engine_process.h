@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,15 +40,30 @@ struct EngineLine {
   Clock::time_point at;
 };
 
+// Every line between the runner and its engines with the milliseconds since the log opened
+// ("12.345 jiriki#2 < go ..." for lines sent, ">" for lines read): the --log file.
+class TrafficLog {
+ public:
+  explicit TrafficLog(const std::string& path);  // throws std::runtime_error when it cannot write
+  void write(const std::string& engine, char direction, const std::string& line, Clock::time_point at);
+
+ private:
+  std::mutex mutex_;
+  std::ofstream out_;
+  Clock::time_point start_ = Clock::now();
+};
+
 class EngineProcess {
  public:
-  explicit EngineProcess(EngineSpec spec);
+  // `log` (optional) gets every line; `label` names this process in it.
+  explicit EngineProcess(EngineSpec spec, TrafficLog* log = nullptr, std::string label = "");
   ~EngineProcess();  // sends quit, and kills the process group if it does not end at once
   EngineProcess(const EngineProcess&) = delete;
   EngineProcess& operator=(const EngineProcess&) = delete;
 
   // Starts the process (killing any earlier one) and runs the handshake: usi .. usiok, the
-  // options, isready .. readyok. Returns an error when it cannot start or does not answer in time.
+  // options, isready .. readyok, each answer within `timeout`. Returns an error when it cannot
+  // start or does not answer in time.
   std::optional<std::string> start(std::chrono::milliseconds timeout);
   // isready .. readyok, dropping whatever the engine printed before (a late bestmove of a search
   // the runner gave up on). False when it does not answer in time or has ended.
@@ -68,6 +84,8 @@ class EngineProcess {
   void stop_child(bool polite);
 
   EngineSpec spec_;
+  TrafficLog* log_;
+  std::string label_;
   std::shared_ptr<Child> child_;
   std::thread reader_;
   std::mutex mutex_;

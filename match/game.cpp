@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <sstream>
 
 namespace jiriki::match {
@@ -14,6 +15,13 @@ int64_t ms_between(Clock::time_point a, Clock::time_point b) {
 }
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// CPU time of the calling thread, in microseconds.
+double thread_cpu_us() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e6 + double(t.tv_nsec) / 1e3;
+}
 
 // The move record's comment: the mover's score and the exact time (the CSA T line holds seconds).
 std::string move_comment(std::optional<int> score, int64_t ms) {
@@ -77,9 +85,14 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
   const bool clocked = tc.nodes == 0;
   int64_t remaining[COLOR_NB] = {tc.time_ms, tc.time_ms};
   std::optional<Clock::time_point> last_answer;
+  double last_taken_cpu = 0;
   Verdict v;
   while (true) {
     const Color us = pos.side_to_move();
+    if (settings.interrupt && *settings.interrupt) {
+      v = {true, std::nullopt, GameEnd::ABORT, "interrupted"};
+      break;
+    }
     v = judge_scores(g.scores, us, settings.scores);
     if (v.over) break;
     EngineProcess& e = *engines[us];
@@ -99,6 +112,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     const auto sent_at = Clock::now();
     if (last_answer) {
       g.runner_us += std::chrono::duration<double, std::micro>(sent_at - *last_answer).count();
+      g.runner_cpu_us += thread_cpu_us() - last_taken_cpu;
       ++g.runner_moves;
     }
     const auto deadline = sent_at + std::chrono::milliseconds(limit_ms + (clocked ? settings.margin_ms : 0));
@@ -134,6 +148,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     const int64_t elapsed = ms_between(sent_at, answer->at);
     g.used_ms[us] += elapsed;
     last_answer = answer->at;
+    last_taken_cpu = thread_cpu_us();
     if (clocked) {
       if (elapsed > limit_ms + settings.margin_ms) {
         v = Verdict::loss(us, GameEnd::TIME_UP, "time forfeit");

@@ -2,6 +2,7 @@
 // `go` is written to the moment the `bestmove` line arrives), reads each engine's last score from
 // its `info` lines, and asks the referee (adjudicate.h) after every answer and every move.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,10 +24,11 @@ struct TimeControl {
 struct GameSettings {
   TimeControl tc;
   int64_t margin_ms = 0;        // an answer this late beyond the clock is still on time
-  int64_t timeout_ms = 30000;   // the most a move may take under `nodes` (and the start-up limit)
+  int64_t timeout_ms = 60000;   // the most a move may take under `nodes`, and each start-up answer
   int64_t grace_ms = 1000;      // after a time forfeit, how long `stop` may take before the engine is killed
   int max_plies = 320;          // a draw when reached (0: no limit)
   ScoreRules scores;
+  const std::atomic<bool>* interrupt = nullptr;  // when set, the game stops before the next move (GameEnd::ABORT)
 };
 
 struct PlayedGame {
@@ -37,7 +39,10 @@ struct PlayedGame {
   Verdict verdict;
   bool failed[COLOR_NB] = {false, false};  // the engine crashed or stopped answering: restart it
   int64_t used_ms[COLOR_NB] = {0, 0};      // thinking time of each side
-  double runner_us = 0;                    // the runner's own time from each bestmove to the next go
+  // The runner's own time per move, summed: wall time from a bestmove line's arrival (the reader
+  // thread's time stamp) to the next go written, and the game thread's CPU time from taking the
+  // line to writing that go (wall time on a loaded machine also counts the waits for a core).
+  double runner_us = 0, runner_cpu_us = 0;
   int runner_moves = 0;
 };
 

@@ -13,7 +13,7 @@ namespace jiriki::match {
 std::string Opening::text() const {
   std::string s = sfen == "startpos" ? "startpos" : "sfen " + sfen;
   if (!moves.empty()) s += " moves";
-  for (Move m : moves) s += " " + move_to_usi(m);
+  for (Move m : moves) (s += ' ') += move_to_usi(m);
   return s;
 }
 

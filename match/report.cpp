@@ -76,6 +76,7 @@ nlohmann::json summary_json(const TournamentConfig& config, const TournamentResu
     j["faults"][config.engines[i].name] = {{"time", f.time}, {"illegal", f.illegal}, {"crash", f.crash}, {"no_answer", f.no_answer}};
   }
   j["runner_us_per_move"] = result.runner_us_per_move;
+  j["runner_cpu_us_per_move"] = result.runner_cpu_us_per_move;
   j["runner_moves"] = result.runner_moves;
   return j;
 }
@@ -132,8 +133,8 @@ std::string final_table(const TournamentConfig& config, const TournamentResult& 
     s += name(i) + " lost by: time " + std::to_string(f.time) + ", illegal move " + std::to_string(f.illegal) +
          ", crash " + std::to_string(f.crash) + ", no answer " + std::to_string(f.no_answer) + "\n";
   }
-  s += fmt("runner: %.1f us per move (from a bestmove's arrival to the next go), %.0f moves\n",
-           result.runner_us_per_move, double(result.runner_moves));
+  s += fmt("runner: %.1f us per move from a bestmove's arrival to the next go (CPU time %.1f us), %.0f moves\n",
+           result.runner_us_per_move, result.runner_cpu_us_per_move, double(result.runner_moves));
   return s;
 }
 

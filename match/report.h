@@ -11,7 +11,7 @@ namespace jiriki::match {
 
 // {"engines", "games", and for one pairing its "wins", "losses", "draws", "score", "elo",
 // "elo_95", "los", "penta", "penta_elo", "penta_elo_95", "nelo"; "sprt"; "pairings" (the same
-// fields per pairing); "crosstable"; "faults" per engine; "runner_us_per_move"}. Infinite Elo
+// fields per pairing); "crosstable"; "faults" per engine; "runner_us_per_move", "runner_cpu_us_per_move", "runner_moves"}. Infinite Elo
 // figures (a score of 0 or 1) are null.
 nlohmann::json summary_json(const TournamentConfig& config, const TournamentResult& result);
 

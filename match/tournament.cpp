@@ -18,6 +18,8 @@ namespace jiriki::match {
 
 namespace {
 
+std::atomic<bool> stop_requested{false};
+
 struct Job {
   int pairing;
   int64_t pair;    // index of the opening pair within the pairing
@@ -30,6 +32,7 @@ class Scheduler {
  public:
   Scheduler(const TournamentConfig& config, TournamentResult& result)
       : config_(config), result_(result), writer_(config.records) {
+    if (!config.log.empty()) log_ = std::make_unique<TrafficLog>(config.log);
     auto pairings = make_pairings(int(config.engines.size()), config.gauntlet);
     for (auto [a, b] : pairings) result_.pairings.push_back({a, b});
     result_.faults.assign(config.engines.size(), {});
@@ -49,21 +52,25 @@ class Scheduler {
     }
   }
 
-  void worker() {
+  void worker(int thread) {
     std::map<int, std::unique_ptr<EngineProcess>> engines;
     const auto timeout = std::chrono::milliseconds(config_.game.timeout_ms);
-    // The engine of index i, in sync and ready for a game; nullptr when it cannot start.
+    // The engine of index i, in sync and ready for a game; nullptr when three starts in a row
+    // failed (then the tournament stops: the engine is broken, not unlucky).
     auto ready = [&](int i) -> EngineProcess* {
       auto& e = engines[i];
       if (e && e->sync(timeout)) return e.get();
-      e = std::make_unique<EngineProcess>(config_.engines[i]);
-      if (auto err = e->start(timeout)) {
-        fail(*err);
-        return nullptr;
+      std::string error;
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        e = std::make_unique<EngineProcess>(config_.engines[i], log_.get(), config_.engines[i].name + "#" + std::to_string(thread));
+        auto err = e->start(timeout);
+        if (!err) return e.get();
+        error = *err;
       }
-      return e.get();
+      fail(error + " (three starts)");
+      return nullptr;
     };
-    while (!stop_) {
+    while (!stop_ && !stop_requested) {
       const int64_t j = next_job_++;
       if (j >= int64_t(jobs_.size())) break;
       const Job& job = jobs_[j];
@@ -72,7 +79,10 @@ class Scheduler {
       EngineProcess* b = ready(black);
       EngineProcess* w = b ? ready(white) : nullptr;
       if (!w) break;
-      PlayedGame game = play_game(*b, *w, openings_[job.pair], config_.game);
+      GameSettings settings = config_.game;
+      settings.interrupt = &stop_requested;
+      PlayedGame game = play_game(*b, *w, openings_[job.pair], settings);
+      if (game.verdict.end == GameEnd::ABORT) break;
       if (game.failed[BLACK]) engines[black].reset();
       if (game.failed[WHITE]) engines[white].reset();
       finish(job, black, white, game);
@@ -106,6 +116,7 @@ class Scheduler {
     ++result_.games;
     result_.runner_moves += game.runner_moves;
     runner_us_ += game.runner_us;
+    runner_cpu_us_ += game.runner_cpu_us;
     auto key = std::make_pair(job.pairing, job.pair);
     auto it = half_pairs_.find(key);
     if (it == half_pairs_.end()) {
@@ -152,7 +163,10 @@ class Scheduler {
 
  public:
   void done() {
-    result_.runner_us_per_move = result_.runner_moves ? runner_us_ / double(result_.runner_moves) : 0;
+    const double moves = double(std::max<int64_t>(1, result_.runner_moves));
+    result_.runner_us_per_move = runner_us_ / moves;
+    result_.runner_cpu_us_per_move = runner_cpu_us_ / moves;
+    result_.interrupted = stop_requested;
     if (config_.progress && isatty(2)) std::cerr << "\n";
   }
 
@@ -160,16 +174,19 @@ class Scheduler {
   const TournamentConfig& config_;
   TournamentResult& result_;
   RecordWriter writer_;
+  std::unique_ptr<TrafficLog> log_;
   std::vector<Job> jobs_;
   std::vector<Opening> openings_;
   std::atomic<int64_t> next_job_{0};
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::map<std::pair<int, int64_t>, int> half_pairs_;  // the first game's half points of unfinished pairs
-  double runner_us_ = 0;
+  double runner_us_ = 0, runner_cpu_us_ = 0;
 };
 
 }  // namespace
+
+void request_stop() { stop_requested = true; }
 
 std::vector<std::pair<int, int>> make_pairings(int engines, bool gauntlet) {
   std::vector<std::pair<int, int>> p;
@@ -183,7 +200,7 @@ TournamentResult run_tournament(const TournamentConfig& config) {
   TournamentResult result;
   Scheduler scheduler(config, result);
   std::vector<std::thread> threads;
-  for (int t = 0; t < std::max(1, config.concurrency); ++t) threads.emplace_back([&] { scheduler.worker(); });
+  for (int t = 0; t < std::max(1, config.concurrency); ++t) threads.emplace_back([&, t] { scheduler.worker(t); });
   for (auto& t : threads) t.join();
   scheduler.done();
   return result;

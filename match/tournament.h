@@ -3,6 +3,7 @@
 // games on `concurrency` threads that each own their engine processes (restarted after a crash or
 // a stall), statistics as games end, and an SPRT that stops a two-engine match once it decides.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@ struct TournamentConfig {
   std::optional<SprtParams> sprt; // only for a single pairing
   RecordPaths records;
   bool progress = true;           // a progress line on stderr as games end
+  std::string log;                // file for every line to and from the engines ("" for none)
 };
 
 // Games each engine lost by a fault of its own.
@@ -49,10 +51,16 @@ struct TournamentResult {
   int64_t games = 0;
   double llr = 0;
   SprtResult sprt = SprtResult::NONE;
-  double runner_us_per_move = 0;     // mean time from a bestmove line's arrival to the next go
+  double runner_us_per_move = 0;       // mean time from a bestmove line's arrival to the next go
+  double runner_cpu_us_per_move = 0;   // the game thread's CPU time from taking the line to that go
   int64_t runner_moves = 0;
   std::string error;                 // an engine that could not start: the tournament stopped
+  bool interrupted = false;          // request_stop() came: the games in progress were dropped
 };
+
+// Stops a running tournament soon (safe in a signal handler): no new game starts, and the games
+// in progress end before their next move, unrecorded.
+void request_stop();
 
 // The pairings (engine index pairs) of a tournament.
 std::vector<std::pair<int, int>> make_pairings(int engines, bool gauntlet);

@@ -16,6 +16,7 @@
 #include "match/tournament.h"
 #include "shogi/csa.h"
 #include "shogi/hcpe3.h"
+#include "shogi/kif.h"
 #include "temp_dir.h"
 
 using namespace jiriki;
@@ -43,10 +44,11 @@ Opening opening(const std::string& line) {
   return o;
 }
 
+// Generous limits: the fake engines answer at once, but a loaded test machine may stall them.
 GameSettings fast_settings() {
   GameSettings s;
-  s.tc.byoyomi_ms = 2000;
-  s.timeout_ms = 5000;
+  s.tc.byoyomi_ms = 10000;
+  s.timeout_ms = 20000;
   s.grace_ms = 300;
   return s;
 }
@@ -57,8 +59,8 @@ PlayedGame play(const std::vector<std::string>& lines, const GameSettings& setti
   TempDir dir("match_game");
   EngineSpec spec = fake(dir, "fake", lines);
   EngineProcess black(spec), white(spec);
-  REQUIRE_FALSE(black.start(std::chrono::milliseconds(5000)));
-  REQUIRE_FALSE(white.start(std::chrono::milliseconds(5000)));
+  REQUIRE_FALSE(black.start(std::chrono::milliseconds(20000)));
+  REQUIRE_FALSE(white.start(std::chrono::milliseconds(20000)));
   return play_game(black, white, opening(start), settings);
 }
 
@@ -258,34 +260,42 @@ TEST_CASE("match adjudication: a crash and a silent engine lose", "[match]") {
   CHECK(g.verdict.reason == "crash");
   CHECK(g.failed[WHITE]);
   CHECK_FALSE(g.failed[BLACK]);
+  // Black started first: White, started later, must not hold a copy of Black's pipes (the crash
+  // would then look like silence, and the reader would wait for an end that never comes).
+  g = play({"crash 7g7f"});
+  CHECK(g.verdict.reason == "crash");
+  CHECK(g.failed[BLACK]);
 
   GameSettings s = fast_settings();
-  s.tc.byoyomi_ms = 100;
-  s.grace_ms = 200;
-  g = play({"7g7f", "hang"}, s);
-  CHECK(g.verdict.winner == BLACK);
+  s.tc.byoyomi_ms = 500;
+  s.grace_ms = 300;
+  g = play({"hang"}, s);  // the first move: no other answer has to beat the short limit
+  CHECK(g.verdict.winner == WHITE);
   CHECK(g.verdict.reason == "no answer");
   CHECK(g.record.end == GameEnd::TIME_UP);
-  CHECK(g.failed[WHITE]);
+  CHECK(g.failed[BLACK]);
 }
 
 TEST_CASE("match adjudication: time forfeit beyond the margin only", "[match]") {
+  // A limit of 500 ms and a first move that comes after 1.5 s (the first, so that no other answer
+  // has to beat the short limit on a loaded machine).
   GameSettings s = fast_settings();
-  s.tc.byoyomi_ms = 100;
-  s.grace_ms = 2000;  // the late answer comes 300 ms after the forfeit
-  const std::vector<std::string> lines = {"7g7f", "sleep=0.4 3c3d", "resign"};
+  s.tc.byoyomi_ms = 500;
+  s.grace_ms = 10000;  // the late answer comes 1 s after the forfeit
+  const std::vector<std::string> lines = {"sleep=1.5 7g7f", "3c3d", "resign"};
   PlayedGame g = play(lines, s);
-  CHECK(g.verdict.winner == BLACK);
+  CHECK(g.verdict.winner == WHITE);
   CHECK(g.verdict.reason == "time forfeit");
-  CHECK_FALSE(g.failed[WHITE]);  // it answered stop
-  s.margin_ms = 1500;
+  CHECK(g.record.moves.empty());
+  CHECK_FALSE(g.failed[BLACK]);  // it answered stop
+  s.margin_ms = 5000;
   g = play(lines, s);
   CHECK(g.verdict.reason == "resign");
   CHECK(g.record.moves.size() == 2);
-  CHECK(g.move_ms[1] >= 400);
-  // Fischer: 300 ms on the clock, so a 400 ms move loses without a margin.
-  s = fast_settings();
-  s.tc = {300, 100, 0, 0};
+  CHECK(g.move_ms[0] >= 1500);
+  // Fischer: 500 ms on the clock, so a 1.5 s move loses without a margin.
+  s.margin_ms = 0;
+  s.tc = {500, 100, 0, 0};
   g = play(lines, s);
   CHECK(g.verdict.reason == "time forfeit");
 }
@@ -310,6 +320,7 @@ TEST_CASE("match tournament: round robin with colours swapped in every pair", "[
   c.game = fast_settings();
   c.records.dir = dir.file("out");
   TournamentResult r = run_tournament(c);
+  INFO(r.error);
   REQUIRE(r.error.empty());
   CHECK(r.games == 12);
   REQUIRE(r.pairings.size() == 3);
@@ -349,6 +360,7 @@ TEST_CASE("match tournament: a crashed engine is restarted and the match goes on
   c.progress = false;
   c.game = fast_settings();
   TournamentResult r = run_tournament(c);
+  INFO(r.error);
   REQUIRE(r.error.empty());
   CHECK(r.games == 4);
   CHECK(r.faults[0].crash == 1);
@@ -367,7 +379,10 @@ TEST_CASE("match tournament: the SPRT stops the match once decided", "[match]") 
   c.progress = false;
   c.game = fast_settings();
   c.sprt = SprtParams{0, 100, 0.05, 0.05};
+  c.records.dir = dir.file("out");
   TournamentResult r = run_tournament(c);
+  INFO(r.error << slurp(dir.file("out/games.jsonl")));
+  REQUIRE(r.error.empty());
   CHECK(r.sprt == SprtResult::H1);
   CHECK(r.llr >= c.sprt->upper());
   CHECK(r.games < 100);
@@ -394,7 +409,10 @@ TEST_CASE("match tournament: records in CSA, KIF, hcpe3 and hcpe with the engine
   CHECK(game_result(rec) == BLACK_WIN);
   CHECK(csa.find("'time 0.") != std::string::npos);
   CHECK(csa.find("score mate -5") != std::string::npos);
-  CHECK(std::filesystem::exists(dir.file("out/kif/000002.kif")));
+  GameRecord kif;
+  REQUIRE_FALSE(read_kif(slurp(dir.file("out/kif/000002.kif")), kif));
+  CHECK(kif.moves == rec.moves);  // the second game of the pair: same opening and script, colours swapped
+  CHECK(kif.black == "y");
   std::vector<Hcpe3Game> games;
   REQUIRE_FALSE(read_hcpe3_file(dir.file("out/games.hcpe3"), games));
   REQUIRE(games.size() == 2);
@@ -423,11 +441,15 @@ TEST_CASE("match command: exit codes and summary.json", "[match]") {
   const std::string quiet = " >/dev/null 2>&1";
   CHECK(run(bin + " match " + strong + " " + weak + " --tc bogus=1" + quiet) == 2);
   CHECK(run(bin + " match " + strong + quiet) == 2);
+  CHECK(run(bin + " match --help" + quiet) == 0);
   CHECK(run(bin + " match " + strong + " --engine \"cmd=/nonexistent/engine name=x\" --games 2" + quiet) == 1);
-  const std::string sprt = " --games 200 --concurrency 2 --tc byoyomi=2000 --sprt \"elo0=0 elo1=100 alpha=0.05 beta=0.05\"";
+  const std::string sprt = " --games 200 --concurrency 2 --tc byoyomi=10000 --sprt \"elo0=0 elo1=100 alpha=0.05 beta=0.05\"";
   CHECK(run(bin + " match " + strong + " " + weak + sprt + " --out " + dir.file("h1") + quiet) == 10);
   CHECK(run(bin + " match " + weak + " " + strong + sprt + quiet) == 11);
-  CHECK(run(bin + " match " + strong + " " + weak + " --games 2" + quiet) == 0);
+  CHECK(run(bin + " match " + strong + " " + weak + " --games 2 --log " + dir.file("traffic.log") + quiet) == 0);
+  const std::string log = slurp(dir.file("traffic.log"));
+  CHECK(log.find(" strong#0 < usi\n") != std::string::npos);
+  CHECK(log.find(" weak#0 > bestmove resign\n") != std::string::npos);
   auto j = nlohmann::json::parse(slurp(dir.file("h1/summary.json")));
   CHECK(j["engines"] == nlohmann::json({"strong", "weak"}));
   CHECK(j["sprt"]["result"] == "H1");
