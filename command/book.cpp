@@ -62,7 +62,7 @@ int book_think(const Args& args) {
   }
   if (max_positions > 0 && int64_t(frontier.size()) > max_positions) frontier.resize(size_t(max_positions));
 
-  const nn::Model model = usi::load_network(args.str("model"));
+  const nn::Model model = usi::load_network(args.str("model"), args.str("backend"));
   std::string backend;
   int threads = 0;
   auto queue = usi::make_backend_queue(model, args.str("backend"), 0, 0, 0, &threads, &backend);
@@ -74,7 +74,7 @@ int book_think(const Args& args) {
   searcher.set_params(params);
   searcher.set_eval_queue(queue.get());
   queue->warm_up();
-  std::cerr << usi::describe_network(args.str("model"), model) << "; " << backend << "\n"
+  std::cerr << usi::describe_network(args.str("model"), args.str("backend"), model) << "; " << backend << "\n"
             << "searching " << frontier.size() << " positions past the book's leaves, " << playouts << " playouts each\n";
   const auto t = Clock::now();
   auto last_report = t;

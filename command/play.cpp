@@ -61,11 +61,11 @@ int cmd_play(int argc, char** argv) {
     return 2;
   }
 
-  const nn::Model model = usi::load_network(args.str("model"));
+  const nn::Model model = usi::load_network(args.str("model"), args.str("backend"));
   std::string backend;
   auto queue =
       usi::make_backend_queue(model, args.str("backend"), options::gpu(args), batch, threads, nullptr, &backend);
-  std::cout << usi::describe_network(args.str("model"), model) << "\n" << backend << "\n";
+  std::cout << usi::describe_network(args.str("model"), args.str("backend"), model) << "\n" << backend << "\n";
   queue->warm_up();
 
   search::Searcher searcher(size_t(1024) << 20);

@@ -15,6 +15,9 @@
 #include <sstream>
 #include <thread>
 
+#include "nn/model_file.h"
+#include "usi/network.h"
+#include "usi/shipped_networks.h"
 #include "shogi/movegen.h"
 #include "tests/usi_session.h"
 
@@ -203,10 +206,13 @@ TEST_CASE("usi: handshake announces every option and isready loads the network",
     INFO("option " << name);
     CHECK(found);
   }
-  // The default network is the untrained stand-in, and the engine says so.
+  // The default network is the shipped one for the backend (the CPU's here, or a GPU's), or the
+  // untrained stand-in in a build that ships none; the engine says which.
   std::vector<std::string> info = e.sync();
+  const bool shipped = usi::shipped_network(false).has_value();
   bool said = false;
-  for (const auto& l : info) said |= l.find("UNTRAINED") != std::string::npos;
+  for (const auto& l : info)
+    said |= l.find(shipped ? "network: the shipped networks/" : "UNTRAINED") != std::string::npos;
   CHECK(said);
   e.send("quit");
   CHECK(e.wait_exit(5000) == 0);
@@ -610,4 +616,23 @@ TEST_CASE("usi: a book position is answered from the book; the book options reac
   e.send("quit");
   CHECK(e.wait_exit(5000) == 0);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("usi: the shipped networks are the files of networks/, embedded whole", "[usi][network]") {
+  for (bool gpu : {false, true}) {
+    const std::string path = std::string(JIRIKI_SOURCE_DIR) + (gpu ? "/networks/gpu.jnn" : "/networks/cpu.jnn");
+    const auto net = usi::shipped_network(gpu);
+    INFO(path);
+    REQUIRE(net.has_value() == std::filesystem::exists(path));
+    if (!net) continue;
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(net->size == bytes.size());
+    CHECK(std::equal(bytes.begin(), bytes.end(), reinterpret_cast<const char*>(net->data)));
+    // And it is what `ModelFile <default>` plays with on the CPU backend.
+    if (!gpu) {
+      const std::vector<uint8_t> played = nn::serialize_model(usi::load_network(usi::DEFAULT_MODEL, "cpu"));
+      CHECK(std::string(played.begin(), played.end()) == bytes);
+    }
+  }
 }

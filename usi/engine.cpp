@@ -255,13 +255,13 @@ bool Engine::ensure_network() {
   queue_.reset();  // frees the old network's memory (GPU included) before the new one is made
   try {
     const std::string& file = options_.str("ModelFile");
-    nn::Model model = load_network(file);
+    nn::Model model = load_network(file, options_.str("Backend"));
     std::string backend;
     queue_ = make_backend_queue(model, options_.str("Backend"), int(options_.integer("GPU")),
                                 int(options_.integer("BatchSize")), int(options_.integer("Threads")), &search_threads_,
                                 &backend);
     queue_->warm_up();  // here, not in the first timed search
-    send("info string " + describe_network(file, model));
+    send("info string " + describe_network(file, options_.str("Backend"), model));
     send("info string " + backend);
   } catch (const std::exception& e) {
     error("cannot load the network: " + std::string(e.what()));

@@ -2,32 +2,47 @@
 #include "usi/network.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include "nn/model_file.h"
+#include "usi/shipped_networks.h"
 
 namespace jiriki::usi {
 
-nn::Model load_network(const std::string& model_file) {
-  if (model_file.empty() || model_file == DEFAULT_MODEL) {
-    nn::Architecture arch;
-    arch.blocks = DEFAULT_MODEL_BLOCKS;
-    arch.channels = DEFAULT_MODEL_CHANNELS;
-    nn::Model model(arch);
-    nn::init_model(model, DEFAULT_MODEL_SEED);
-    return model;
-  }
-  return nn::load_model(model_file);
+namespace {
+
+bool is_default(const std::string& model_file) { return model_file.empty() || model_file == DEFAULT_MODEL; }
+
+// The shipped network for the backend `backend` resolves to: the GPU's, else the CPU's (a GPU
+// build without a GPU network plays the CPU one).
+std::optional<ShippedNetwork> shipped_for(const std::string& backend) {
+  const bool gpu = nn::resolve_backend(backend).kind == nn::BackendKind::CUDA;
+  if (auto net = shipped_network(gpu)) return net;
+  return gpu ? shipped_network(false) : std::nullopt;
 }
 
-std::string describe_network(const std::string& model_file, const nn::Model& model) {
+}  // namespace
+
+nn::Model load_network(const std::string& model_file, const std::string& backend) {
+  if (!is_default(model_file)) return nn::load_model(model_file);
+  if (auto net = shipped_for(backend)) return nn::deserialize_model(net->data, net->size, net->name);
+  nn::Architecture arch;
+  arch.blocks = DEFAULT_MODEL_BLOCKS;
+  arch.channels = DEFAULT_MODEL_CHANNELS;
+  nn::Model model(arch);
+  nn::init_model(model, DEFAULT_MODEL_SEED);
+  return model;
+}
+
+std::string describe_network(const std::string& model_file, const std::string& backend, const nn::Model& model) {
   std::string shape = std::to_string(model.arch.blocks) + " blocks x " + std::to_string(model.arch.channels) +
                       " channels, " + nn::activation_name(model.arch.activation);
-  if (model_file.empty() || model_file == DEFAULT_MODEL)
-    return "network: the default UNTRAINED network (" + shape + ", seed " + std::to_string(DEFAULT_MODEL_SEED) +
-           "): no trained network ships yet, so play is weak; set ModelFile to a trained model";
-  return "network: " + model_file + " (" + shape + ")";
+  if (!is_default(model_file)) return "network: " + model_file + " (" + shape + ")";
+  if (auto net = shipped_for(backend)) return "network: the shipped " + net->name + " (" + shape + ")";
+  return "network: the default UNTRAINED network (" + shape + ", seed " + std::to_string(DEFAULT_MODEL_SEED) +
+         "): this build ships no trained network, so play is weak; set ModelFile to a trained model";
 }
 
 std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, const std::string& backend, int gpu,

@@ -1,6 +1,6 @@
-// The network the engine plays with: the model file named by ModelFile, or, until a trained
-// network ships with the project, a small untrained one made in memory from a fixed seed (the same
-// on every machine, so that games and tests are reproducible). It plays legal but weak shogi.
+// The network the engine plays with: the model file named by ModelFile, or the trained network
+// shipped in the binary for the backend in use (usi/shipped_networks.h); a build that ships none
+// makes a small untrained one in memory from a fixed seed (legal but weak shogi).
 #pragma once
 #include <memory>
 #include <string>
@@ -22,11 +22,12 @@ constexpr int DEFAULT_CPU_BATCH = 16;
 constexpr int DEFAULT_GPU_THREADS = 8;
 constexpr int DEFAULT_CPU_THREADS = 2;
 
-// The model ModelFile names; "" or "<default>" is the untrained default network. Throws
-// nn::ModelFileError for a bad file.
-nn::Model load_network(const std::string& model_file);
-// One line describing what load_network(model_file) gives, for `info string`.
-std::string describe_network(const std::string& model_file, const nn::Model& model);
+// The model ModelFile names. "" or "<default>" is the shipped network that fits `backend` (resolved
+// as make_backend_queue does: networks/gpu.jnn on a GPU, else networks/cpu.jnn; usi/shipped_networks.h),
+// or, in a build that ships none, a small untrained network. Throws nn::ModelFileError for a bad file.
+nn::Model load_network(const std::string& model_file, const std::string& backend);
+// One line describing what load_network(model_file, backend) gives, for `info string`.
+std::string describe_network(const std::string& model_file, const std::string& backend, const nn::Model& model);
 
 // An evaluation queue on backend "auto" | "cpu" | "cuda" | "reference", resolved by
 // nn::resolve_backend (auto: the GPU when one is usable, else the CPU). There is one
