@@ -1,5 +1,7 @@
 #include "loop/config.h"
 
+#include "nn/backend.h"
+
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -141,20 +143,17 @@ WindowConfig Config::window() const {
 }
 
 std::string Config::backend() const {
-  const std::string b = str("backend");
-  if (b != "auto") return b;
-#if JIRIKI_HAVE_CUDA
-  return "cuda";
-#else
-  return "cpu";
-#endif
+  // "auto" is resolved where every subcommand resolves it (nn::resolve_backend): the GPU when one is
+  // usable, else the CPU; the phases are then told the same backend explicitly.
+  return backend_kind_name(nn::resolve_backend(str("backend"), nn::BackendUse::TRAINING).kind);
 }
 
 std::string Config::search_backend() const {
+  const nn::BackendKind kind = nn::resolve_backend(str("backend")).kind;
 #if !JIRIKI_HAVE_DNNL
-  if (backend() == "cpu") return "reference";  // no oneDNN: the plain C++ network
+  if (kind == nn::BackendKind::CPU) return "reference";  // no oneDNN: the plain C++ network
 #endif
-  return backend();
+  return backend_kind_name(kind);
 }
 
 std::string config_help() {

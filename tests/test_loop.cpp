@@ -470,6 +470,7 @@ TEST_CASE("loop: SIGTERM stops the phase in flight, and the next start finishes 
   const TempDir tmp("loop_term");
   json c = tiny_config(fake_match(tmp), 1);
   c["plots"] = false;
+  c["selfplay_playouts"] = 800;  // self-play lasts seconds, so that the SIGTERM after 1 s finds it in flight
   std::ofstream(tmp.file("config.json")) << c.dump();
   const std::string dir = tmp.file("run"), bin = JIRIKI_BINARY;
   const std::string cmd = "FAKE_MATCH_EXIT=10 " + bin + " loop --dir " + dir + " --config " + tmp.file("config.json") +

@@ -321,7 +321,7 @@ class SlowEcho : public nn::Evaluator {
 };
 }  // namespace
 
-TEST_CASE("evaluation queue: waiting batches are merged and answered in their own slots", "[search][queue]") {
+TEST_CASE("evaluation queue: waiting batches are merged and answered in their own slots", "[search][queue][time]") {
   std::vector<std::unique_ptr<nn::Evaluator>> evals;
   evals.push_back(std::make_unique<SlowEcho>());
   EvalQueue queue(std::move(evals));

@@ -293,7 +293,7 @@ TEST_CASE("usi: bad input gets an info string error and the engine stays usable"
   CHECK(e.wait_exit(5000) == 0);
 }
 
-TEST_CASE("usi: a game with ponder and ponderhit then a ponder miss then gameover and quit", "[usi]") {
+TEST_CASE("usi: a game with ponder and ponderhit then a ponder miss then gameover and quit", "[usi][time]") {
   EngineProcess e;
   start(e, {"USI_Ponder value true", "NetworkDelay2 value 200", "MinimumThinkingTime value 100"});
   e.send("usinewgame");
