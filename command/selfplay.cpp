@@ -55,7 +55,7 @@ int cmd_selfplay(int argc, char** argv) {
       .option("precision", "auto", "auto, fp32, fp16 or bf16")
       .option("evaluators", "0", "network calls in flight per GPU (0: 4 on cuda, 1 on the CPU)")
       .option("batch", "0", "positions per network call (0: 256 on cuda, 32 on the CPU)")
-      .option("concurrent", "0", "games per GPU (0: enough to fill every batch)")
+      .option("concurrent", "0", "games per GPU (0: enough to fill every batch, or about one per 100 --positions if fewer)")
       .option("leaves-per-game", "1", "new leaves each game adds to one batch")
       .option("nn-threads", "0", "CPU backend: threads per evaluator (0: the cores the workers leave, shared)")
       .option("hash", "0", "node memory of all games in MiB (0: 8 MiB per game)")

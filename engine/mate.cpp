@@ -500,7 +500,10 @@ struct MateSolver::Search {
     base = 0;
     nodes = 0;
     has_deadline = limits.time_ms >= 0;
-    deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(limits.time_ms, 0));
+    // Capped at 2^40 ms (35 years): a GUI may send any 64-bit figure, and steady_clock counts
+    // nanoseconds in 64 bits.
+    deadline = std::chrono::steady_clock::now() +
+               std::chrono::milliseconds(std::clamp<int64_t>(limits.time_ms, 0, int64_t(1) << 40));
     stop = limits.stop;
     const uint64_t max_nodes = limits.max_nodes ? limits.max_nodes : UINT64_MAX;
 

@@ -1,11 +1,11 @@
-// Fuzzes the USI command handler: the input is a stream of command lines for one engine (the
-// untrained default network on the CPU). Beyond not crashing, the answers are checked against the
+// Fuzzes the USI command handler: the input is a stream of command lines for one engine (a tiny
+// network of 1 block x 16 channels on the CPU, so that an input costs about a millisecond). Beyond not crashing, the answers are checked against the
 // USI rule by UsiReferee (tests/usi_session.h): whenever the engine is idle, every go has had
 // exactly one answer (only gameover may withdraw one), in order, each bestmove legal in the
 // position of the last accepted `position` at its go (resign when there was none).
 //
-// What the harness changes, and why: every go gets " nodes 16" appended (a search costs
-// milliseconds, not the seconds a clock would give it), and setoption lines for the options that
+// What the harness changes, and why: every go gets " nodes 2" appended (a search costs
+// well under a millisecond, not the seconds a clock would give it; the clock arguments are still parsed), and setoption lines for the options that
 // pick resources (ModelFile, Backend, GPU, Threads, BatchSize, USI_Hash, BookFile) are dropped, so that an
 // input cannot load other files or allocate without bound; the option parser itself is exercised
 // by every other setoption. One engine serves every input (loading the network per input would be
@@ -50,6 +50,7 @@ struct Harness {
       const std::string set = "setoption name " + id + " value " + d;
       if (!resource_option(set)) reset.push_back(set);  // resources are set once, never by an input
     }
+    engine.command("setoption name ModelFile value " + testing::tiny_model_path());
     engine.command("setoption name Backend value cpu");
     engine.command("isready");
     lines.drain();
@@ -74,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::istringstream words(line);
     std::string first;
     words >> first;
-    if (first == "go") line += " nodes 16";
+    if (first == "go") line += " nodes 2";
     if (auto err = referee.play(e, h->lines, line, &running)) {
       std::fprintf(stderr, "USI rule broken: %s\n", err->c_str());
       FUZZ_CHECK(false);

@@ -128,7 +128,12 @@ int auto_concurrent(const SelfPlayConfig& c) {
   // A game adds leaves_per_step leaves to a batch; a quarter more games than a batch holds keeps
   // batches full while some games are between moves.
   const int per_worker = (c.batch * 5 / 4 + c.game.leaves_per_step - 1) / std::max(c.game.leaves_per_step, 1);
-  return std::max(per_worker, 1) * std::max(c.threads, 1);
+  const int full = std::max(per_worker, 1) * std::max(c.threads, 1);
+  // The games running when a --positions target is reached are finished, so thousands at once
+  // would overshoot a small target many times over; one game per 100 positions wanted keeps the
+  // overshoot near half the target (games average 100 to 200 plies).
+  if (c.positions > 0) return int(std::clamp<int64_t>(c.positions / 100, std::max(c.threads, 1), full));
+  return full;
 }
 
 SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool>& stop, std::ostream& log) {

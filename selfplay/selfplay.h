@@ -23,7 +23,7 @@ struct SelfPlayConfig {
   std::string out_dir;               // records and stats go here
   std::string name = "selfplay";     // file name prefix
   int64_t games = 0;                 // games to play (0: no limit)
-  int64_t positions = 0;             // or: no new game once this many training positions are played
+  int64_t positions = 0;             // or: no new game once this many training positions are played (caps auto concurrency)
   double seconds = 0;                // or: stop after this long, dropping the games in progress
   GameSettings game;
   nn::BackendKind backend = nn::BackendKind::CPU;
@@ -50,7 +50,8 @@ struct SelfPlayResult {
   std::string error;          // what failed (the network, a write), empty when nothing did
 };
 
-// The games per GPU `concurrent` = 0 stands for: enough that every worker fills its batches.
+// The games per GPU `concurrent` = 0 stands for: enough that every worker fills its batches, or
+// about one per 100 positions of a --positions target when that is fewer.
 int auto_concurrent(const SelfPlayConfig& config);
 
 // Plays until the quota is met, `stop` is set (Ctrl-C), the time runs out or something fails.

@@ -296,6 +296,12 @@ TEST_CASE("mate solver limits: nodes, time, stop flag, another thread", "[mate]"
   MateLimits zero_time;
   zero_time.time_ms = 0;
   CHECK(solver.solve(hard, zero_time).status == MateResult::TIMEOUT);
+  // Found by fuzz_usi_engine: `go mate 2000099849646060` overflowed the deadline's nanoseconds;
+  // so long a time is a long time, and a mate in 1 is found.
+  MateLimits eons;
+  eons.time_ms = 2000099849646060;
+  Position one = from_sfen("4k4/9/4P4/9/9/9/9/9/4K4 b G 1");
+  CHECK(solver.solve(one, eons).status == MateResult::MATE);
 
   std::atomic<bool> stop{false};
   MateLimits stoppable;

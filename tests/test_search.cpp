@@ -1,6 +1,7 @@
 // Tree search with a tiny network: forced mates found and avoided, repetitions and declarations at
 // the root, node limits, tree reuse, the memory bound; the evaluation queue; time allocation.
 // Every claim about a position is checked independently with the rules core (brute force).
+#include <limits>
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -347,6 +348,24 @@ TEST_CASE("evaluation queue: waiting batches are merged and answered in their ow
   // A batch of the wrong size is refused.
   EvalBatch empty(8);
   CHECK_THROWS_AS(queue.evaluate(empty), std::invalid_argument);
+}
+
+TEST_CASE("time: clocks too long to be real are capped, never overflow", "[search][time]") {
+  // Found by fuzz_usi_engine: `go btime 5166693099849646060` overflowed remain * 3 / 10.
+  TimeOptions o;
+  GoClock c;
+  c.time[BLACK] = 5166693099849646060;
+  c.byoyomi[BLACK] = std::numeric_limits<int64_t>::max();
+  c.inc[BLACK] = std::numeric_limits<int64_t>::max();
+  const TimeBudget b = allocate_time(c, BLACK, 1, o);
+  const int64_t cap = int64_t(1) << 40;
+  CHECK(b.minimum == 2000);
+  CHECK(b.optimum >= b.minimum);
+  CHECK(b.maximum >= b.optimum);
+  CHECK(b.maximum <= 2 * cap);  // time and byoyomi, each capped at 2^40 ms
+  c = GoClock{};
+  c.movetime = std::numeric_limits<int64_t>::max();
+  CHECK(allocate_time(c, BLACK, 1, o).maximum == cap - o.network_delay);
 }
 
 TEST_CASE("time: budgets worked out by hand", "[search][time]") {

@@ -26,6 +26,7 @@
 #include "engine/search/search.h"
 #include "nn/model_file.h"
 #include "selfplay/openings.h"
+#include "selfplay/selfplay.h"
 #include "tests/temp_dir.h"
 
 using namespace jiriki;
@@ -420,6 +421,19 @@ TEST_CASE("selfplay: one thread and one seed give bit-identical files", "[selfpl
   for (const auto& f : files_with(a, ".hcpe3")) all_a += bytes_of(f);
   for (const auto& f : files_with(c, ".hcpe3")) all_c += bytes_of(f);
   CHECK(all_a != all_c);  // the seed matters
+}
+
+TEST_CASE("selfplay: automatic games at once fill the batches, or follow a small --positions target", "[selfplay]") {
+  selfplay::SelfPlayConfig c;
+  c.batch = 256;
+  c.threads = 12;
+  CHECK(selfplay::auto_concurrent(c) == 320 * 12);  // a quarter more games than a batch holds, per worker
+  c.positions = 30000;                    // one game per 100 positions wanted
+  CHECK(selfplay::auto_concurrent(c) == 300);
+  c.positions = 500;  // never fewer games than workers
+  CHECK(selfplay::auto_concurrent(c) == 12);
+  c.positions = 100000000;  // never more than fill the batches
+  CHECK(selfplay::auto_concurrent(c) == 320 * 12);
 }
 
 TEST_CASE("selfplay: --positions and --seconds end a run", "[selfplay][cli]") {

@@ -8,14 +8,16 @@ namespace jiriki::search {
 TimeBudget allocate_time(const GoClock& clock, Color us, int game_ply, const TimeOptions& o) {
   TimeBudget b;
   b.network_delay = o.network_delay;
+  // A GUI may send any 64-bit figure; beyond 2^40 ms (35 years) the sums below could overflow.
+  const auto real = [](int64_t ms) { return std::clamp<int64_t>(ms, 0, int64_t(1) << 40); };
   if (clock.movetime > 0) {
-    b.minimum = b.optimum = b.maximum = std::max<int64_t>(clock.movetime - o.network_delay, 1);
+    b.minimum = b.optimum = b.maximum = std::max<int64_t>(real(clock.movetime) - o.network_delay, 1);
     return b;
   }
   b.round_to_seconds = true;
-  const int64_t time = std::max<int64_t>(clock.time[us], 0);
-  const int64_t inc = std::max<int64_t>(clock.inc[us], 0);
-  const int64_t byoyomi = std::max<int64_t>(clock.byoyomi[us], 0);
+  const int64_t time = real(clock.time[us]);
+  const int64_t inc = real(clock.inc[us]);
+  const int64_t byoyomi = real(clock.byoyomi[us]);
   const int64_t remain = time + byoyomi;
   // Never past this: NetworkDelay2 stays in hand; on a clock shorter than that, 30% of what is left.
   // A byoyomi period cannot be saved for later, so under byoyomi the margin shrinks to a tenth of the

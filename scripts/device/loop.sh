@@ -3,7 +3,7 @@
 # build-device/loop-run for at most SECONDS, then stops it with SIGTERM (the phase in flight is
 # interrupted and redone by the next call: a warm machine keeps build-device between calls, so the
 # same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
-# to $OUT. The config: scripts/device/loop.json, or CONFIG=FILE.
+# to $OUT/loop-run.tar.gz. The config: scripts/device/loop.json, or CONFIG=FILE.
 #
 #   run with carry [".carry"] (scripts/device/prepare.sh fills it: Boost headers for jiriki match):
 #     bash scripts/device/loop.sh [SECONDS]        (default 540, under the 10-minute call limit)
@@ -34,9 +34,10 @@ timeout --foreground -s TERM -k 60 "$SECONDS_LIMIT" "$J" loop "${ARGS[@]}"
 echo "loop exit code $? (0: all generations done, 130 or 124: stopped by the time limit, to be continued)"
 
 step "results"
-mkdir -p "$OUT/loop"
-cp -r "$RUN/config.json" "$RUN/state.json" "$RUN/metrics.jsonl" "$RUN/plots" "$RUN/tensorboard" "$OUT/loop/" 2>/dev/null
-cp -r "$RUN/logs" "$OUT/loop/" 2>/dev/null
+# The run directory without its records and networks (config, state, metrics, training logs, plots,
+# TensorBoard files, phase logs): `jiriki loop report --dir` redraws the plots from it elsewhere.
+tar czf "$OUT/loop-run.tar.gz" --exclude='*.hcpe3' --exclude='*.hcpe' --exclude='*.jnn' --exclude='*.bin' --exclude='*.ckpt' \
+  -C "$(dirname "$RUN")" "$(basename "$RUN")"
 cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
