@@ -1,5 +1,6 @@
 // `jiriki loop`: the overnight self-play / train / gate loop (loop/ does the work), and
-// `jiriki loop worker`: self-play for a run from another host or GPU.
+// `jiriki loop worker`: self-play for a run from another host or GPU, and `jiriki loop plot`: the
+// plots of a run drawn again.
 #include <unistd.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "loop/child.h"
 #include "loop/config.h"
 #include "loop/loop.h"
+#include "loop/report.h"
 
 namespace jiriki {
 
@@ -46,12 +48,30 @@ int loop_worker(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   return loop::run_worker(args.str("dir"), name, args.str("selfplay-args"), g_stop, std::cout);
 }
+
+int loop_plot(int argc, char** argv) {
+  Args args("jiriki loop plot --dir RUN",
+            "Draws RUN/plots/*.png again from the run's state and training logs, with gnuplot: for a run made on a\n"
+            "machine without gnuplot, or copied from one (the records and networks are not needed).");
+  args.option("dir", "", "the run directory (required)");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (!args.has("dir")) throw std::invalid_argument("--dir RUN is required");
+  const std::string warning = loop::redraw_plots(args.str("dir"));
+  if (!warning.empty()) {
+    std::cerr << "jiriki loop plot: " << warning << "\n";
+    return 1;
+  }
+  std::cout << "plots drawn in " << args.str("dir") << "/plots\n";
+  return 0;
+}
 }  // namespace
 
 int cmd_loop(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "worker") return loop_worker(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "plot") return loop_plot(argc - 1, argv + 1);
   Args args("jiriki loop --dir RUN [--config FILE] [--teacher \"USI ENGINE COMMAND\"] [--generations N]\n"
-            "       jiriki loop worker --dir RUN [OPTIONS]",
+            "       jiriki loop worker --dir RUN [OPTIONS]\n"
+            "       jiriki loop plot --dir RUN",
             "The overnight loop: self-play with the best network, training on a sliding window of the newest\n"
             "positions, a gate match of the candidate against the best, promotion; generation after generation.\n"
             "RUN holds everything (config.json, state.json, models/, records, metrics.jsonl, tensorboard/, plots/).\n"

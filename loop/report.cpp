@@ -197,4 +197,13 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   return warnings;
 }
 
+std::string redraw_plots(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/state.json");
+  if (!in) throw std::runtime_error("cannot read " + run_dir + "/state.json: not a loop run directory");
+  const json state = json::parse(in, nullptr, false);
+  if (state.is_discarded() || !state.contains("history") || !state["history"].is_array())
+    throw std::runtime_error(run_dir + "/state.json is not a loop state (no history)");
+  return draw_plots(run_dir, state["history"]);
+}
+
 }  // namespace jiriki::loop

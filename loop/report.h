@@ -29,5 +29,8 @@ void write_tensorboard(const std::string& run_dir, const nlohmann::json& record,
 // RUN/plots/{loss,heldout,elo,positions_per_hour}.png with gnuplot. Returns "" or a warning
 // (gnuplot missing or failing is not an error of the loop).
 std::string draw_plots(const std::string& run_dir, const nlohmann::json& history);
+// The plots of a run again, from RUN/state.json (e.g. a run copied from a machine without gnuplot).
+// Throws when the state cannot be read; returns draw_plots' warning.
+std::string redraw_plots(const std::string& run_dir);
 
 }  // namespace jiriki::loop

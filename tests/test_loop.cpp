@@ -350,6 +350,15 @@ TEST_CASE("loop: two generations end to end; killed at 20 points and restarted e
     // A finished run started again has nothing to do.
     CHECK(run_loop_cli("", dir) == 0);
     CHECK(read_json_file(dir + "/state.json")["history"].size() == 2);
+    // `loop plot` draws them again from the state alone (records and networks gone), or says why not.
+    if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
+      fs::remove_all(dir + "/plots");
+      fs::remove_all(dir + "/selfplay");
+      fs::remove_all(dir + "/models");
+      CHECK(std::system((std::string(JIRIKI_BINARY) + " loop plot --dir " + dir + " > /dev/null").c_str()) == 0);
+      CHECK(read_bytes(dir + "/plots/elo.png").substr(1, 3) == "PNG");
+    }
+    CHECK(std::system((std::string(JIRIKI_BINARY) + " loop plot --dir " + tmp.file("none") + " 2> /dev/null").c_str()) != 0);
   }
 
   SECTION("killed") {
