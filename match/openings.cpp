@@ -1,66 +1,28 @@
 // Opening lines for matches.
 #include "match/openings.h"
 
-#include <fstream>
-#include <sstream>
-#include <stdexcept>
-
 #include "match/adjudicate.h"
 #include "shogi/movegen.h"
 
 namespace jiriki::match {
 
-std::string Opening::text() const {
-  std::string s = sfen == "startpos" ? "startpos" : "sfen " + sfen;
-  if (!moves.empty()) s += " moves";
-  for (Move m : moves) (s += ' ') += move_to_usi(m);
-  return s;
-}
-
 std::optional<std::string> parse_opening(const std::string& line, Opening& out) {
-  std::istringstream in(line);
-  std::vector<std::string> words;
-  for (std::string w; in >> w;) words.push_back(w);
-  size_t i = 0;
-  if (i < words.size() && words[i] == "position") ++i;
-  Opening o;
-  if (i < words.size() && words[i] == "startpos") {
-    o.sfen = "startpos";
-    ++i;
-  } else {
-    if (i < words.size() && words[i] == "sfen") ++i;
-    for (; i < words.size() && words[i] != "moves"; ++i) o.sfen += (o.sfen.empty() ? "" : " ") + words[i];
-  }
-  if (o.sfen.empty()) return "no position";
-  Position pos;
-  if (auto err = pos.set_sfen(o.sfen)) return "bad SFEN: " + *err;
-  if (judge_position(pos, 0, 0).over) return "the game is already over at the start position";
-  if (i < words.size() && words[i] == "moves") ++i;
-  for (; i < words.size(); ++i) {
-    Move m = move_from_usi(pos, words[i]);
-    if (m == MOVE_NONE || !pos.is_legal(m)) return "illegal move " + words[i] + " in " + pos.sfen();
-    pos.do_move(m);
-    o.moves.push_back(m);
-    if (judge_position(pos, 0, 0).over) return "the game is over after " + words[i];
-  }
-  out = std::move(o);
-  return std::nullopt;
+  return parse_opening_line(
+      line, [](const Position& pos) -> std::optional<std::string> {
+        if (judge_position(pos, 0, 0).over) return "the game is over";
+        return std::nullopt;
+      },
+      false, out);
 }
 
 std::vector<Opening> load_openings(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
   std::vector<Opening> openings;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    size_t first = line.find_first_not_of(" \t");
-    if (first == std::string::npos || line[first] == '#') continue;
+  read_opening_lines(path, [&](const std::string& line) -> std::optional<std::string> {
     Opening o;
-    if (auto err = parse_opening(line, o)) throw std::runtime_error(path + ":" + std::to_string(number) + ": " + *err);
+    if (auto err = parse_opening(line, o)) return err;
     openings.push_back(std::move(o));
-  }
-  if (openings.empty()) throw std::runtime_error(path + ": no opening in the file");
+    return std::nullopt;
+  });
   return openings;
 }
 

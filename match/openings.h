@@ -8,15 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "shogi/position.h"
+#include "shogi/opening_line.h"
 
 namespace jiriki::match {
 
-struct Opening {
-  std::string sfen;         // the position the moves start from ("startpos" for the initial one)
-  std::vector<Move> moves;  // legal, and the game is not over after any of them
-  std::string text() const; // as a line of an openings file
-};
+using Opening = OpeningLine;  // "startpos" or an SFEN as written, and legal moves from it
 
 // Parses one line; returns an error naming the problem (bad SFEN, illegal move, a game already over).
 std::optional<std::string> parse_opening(const std::string& line, Opening& out);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "shogi/position.h"
+#include "shogi/opening_line.h"
 
 namespace jiriki::search {
 struct SearchParams;
@@ -16,10 +16,7 @@ struct SearchParams;
 
 namespace jiriki::selfplay {
 
-struct Opening {
-  std::string sfen;         // move number 1, so that the game's ply count starts at the SFEN
-  std::vector<Move> moves;  // legal, and the game is not over after any of them
-};
+using Opening = OpeningLine;  // its SFEN at move number 1, and legal moves that do not end the game
 
 // Parses one opening line; returns an error naming the problem (bad SFEN, illegal move, a
 // position without all 40 pieces, which no record format can hold, or a line that ends the game).

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "shogi/movegen.h"
+#include "shogi/opening_line.h"
 
 using namespace jiriki;
 
@@ -269,4 +270,31 @@ TEST_CASE("USI move text", "[rules][usi]") {
   // move16 layout as dlshogi: to | from << 7 | promote << 14, drops from 81 + type - 1.
   CHECK(make_move(make_square(6, 6), make_square(6, 5)) == (59 | (60 << 7)));
   CHECK(make_drop(PAWN, 40) == (40 | (81 << 7)));
+}
+
+TEST_CASE("opening lines: the words, move number 1 when asked, the caller's check, the text back", "[rules]") {
+  const OpeningCheck none = [](const Position&) -> std::optional<std::string> { return std::nullopt; };
+  OpeningLine o;
+  REQUIRE_FALSE(parse_opening_line("position startpos moves 7g7f 3c3d", none, false, o));
+  CHECK(o.sfen == "startpos");
+  CHECK(o.moves.size() == 2);
+  CHECK(o.text() == "startpos moves 7g7f 3c3d");
+  // A bare SFEN with move number 40: kept as written, or renumbered 1 and written in full.
+  const std::string sfen = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 40";
+  REQUIRE_FALSE(parse_opening_line(sfen, none, false, o));
+  CHECK(o.sfen == sfen);
+  REQUIRE_FALSE(parse_opening_line("sfen " + sfen + " moves 2g2f", none, true, o));
+  CHECK(o.sfen == std::string(Position::STARTPOS_SFEN));
+  CHECK(o.text() == "sfen " + std::string(Position::STARTPOS_SFEN) + " moves 2g2f");
+  // Problems, each named; the check is asked at the start and after every move.
+  CHECK(*parse_opening_line("", none, false, o) == "no position");
+  CHECK(parse_opening_line("sfen xyz", none, false, o)->rfind("bad SFEN", 0) == 0);
+  CHECK(*parse_opening_line("startpos moves 7g7f 7g7f", none, false, o) ==
+        "illegal move 7g7f in lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2");
+  int asked = 0;
+  const OpeningCheck third = [&](const Position&) -> std::optional<std::string> {
+    if (++asked == 3) return "stop here";
+    return std::nullopt;
+  };
+  CHECK(*parse_opening_line("startpos moves 7g7f 3c3d 2g2f", third, false, o) == "stop here after 3c3d");
 }
