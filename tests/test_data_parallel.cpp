@@ -359,3 +359,42 @@ TEST_CASE("data parallel: bad options are refused with a message", "[dp][run]") 
   c.gpus = {0, 1};
   CHECK_THROWS_WITH(train(c), Catch::Contains("--gpus needs --backend cuda"));
 }
+
+TEST_CASE("noise scale with one replica: batch halves give the estimate that two replicas give", "[dp][tuner]") {
+  // The same data, network, learning rate and global batch 16: one replica measuring the first 8 of
+  // each batch against all 16, and two replicas of 8 each measuring their own gradients against the
+  // average. Both are McCandlish's two-batch estimate at 8 and 16, so they must agree within their
+  // noise; the one-replica tuner then decides on it rather than on throughput alone.
+  TempDir dir("half_noise");
+  REQUIRE(!write_hcpe_file(dir.file("d.hcpe"), random_game_records(12, 40, 9)));
+  auto run = [&](int replicas, const std::string& name) {
+    TrainConfig c = dp_config(dir.file("d.hcpe"), dir.file(name + ".bin"));
+    c.log = dir.file(name + ".jsonl");
+    c.replicas = replicas;
+    c.batch_auto = true;
+    c.batch = 16 / replicas;
+    c.tune_min = 16 / replicas;
+    c.tune_max = 32 / replicas;
+    c.tune_reps = 1;
+    c.tune_every = 140;  // one decision, near the end: the batch is 16 until then
+    c.noise_every = 1;
+    c.steps = 150;
+    return train(c);
+  };
+  const TrainResult one = run(1, "one"), two = run(2, "two");
+  INFO("one replica " << one.noise_scale << ", two replicas " << two.noise_scale);
+  REQUIRE(std::isfinite(one.noise_scale));
+  REQUIRE(std::isfinite(two.noise_scale));
+  CHECK(one.noise_scale > 0);
+  CHECK(one.noise_scale / two.noise_scale == Approx(1.0).margin(0.5));
+  // The one-replica tuner waited for the estimate and logged it.
+  std::ifstream log(dir.file("one.jsonl"));
+  int decisions = 0;
+  for (std::string line; std::getline(log, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["type"] != "tuner") continue;
+    ++decisions;
+    CHECK(std::isfinite(j["noise_scale"].get<double>()));
+  }
+  CHECK(decisions >= 1);
+}

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,10 +31,15 @@ class Device {
     nn::LossTotals totals;
     double grad_norm = 0;    // of the averaged gradient, before clipping
     double local_norm2 = 0;  // squared norm of this replica's own gradient (batch b), for the noise scale
+    // Squared norm of the gradient of the batch's first half alone (asked with measure_half; NaN when
+    // not measured): with one replica, the small batch of the noise scale's two-batch estimate.
+    double half_norm2 = std::numeric_limits<double>::quiet_NaN();
   };
   virtual ~Device() = default;
-  // Forward, loss, backward, the average over the replicas, clipping and the optimizer's update.
-  virtual Step step(const Batch& batch, double lr) = 0;
+  // Forward, loss, backward, the average over the replicas, clipping and the optimizer's update;
+  // with measure_half, first the gradient of the batch's first half alone (its norm only: no update,
+  // no batch-norm statistics), when the device can.
+  virtual Step step(const Batch& batch, double lr, bool measure_half) = 0;
   // Loss totals in EVAL mode; nothing changes.
   virtual nn::LossTotals evaluate(const Batch& batch) = 0;
   virtual void sync_host() {}

@@ -293,6 +293,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   // learning-rate ramp after the latest batch change (set below).
   StepTimeModel cost;
   NoiseScaleEstimator noise;
+  bool half_noise = replicas == 1 && c.batch_auto;  // one replica: the noise scale from batch halves
   LrRamp ramp(1.0, 1.0, 0);
   int64_t change_step = step;
   double noise_local = 0, noise_global = 0;  // sums over the steps since the last noise sample
@@ -453,8 +454,16 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     interval_wait += seconds_since(t_wait);
     const double lr = c.schedule.at(int64_t(stream / reference_batch)) * ramp.at(step - change_step);
 
-    // Forward, loss, backward, the average over the replicas and the update, on the mean loss.
-    const Device::Step done = device->step(*b, lr);
+    // Forward, loss, backward, the average over the replicas and the update, on the mean loss. With
+    // one replica and --batch auto, every noise_every steps the first half's gradient too: the small
+    // batch of the noise scale's two-batch estimate, the whole batch being the big one.
+    const bool measure_half = half_noise && (step + 1) % c.noise_every == 0;
+    const Device::Step done = device->step(*b, lr, measure_half);
+    if (measure_half) {
+      if (std::isnan(done.half_norm2)) half_noise = false;  // the device cannot: the tuner goes on throughput
+      else if (b->size >= 2)
+        noise.add(done.half_norm2, double(b->size / 2), done.grad_norm * done.grad_norm, double(b->size));
+    }
     interval.add(done.totals);
     interval_grad_norm += done.grad_norm;
     stream += uint64_t(batch) * uint64_t(replicas);
@@ -525,9 +534,10 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     if (replicas > 1 && c.check_every > 0 && step % c.check_every == 0 && !comm.all_equal(device->weights_checksum()))
       throw std::runtime_error("the replicas' weights differ at step " + std::to_string(step) +
                                ": data-parallel training has diverged");
-    // The tuner decides once the noise scale is measured (with one replica, which cannot measure
-    // it, on throughput alone).
-    if (c.batch_auto && step % c.tune_every == 0 && stream < total_samples && (noise.ready() || replicas == 1)) {
+    // The tuner decides once the noise scale is measured (with one replica on a device that cannot
+    // measure half batches, on throughput alone).
+    if (c.batch_auto && step % c.tune_every == 0 && stream < total_samples &&
+        (noise.ready() || (replicas == 1 && !half_noise))) {
       TunerDecision d = choose_batch(cost, candidates, replicas, noise.ready() ? noise.noise_scale() : NAN,
                                      double(replicas) * c.tune_min);
       comm.broadcast(&d.batch, sizeof d.batch, 0);

@@ -24,7 +24,9 @@ class GpuDevice final : public Device {
       host_grads_ = {static_cast<float*>(gpu_.host_allocator()->allocate(gpu_.gradient_floats() * sizeof(float))),
                      Free{gpu_.host_allocator()}};
   }
-  Step step(const Batch& batch, double lr) override {
+  // measure_half is not done on the GPU yet (the half batch's gradient needs checking there first):
+  // half_norm2 stays NaN and the trainer takes no one-replica noise sample.
+  Step step(const Batch& batch, double lr, bool /*measure_half*/) override {
     if (!host_grads_) {  // one replica, or NCCL inside the step
       const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm);
       return {r.totals, r.grad_norm, r.local_norm2};
@@ -46,10 +48,10 @@ class GpuDevice final : public Device {
     gpu_.upload_optimizer(optimizer_);
   }
   StepSample time_step(const Batch& batch, int reps) override {
-    for (int i = 0; i < 3; ++i) step(batch, 0.0);  // the first runs eagerly, then graphs are captured
+    for (int i = 0; i < 3; ++i) step(batch, 0.0, false);  // the first runs eagerly, then graphs are captured
     if (host_grads_) {                             // host aggregation: wall-clock time of real steps
       StepSample t{double(batch.size), 0, 0, 0};
-      t.step_seconds = seconds_per_call(reps, [&] { step(batch, 0.0); });
+      t.step_seconds = seconds_per_call(reps, [&] { step(batch, 0.0, false); });
       t.compute_seconds = gpu_.time_step(reps).step;
       t.comm_seconds = seconds_per_call(reps, [&] { average(); });
       return t;
