@@ -387,7 +387,7 @@ TEST_CASE("noise scale with one replica: batch halves give the estimate that two
   REQUIRE(std::isfinite(two.noise_scale));
   CHECK(one.noise_scale > 0);
   CHECK(one.noise_scale / two.noise_scale == Approx(1.0).margin(0.5));
-  // The one-replica tuner waited for the estimate and logged it.
+  // The one-replica tuner's decision (at step 140) used the estimate.
   std::ifstream log(dir.file("one.jsonl"));
   int decisions = 0;
   for (std::string line; std::getline(log, line);) {

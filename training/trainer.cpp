@@ -534,10 +534,9 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     if (replicas > 1 && c.check_every > 0 && step % c.check_every == 0 && !comm.all_equal(device->weights_checksum()))
       throw std::runtime_error("the replicas' weights differ at step " + std::to_string(step) +
                                ": data-parallel training has diverged");
-    // The tuner decides once the noise scale is measured (with one replica on a device that cannot
-    // measure half batches, on throughput alone).
-    if (c.batch_auto && step % c.tune_every == 0 && stream < total_samples &&
-        (noise.ready() || (replicas == 1 && !half_noise))) {
+    // The tuner decides once the noise scale is measured; one replica decides from the start, on
+    // throughput alone until its batch halves have measured it (or for good, on a device that cannot).
+    if (c.batch_auto && step % c.tune_every == 0 && stream < total_samples && (noise.ready() || replicas == 1)) {
       TunerDecision d = choose_batch(cost, candidates, replicas, noise.ready() ? noise.noise_scale() : NAN,
                                      double(replicas) * c.tune_min);
       comm.broadcast(&d.batch, sizeof d.batch, 0);
