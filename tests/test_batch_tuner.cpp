@@ -80,6 +80,31 @@ double estimate(const Synthetic& s, int replicas, int b, int steps, bool per_sam
   return est.noise_scale();
 }
 
+// One replica's micro-batch estimate, as the trainer takes it under --batch auto: each step draws a
+// batch of b per-sample gradients (uniform noise, not Gaussian); the small batch is the mean of its
+// first b/2 samples, the big one the mean of all b.
+double estimate_halves(const Synthetic& s, int b, int steps, std::mt19937_64& rng) {
+  const size_t dim = s.G.size();
+  std::uniform_real_distribution<double> uniform(-std::sqrt(3.0), std::sqrt(3.0));  // variance 1
+  NoiseScaleEstimator est;
+  std::vector<double> first(dim), all(dim);
+  for (int step = 0; step < steps; ++step) {
+    std::fill(first.begin(), first.end(), 0.0);
+    std::fill(all.begin(), all.end(), 0.0);
+    for (int i = 0; i < b; ++i)
+      for (size_t k = 0; k < dim; ++k) {
+        const double g = s.G[k] + s.sd[k] * uniform(rng);
+        all[k] += g / b;
+        if (i < b / 2) first[k] += g / (b / 2);
+      }
+    double small = 0, big = 0;
+    for (size_t k = 0; k < dim; ++k) small += first[k] * first[k], big += all[k] * all[k];
+    est.add(small, b / 2, big, b);
+  }
+  REQUIRE(est.ready());
+  return est.noise_scale();
+}
+
 }  // namespace
 
 // The estimator's error comes from the finite dimension (|g|^2 fluctuates by about sqrt(2/dim) of its
@@ -97,6 +122,26 @@ TEST_CASE("tuner: the noise-scale estimator recovers a known B_noise", "[tuner]"
   SECTION("B_noise 2000, 8 replicas of 32 samples") {
     const Synthetic s = make_synthetic(1000, 2000, rng);
     const double est = estimate(s, 8, 32, 1000, false, rng);
+    CAPTURE(est, s.true_noise_scale);
+    CHECK(std::abs(est / s.true_noise_scale - 1) < 0.10);
+  }
+}
+
+// The halves of one batch are a two-batch sample at b/2 and b: closer sizes than the replicas' above,
+// so each step's estimate is noisier. Over 40 seeds the relative error had an rms of 2.8% (max 8.6%)
+// in the first setting and 2.7% (max 5.5%) in the second. (Where B_noise is several times the batch
+// it is larger: 300 at batch 64 gave an rms of 6.2%, max 12.8%.)
+TEST_CASE("tuner: the micro-batch estimate (halves of one batch) recovers a known B_noise", "[tuner]") {
+  std::mt19937_64 rng(20261126);
+  SECTION("B_noise 50, batch 32") {
+    const Synthetic s = make_synthetic(400, 50, rng);
+    const double est = estimate_halves(s, 32, 1000, rng);
+    CAPTURE(est, s.true_noise_scale);
+    CHECK(std::abs(est / s.true_noise_scale - 1) < 0.10);
+  }
+  SECTION("B_noise 200, batch 128") {
+    const Synthetic s = make_synthetic(400, 200, rng);
+    const double est = estimate_halves(s, 128, 1000, rng);
     CAPTURE(est, s.true_noise_scale);
     CHECK(std::abs(est / s.true_noise_scale - 1) < 0.10);
   }
@@ -171,6 +216,33 @@ TEST_CASE("tuner: choose_batch finds the analytic goodput optimum", "[tuner]") {
   CHECK(choose_batch(m, geometric_batches(8, 4096), 4, 2000, 256).batch == 256);  // 256 vs 512: see below
   // goodput ∝ b / ((alpha + beta b)(Bn + 4b)): at 256, 256 / (0.01012 * 3024) = 8.365; at 512,
   // 512 / (0.01524 * 4048) = 8.299.
+}
+
+// A fixed cost per step, whatever the batch (the host's aggregation of one GPU's gradients: copies to
+// host memory and back), is amortised by larger batches: with gamma = 1 it adds to alpha, and the
+// optimum above becomes b* = sqrt((alpha + t_n) Bn / (N beta)). Figures of a 10x192 network on an
+// H200: 2.94 ms a step at 256 and 8.87 ms at 1024, and the 1.1 ms host round trip.
+TEST_CASE("tuner: a fixed aggregation cost per step makes the chosen batch larger", "[tuner]") {
+  StepTimeModel nccl;
+  nccl.beta_c = (8.87e-3 - 2.94e-3) / 768;
+  nccl.alpha_c = 2.94e-3 - 256 * nccl.beta_c;
+  nccl.t_n = 0;
+  StepTimeModel host = nccl;
+  host.t_n = 1.1e-3;
+  host.gamma = 1;
+  std::vector<int> dense;
+  for (int b = 1; b <= 4096; ++b) dense.push_back(b);
+  for (double noise : {300.0, 1000.0, 3000.0}) {
+    CAPTURE(noise);
+    const int without = choose_batch(nccl, dense, 1, noise, 8).batch;
+    const int with = choose_batch(host, dense, 1, noise, 8).batch;
+    CHECK(std::abs(without - std::sqrt(nccl.alpha_c * noise / nccl.beta_c)) <= 1.0);
+    CHECK(std::abs(with - std::sqrt((nccl.alpha_c + host.t_n) * noise / nccl.beta_c)) <= 1.0);
+    CHECK(with > without);
+  }
+  // From the geometric candidates the trainer uses, at B_noise 1000: b* 353 without, 517 with.
+  CHECK(choose_batch(nccl, geometric_batches(8, 1024), 1, 1000, 8).batch == 256);
+  CHECK(choose_batch(host, geometric_batches(8, 1024), 1, 1000, 8).batch == 512);
 }
 
 TEST_CASE("tuner: without a noise scale the choice is pure throughput", "[tuner]") {

@@ -365,6 +365,90 @@ TEST_CASE("GPU trainer: `train --backend cuda` learns as the CPU trainer does an
 // optimizer as zero and leave its tensor unmoved. (Two runs are compared update by update, not bit
 // for bit: each run times cuDNN's algorithms anew and may pick others.) Two replicas on the same GPU
 // with host aggregation must make the update two CPU replicas make, up to bf16.
+TEST_CASE("GPU trainer: the half batch's gradient equals a trainer built for the half", "[cuda][train][gpu]") {
+  // half_batch_norm2 runs the whole batch's buffers with the first half duplicated; a trainer built
+  // for batches of 8 computes the same half alone. Both in bf16 with possibly other cuDNN
+  // algorithms: they agree to about 1e-3 relative. The norm of the whole batch's gradient differs
+  // from the half's by tens of percent here, which is what a wrong half would give.
+  require_gpu();
+  const nn::Model m = nn::testing::random_model(2, 16, nn::Activation::RELU, 41);
+  cuda::GpuTrainer whole(m, OptimizerConfig{}, 16), half(m, OptimizerConfig{}, 8);
+  for (uint64_t seed : {42u, 43u}) {  // the first runs eagerly, the second replays the graph
+    CAPTURE(seed);
+    const Batch b = random_batch(16, seed);
+    Batch first = random_batch(8, seed);  // then overwritten with b's first 8 rows
+    std::copy_n(b.features, size_t(8) * nn::INPUT_SIZE, first.features);
+    std::copy_n(b.policy_target, size_t(8) * nn::POLICY_SIZE, first.policy_target);
+    std::copy_n(b.value_result, 8, first.value_result);
+    std::copy_n(b.value_eval, 8, first.value_eval);
+    const double got = whole.half_batch_norm2(b, 0.3f);
+    half.compute_gradients(first, 0.3f, 0.0f, 1.0f / 8);
+    const double want = half.local_norm2();
+    whole.compute_gradients(b, 0.3f, 0.0f, 1.0f / 16);
+    const double all = whole.local_norm2();
+    CAPTURE(got, want, all);
+    CHECK(relative(got, want) < 1e-2);
+    CHECK(relative(all, want) > 0.05);
+  }
+  // Running statistics untouched by the half's pass (momentum 0), odd batches refused.
+  nn::Model before(m.arch), after(m.arch);
+  whole.download_model(before);
+  whole.half_batch_norm2(random_batch(16, 44), 0.3f);
+  whole.download_model(after);
+  CHECK(compare(after, before, false).overall == 0.0);
+  cuda::GpuTrainer odd(m, OptimizerConfig{}, 9);
+  CHECK_THROWS_WITH(odd.half_batch_norm2(random_batch(9, 45), 0.3f), Catch::Contains("even"));
+}
+
+TEST_CASE("GPU trainer: a batch staged during the previous step trains as one uploaded then", "[cuda][train][gpu]") {
+  // Four steps on batches 0..3, each next batch staged and the staging of batch 2 dropped by an
+  // evaluation in between (its step must upload it again), against the same steps without staging,
+  // on the same trainer from the same start. Stale or half-copied inputs would move the weights
+  // elsewhere by the size of a step; nondeterministic reductions move them by far less.
+  require_gpu();
+  const nn::Model m = nn::testing::random_model(2, 16, nn::Activation::SWISH, 46);
+  OptimizerConfig oc;
+  oc.kind = OptimizerKind::SGD;
+  cuda::GpuTrainer gpu(m, oc, 32);
+  std::vector<Batch> batches;
+  for (uint64_t seed = 47; seed < 51; ++seed) batches.push_back(random_batch(32, seed));
+  auto run = [&](bool stage) {
+    nn::Model start = m;
+    Optimizer fresh(oc, start);
+    gpu.upload_model(m);
+    gpu.upload_optimizer(fresh);
+    std::vector<double> norms;
+    for (size_t k = 0; k < batches.size(); ++k) {
+      const Batch* next = stage && k + 1 < batches.size() ? &batches[k + 1] : nullptr;
+      if (stage && k == 2) gpu.evaluate(batches[0], 0.3f);  // drops the staging of batch 2
+      norms.push_back(gpu.train_step(batches[k], 0.3f, 0.1f, 0.05, 0.0, next).grad_norm);
+    }
+    nn::Model out(m.arch);
+    gpu.download_model(out);
+    return std::make_pair(out, norms);
+  };
+  const auto [with, with_norms] = run(true);
+  const auto [without, without_norms] = run(false);
+  for (size_t k = 0; k < with_norms.size(); ++k) {
+    CAPTURE(k, with_norms[k], without_norms[k]);
+    CHECK(relative(with_norms[k], without_norms[k]) < 1e-3);
+  }
+  double update = 0, difference = 0;
+  for (size_t t = 0; t < m.tensors().size(); ++t) {
+    if (!m.tensors()[t].trainable) continue;
+    const auto& w0 = m.tensors()[t].tensor->data;
+    const auto& a = with.tensors()[t].tensor->data;
+    const auto& b = without.tensors()[t].tensor->data;
+    for (size_t i = 0; i < w0.size(); ++i) {
+      update += (double(b[i]) - w0[i]) * (double(b[i]) - w0[i]);
+      difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    }
+  }
+  CAPTURE(std::sqrt(update), std::sqrt(difference));
+  CHECK(update > 0);
+  CHECK(std::sqrt(difference) < 1e-2 * std::sqrt(update));
+}
+
 TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][train][dp][gpu]") {
   require_gpu();
   const TrainingData files;
@@ -408,6 +492,11 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
       CHECK(std::sqrt(difference) < tolerance * std::sqrt(update));
     }
   };
+  same_update(nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
+  // --allreduce host on one GPU: the gradients go to host memory and back, and nothing changes.
+  c.allreduce = AllReduce::HOST;
+  c.model_out = files.dir.file("host.bin");
+  train(c);
   same_update(nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
 
   c.allreduce = AllReduce::HOST;

@@ -39,7 +39,7 @@ class CpuDevice final : public Device {
  public:
   CpuDevice(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer, ThreadPool& pool, HostComm& comm)
       : c_(c), model_(model), optimizer_(optimizer), pool_(pool), comm_(comm), ws_(model.arch, batch) {}
-  Step step(const Batch& batch, double lr, bool measure_half) override {
+  Step step(const Batch& batch, double lr, bool measure_half, const Batch* /*next*/) override {
     Step s;
     if (measure_half && batch.size >= 2) {
       // The first half's rows of the same arrays; momentum 0 leaves the running statistics alone.
@@ -72,7 +72,7 @@ class CpuDevice final : public Device {
   }
   StepSample time_step(const Batch& batch, int reps) override {
     StepSample t{double(batch.size), 0, 0, 0};
-    t.step_seconds = seconds_per_call(reps, [&] { step(batch, 0.0, false); });
+    t.step_seconds = seconds_per_call(reps, [&] { step(batch, 0.0, false, nullptr); });
     t.compute_seconds = seconds_per_call(reps, [&] {
       compute_gradients(model_, ws_, batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size), pool_);
       optimizer_.step(model_, ws_.grads, 0.0);

@@ -38,8 +38,9 @@ class Device {
   virtual ~Device() = default;
   // Forward, loss, backward, the average over the replicas, clipping and the optimizer's update;
   // with measure_half, first the gradient of the batch's first half alone (its norm only: no update,
-  // no batch-norm statistics), when the device can.
-  virtual Step step(const Batch& batch, double lr, bool measure_half) = 0;
+  // no batch-norm statistics), when the device can. `next` (or null): the batch the following step
+  // will take, held unchanged until then, which a GPU copies over while this step computes.
+  virtual Step step(const Batch& batch, double lr, bool measure_half, const Batch* next) = 0;
   // Loss totals in EVAL mode; nothing changes.
   virtual nn::LossTotals evaluate(const Batch& batch) = 0;
   virtual void sync_host() {}

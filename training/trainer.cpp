@@ -448,21 +448,29 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   const int64_t first_step = step;
   const uint64_t first_stream = stream;
 
+  // The batch after the current one, taken from the loader a step early so that a GPU copies it
+  // over while the current step computes; given back whenever the loader is replaced.
+  const Batch* next = nullptr;
+  auto drop_next = [&] {
+    if (next) loader->release(next);
+    next = nullptr;
+  };
   while (stream < total_samples) {
     const auto t_wait = Clock::now();
-    const Batch* b = loader->acquire();
+    const Batch* b = next ? next : loader->acquire();
+    next = stream + uint64_t(batch) * uint64_t(replicas) < total_samples ? loader->acquire() : nullptr;
     interval_wait += seconds_since(t_wait);
     const double lr = c.schedule.at(int64_t(stream / reference_batch)) * ramp.at(step - change_step);
 
     // Forward, loss, backward, the average over the replicas and the update, on the mean loss. With
     // one replica and --batch auto, every noise_every steps the first half's gradient too: the small
-    // batch of the noise scale's two-batch estimate, the whole batch being the big one.
-    const bool measure_half = half_noise && (step + 1) % c.noise_every == 0;
-    const Device::Step done = device->step(*b, lr, measure_half);
+    // batch of the noise scale's two-batch estimate, the whole batch being the big one. (Only even
+    // batches are halved, so that both halves are alike.)
+    const bool measure_half = half_noise && (step + 1) % c.noise_every == 0 && b->size % 2 == 0;
+    const Device::Step done = device->step(*b, lr, measure_half, next);
     if (measure_half) {
       if (std::isnan(done.half_norm2)) half_noise = false;  // the device cannot: the tuner goes on throughput
-      else if (b->size >= 2)
-        noise.add(done.half_norm2, double(b->size / 2), done.grad_norm * done.grad_norm, double(b->size));
+      else noise.add(done.half_norm2, double(b->size / 2), done.grad_norm * done.grad_norm, double(b->size));
     }
     interval.add(done.totals);
     interval_grad_norm += done.grad_norm;
@@ -560,6 +568,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                      d.noise_scale, batch, d.batch, format_table(d).c_str());
       if (d.batch != batch) {
         const double from = ramp.at(step - change_step);
+        drop_next();
         switch_to(d.batch);
         batch = d.batch;
         open_loader();
@@ -583,6 +592,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     aside += seconds_since(t_aside);
   }
 
+  drop_next();
   const double seconds = seconds_since(run_start);
   result.step = step;
   result.batch = batch;

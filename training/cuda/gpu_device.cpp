@@ -19,20 +19,23 @@ class GpuDevice final : public Device {
             ncclComm_t nccl)
       : c_(c), model_(model), optimizer_(optimizer), comm_(comm), gpu_(model, c.optimizer, batch, gpu, c.cuda) {
     gpu_.upload_optimizer(optimizer);
+    // Host aggregation: always with several replicas, and with one when asked for (--allreduce host
+    // on one GPU), which still pays the copies to host memory and back: the seed's regime, where
+    // gradients are aggregated by the CPU, measured on one GPU.
     if (nccl) gpu_.attach_nccl(nccl, size_t(c.bucket_mb * 1e6));
-    else if (comm.size() > 1)  // page-locked, so that the copies are DMA at full speed
+    else if (comm.size() > 1 || c.allreduce == AllReduce::HOST)  // page-locked: the copies are DMA at full speed
       host_grads_ = {static_cast<float*>(gpu_.host_allocator()->allocate(gpu_.gradient_floats() * sizeof(float))),
                      Free{gpu_.host_allocator()}};
   }
-  // measure_half is not done on the GPU yet (the half batch's gradient needs checking there first):
-  // half_norm2 stays NaN and the trainer takes no one-replica noise sample.
-  Step step(const Batch& batch, double lr, bool /*measure_half*/) override {
-    if (!host_grads_) {  // one replica, or NCCL inside the step
-      const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm);
-      return {r.totals, r.grad_norm, r.local_norm2};
-    }
+  Step step(const Batch& batch, double lr, bool measure_half, const Batch* next) override {
     Step s;
-    s.totals = gpu_.compute_gradients(batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size));
+    if (measure_half && batch.size % 2 == 0) s.half_norm2 = gpu_.half_batch_norm2(batch, c_.val_lambda);
+    if (!host_grads_) {  // one replica, or NCCL inside the step
+      const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm, next);
+      s.totals = r.totals, s.grad_norm = r.grad_norm, s.local_norm2 = r.local_norm2;
+      return s;
+    }
+    s.totals = gpu_.compute_gradients(batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size), next);
     s.local_norm2 = gpu_.local_norm2();
     average();
     s.grad_norm = gpu_.apply_gradients(lr, c_.clip_grad_norm);
@@ -48,10 +51,10 @@ class GpuDevice final : public Device {
     gpu_.upload_optimizer(optimizer_);
   }
   StepSample time_step(const Batch& batch, int reps) override {
-    for (int i = 0; i < 3; ++i) step(batch, 0.0, false);  // the first runs eagerly, then graphs are captured
+    for (int i = 0; i < 3; ++i) step(batch, 0.0, false, nullptr);  // the first runs eagerly, then graphs are captured
     if (host_grads_) {                             // host aggregation: wall-clock time of real steps
       StepSample t{double(batch.size), 0, 0, 0};
-      t.step_seconds = seconds_per_call(reps, [&] { step(batch, 0.0, false); });
+      t.step_seconds = seconds_per_call(reps, [&] { step(batch, 0.0, false, nullptr); });
       t.compute_seconds = gpu_.time_step(reps).step;
       t.comm_seconds = seconds_per_call(reps, [&] { average(); });
       return t;
@@ -63,8 +66,8 @@ class GpuDevice final : public Device {
   HostAllocator* allocator() override { return gpu_.host_allocator(); }
   std::string name() const override {
     std::string s = gpu_.description();
-    if (comm_.size() > 1)
-      s += ", " + std::to_string(comm_.size()) + " replicas, " +
+    if (comm_.size() > 1 || host_grads_)
+      s += ", " + std::to_string(comm_.size()) + (comm_.size() > 1 ? " replicas, " : " replica, ") +
            (!host_grads_ ? "NCCL all-reduce, " + gpu_.bucket_summary() : std::string("host all-reduce"));
     return s;
   }

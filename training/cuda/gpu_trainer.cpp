@@ -6,18 +6,28 @@ namespace jiriki::training::cuda {
 
 // ---- host <-> device -----------------------------------------------------------------------------
 
-void GpuTrainer::Impl::upload_batch(const Batch& b, int n) {
-  float* features = at<float>(input);
+void GpuTrainer::Impl::copy_batch(const Batch& b, int n, float* features, cudaStream_t on) {
   float* target = features + size_t(batch) * INPUT_SIZE;
   float* result = target + size_t(batch) * POLICY_SIZE;
   float* eval = result + batch;
   auto copy = [&](float* to, const float* from, size_t count) {
-    JIRIKI_CUDA_CHECK(cudaMemcpyAsync(to, from, count * sizeof(float), cudaMemcpyHostToDevice, stream));
+    JIRIKI_CUDA_CHECK(cudaMemcpyAsync(to, from, count * sizeof(float), cudaMemcpyHostToDevice, on));
   };
   copy(features, b.features, size_t(n) * INPUT_SIZE);
   copy(target, b.policy_target, size_t(n) * POLICY_SIZE);
   copy(result, b.value_result, size_t(n));
   copy(eval, b.value_eval, size_t(n));
+}
+
+void GpuTrainer::Impl::upload_batch(const Batch& b, int n) {
+  // The pointer alone identifies the staged batch: the trainer stages a batch it holds and trains
+  // on it next, and any other upload in between drops the staging.
+  const bool from_staging = &b == staged_from && n == batch;
+  staged_from = nullptr;
+  if (!from_staging) return copy_batch(b, n, at<float>(input), stream);
+  JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(stream, staged_ready, 0));
+  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(input.get(), staged.get(), input.bytes(), cudaMemcpyDeviceToDevice, stream));
+  JIRIKI_CUDA_CHECK(cudaEventRecord(staged_free, stream));
 }
 
 void GpuTrainer::Impl::upload_step_params() {
@@ -128,13 +138,14 @@ void GpuTrainer::download_optimizer(Optimizer& optimizer) {
 }
 
 nn::LossTotals GpuTrainer::compute_gradients(const Batch& batch, float val_lambda, float bn_momentum,
-                                             float grad_scale) {
+                                             float grad_scale, const Batch* next) {
   Impl& m = *impl_;
   if (batch.size != m.batch)
     throw std::invalid_argument("GPU trainer: a training batch of " + std::to_string(batch.size) +
                                 " positions, built for " + std::to_string(m.batch));
   JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
   m.upload_batch(batch, batch.size);
+  if (next) stage(*next);
   StepParams& p = m.host_step();
   p.val_lambda = val_lambda;
   p.bn_momentum = bn_momentum;
@@ -147,6 +158,42 @@ nn::LossTotals GpuTrainer::compute_gradients(const Batch& batch, float val_lambd
                                     cudaMemcpyDeviceToHost, m.stream));
   JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   return m.read_records(m.batch);
+}
+
+void GpuTrainer::stage(const Batch& next) {
+  Impl& m = *impl_;
+  if (next.size != m.batch) return;
+  JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
+  JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(m.copy_stream, m.staged_free, 0));  // the previous one was copied out
+  m.copy_batch(next, next.size, m.staged.get<float>(), m.copy_stream);
+  JIRIKI_CUDA_CHECK(cudaEventRecord(m.staged_ready, m.copy_stream));
+  m.staged_from = &next;
+}
+
+double GpuTrainer::half_batch_norm2(const Batch& batch, float val_lambda) {
+  Impl& m = *impl_;
+  if (batch.size != m.batch || batch.size % 2 != 0)
+    throw std::invalid_argument("GPU trainer: the half of a batch of " + std::to_string(batch.size) +
+                                " positions (built for " + std::to_string(m.batch) + ", an even size)");
+  JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
+  m.upload_batch(batch, batch.size);
+  // Rows [h, 2h) of each of the four arrays become rows [0, h).
+  const size_t h = size_t(batch.size / 2);
+  float* a = m.at<float>(m.input);
+  for (const size_t row : {size_t(INPUT_SIZE), size_t(POLICY_SIZE), size_t(1), size_t(1)}) {
+    JIRIKI_CUDA_CHECK(cudaMemcpyAsync(a + h * row, a, h * row * sizeof(float), cudaMemcpyDeviceToDevice, m.stream));
+    a += size_t(m.batch) * row;
+  }
+  StepParams& p = m.host_step();
+  p.val_lambda = val_lambda;
+  p.bn_momentum = 0;  // running statistics stay as they are
+  p.grad_scale = 1.0f / float(batch.size);
+  m.upload_step_params();
+  m.run(m.gradients_graph, &Impl::enqueue_gradients);
+  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_local_norm.get(), m.local_norm.get(), sizeof(float),
+                                    cudaMemcpyDeviceToHost, m.stream));
+  JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  return local_norm2();
 }
 
 double GpuTrainer::local_norm2() const {
@@ -171,7 +218,7 @@ double GpuTrainer::apply_gradients(double lr, double clip_grad_norm) {
 }
 
 GpuTrainer::StepResult GpuTrainer::train_step(const Batch& batch, float val_lambda, float bn_momentum, double lr,
-                                              double clip_grad_norm) {
+                                              double clip_grad_norm, const Batch* next) {
   Impl& m = *impl_;
   if (batch.size != m.batch)
     throw std::invalid_argument("GPU trainer: a training batch of " + std::to_string(batch.size) +
@@ -187,6 +234,7 @@ GpuTrainer::StepResult GpuTrainer::train_step(const Batch& batch, float val_lamb
        .bn_momentum = bn_momentum,
        .grad_scale = 1.0f / float(batch.size)};
   m.upload_batch(batch, batch.size);
+  if (next) stage(*next);
   m.upload_step_params();
   m.run(m.gradients_graph, &Impl::enqueue_gradients);
   m.run(m.update_graph, &Impl::enqueue_update);

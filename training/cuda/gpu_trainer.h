@@ -58,7 +58,22 @@ class GpuTrainer {
   // Forward (batch norm in training mode, running statistics updated), fused loss and backward on
   // one batch of exactly the constructor's size, as training::compute_gradients does. The gradients
   // stay on the device (download_gradients copies them out); returns the batch's loss totals.
-  nn::LossTotals compute_gradients(const Batch& batch, float val_lambda, float bn_momentum, float grad_scale);
+  // `next`, when given, is the batch the following call will train on: it is copied to the device
+  // on a stream of its own while this one computes (see stage()).
+  nn::LossTotals compute_gradients(const Batch& batch, float val_lambda, float bn_momentum, float grad_scale,
+                                   const Batch* next = nullptr);
+  // Starts copying `next` (host memory that stays untouched until it has been trained on; a batch of
+  // the constructor's size, else nothing is done) to a device staging buffer on a copy stream,
+  // beside the work in flight, so that the step that trains on it starts without waiting for the
+  // host: the host-to-device copy of a batch of 256 (12 MB) is a sizeable part of a step. The next
+  // call that uploads a batch takes it from there when it is that same batch, and drops it otherwise.
+  void stage(const Batch& next);
+  // The squared norm of the gradient of the batch's first half alone (batch norm statistics of that
+  // half, running statistics untouched): the small batch of the gradient noise scale's two-batch
+  // estimate with one replica. Computed on the whole batch's buffers with the first half copied over
+  // the second: duplicated rows leave the mean loss and the batch statistics those of the half.
+  // The batch must have the constructor's size, an even one. The gradients are left overwritten.
+  double half_batch_norm2(const Batch& batch, float val_lambda);
   // The squared norm of the last compute_gradients' gradient (this replica's own).
   double local_norm2() const;
   // The gradients of the last compute_gradients, into a gradient model of the same architecture;
@@ -76,7 +91,8 @@ class GpuTrainer {
     double grad_norm = 0;    // of the gradient the optimizer used (averaged over the replicas), before clipping
     double local_norm2 = 0;  // squared norm of this replica's own gradient, before averaging
   };
-  StepResult train_step(const Batch& batch, float val_lambda, float bn_momentum, double lr, double clip_grad_norm);
+  StepResult train_step(const Batch& batch, float val_lambda, float bn_momentum, double lr, double clip_grad_norm,
+                        const Batch* next = nullptr);
 
   // Loss totals with batch norm in EVAL mode (running statistics); nothing is updated.
   nn::LossTotals evaluate(const Batch& batch, float val_lambda);

@@ -292,6 +292,12 @@ struct GpuTrainer::Impl {
 
   // ---- activations (bf16 unless said) and their gradients, for `batch` positions ------------------
   DeviceBuffer input;  // fp32, the Batch's four arrays: features, policy target, result, eval
+  // The next batch, copied on copy_stream while a step computes (GpuTrainer::stage): `staged` has
+  // input's layout; staged_ready marks the copy's end, staged_free the step's copy out of it.
+  DeviceBuffer staged;
+  cudaStream_t copy_stream = nullptr;
+  cudaEvent_t staged_ready = nullptr, staged_free = nullptr;
+  const Batch* staged_from = nullptr;  // the host batch `staged` holds (or is receiving); null: none
   DeviceBuffer x0;
   std::vector<DeviceBuffer> conv_out, act_out;  // per unit
   DeviceBuffer heads, policy, value_conv, value_act, fc1, value_logit;      // heads, policy, fc1, logit fp32
@@ -433,7 +439,10 @@ struct GpuTrainer::Impl {
     for (auto& t : model.tensors())
       if (t.trainable) gather(t.name, host, *t.tensor);
   }
+  // The batch's first n rows into `input` (from `staged` when it holds that batch), or into `staged`
+  // on copy_stream.
   void upload_batch(const Batch& b, int n);
+  void copy_batch(const Batch& b, int n, float* to, cudaStream_t on);
   void upload_step_params();
   nn::LossTotals read_records(int n) const;  // after a synchronisation
 };

@@ -42,7 +42,9 @@ GpuTrainer::Impl::Impl(const nn::Model& model, const OptimizerConfig& o, int b, 
   cublas_workspace = DeviceBuffer(CUBLAS_WORKSPACE);
   JIRIKI_CUBLAS_CHECK(cublasSetWorkspace(cublas, cublas_workspace.get(), CUBLAS_WORKSPACE));
   JIRIKI_CUDA_CHECK(cudaStreamCreateWithFlags(&wgrad_stream, cudaStreamNonBlocking));
-  for (cudaEvent_t* e : {&dz_ready, &dz_free[0], &dz_free[1], &dz_free[2], &stage_ready, &wgrad_done})
+  JIRIKI_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream, cudaStreamNonBlocking));
+  for (cudaEvent_t* e :
+       {&dz_ready, &dz_free[0], &dz_free[1], &dz_free[2], &stage_ready, &wgrad_done, &staged_ready, &staged_free})
     JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
   static_assert(DZ_RING == 3);
 
@@ -64,14 +66,16 @@ GpuTrainer::Impl::~Impl() {
   cudaStreamSynchronize(stream);
   if (comm_stream) cudaStreamSynchronize(comm_stream);
   if (wgrad_stream) cudaStreamSynchronize(wgrad_stream);
+  if (copy_stream) cudaStreamSynchronize(copy_stream);  // a staged copy may still read host memory
   for (Graph* g : {&gradients_graph, &update_graph, &eval_graph, &compute_graph})
     if (g->exec) cudaGraphExecDestroy(g->exec);
   for (cudaEvent_t e : bucket_events) cudaEventDestroy(e);
   if (comm_done) cudaEventDestroy(comm_done);
   if (comm_stream) cudaStreamDestroy(comm_stream);
-  for (cudaEvent_t e : {dz_ready, dz_free[0], dz_free[1], dz_free[2], stage_ready, wgrad_done})
+  for (cudaEvent_t e : {dz_ready, dz_free[0], dz_free[1], dz_free[2], stage_ready, wgrad_done, staged_ready, staged_free})
     if (e) cudaEventDestroy(e);
   if (wgrad_stream) cudaStreamDestroy(wgrad_stream);
+  if (copy_stream) cudaStreamDestroy(copy_stream);
   stem_conv.reset();
   block_conv.reset();
   if (cublas) cublasDestroy(cublas);
@@ -150,6 +154,7 @@ void GpuTrainer::Impl::allocate_activations() {
   auto floats = [](size_t n) { return DeviceBuffer(n * sizeof(float)); };
   input = floats(b * (INPUT_SIZE + POLICY_SIZE + 2));
   zero(input);  // evaluation reads rows a short batch leaves
+  staged = floats(b * (INPUT_SIZE + POLICY_SIZE + 2));
   x0 = bf16s(r * INPUT_CHANNELS_PADDED);
   for (size_t u = 0; u + 1 < bn.size(); ++u) {
     conv_out.push_back(bf16s(r * c));
