@@ -3,6 +3,7 @@
 // Every claim about a position is checked independently with the rules core (brute force).
 #include <limits>
 #include <catch2/catch.hpp>
+#include <set>
 
 #include <chrono>
 #include <cmath>
@@ -298,6 +299,39 @@ TEST_CASE("search: stop ends an infinite search promptly", "[search]") {
   CHECK(done);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(200));
   f.searcher.wait();
+}
+
+// fuzz_usi_engine found info() sorting the root's moves by counts the workers were still changing:
+// the sort ran off its array (heap-buffer-overflow under ASan). Lines read again and again during a
+// search must be distinct legal moves, every one of them when MultiPV asks for all.
+TEST_CASE("search: lines read while the workers search are whole and distinct", "[search]") {
+  Fixture f;
+  f.set([](SearchParams& p) { p.multipv = 1000; });
+  REQUIRE(!f.searcher.set_position(Position::STARTPOS_SFEN, {}));
+  Position pos;
+  REQUIRE(!pos.set_sfen(Position::STARTPOS_SFEN));
+  const size_t legal = legal_moves(pos).size();
+  SearchLimits limits;
+  limits.infinite = true;
+  f.searcher.start(limits, nullptr, nullptr);
+  int reads = 0, full = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300)) {
+    const SearchInfo info = f.searcher.info();
+    ++reads;
+    if (info.lines.empty()) continue;
+    std::set<uint32_t> seen;
+    for (const RootLine& l : info.lines) {
+      CHECK(pos.is_legal(l.move));
+      seen.insert(uint32_t(l.move));
+    }
+    CHECK(seen.size() == info.lines.size());
+    if (info.lines.size() == legal) ++full;
+  }
+  f.searcher.stop();
+  f.searcher.wait();
+  CAPTURE(reads);
+  CHECK(full > 0);
 }
 
 namespace {

@@ -225,12 +225,15 @@ SearchInfo Searcher::info() const {
   info.hashfull = pool_.hashfull();
   info.seldepth = tree_.seldepth.load();
   if (!tree_.root || !tree_.root->ready()) return info;
-  std::vector<const Edge*> order;
-  for (const Edge& e : *tree_.root) order.push_back(&e);
-  std::stable_sort(order.begin(), order.end(), [](const Edge* a, const Edge* b) { return preference(*a) > preference(*b); });
+  // The workers may still be searching: each edge's preference is read once, before sorting. A
+  // comparator that reads the live counts can contradict itself within one sort, and std::sort's
+  // unguarded insertion then runs off the array (found by fuzz_usi_engine under ASan).
+  std::vector<std::pair<int64_t, const Edge*>> order;
+  for (const Edge& e : *tree_.root) order.emplace_back(preference(e), &e);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   const int lines = std::min<int>(std::max(params_.multipv, 1), int(order.size()));
   for (int i = 0; i < lines; ++i) {
-    const Edge& e = *order[i];
+    const Edge& e = *order[i].second;
     RootLine line;
     line.move = e.move;
     line.visits = e.visits.load();
