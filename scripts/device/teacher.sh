@@ -10,7 +10,10 @@
 # colour-swapped pair would be one game played twice.
 # Environment: NODES (gpsshogi's node limit a move, 30000), CONC (games at once, 14), BOOK_PLIES
 # (plies of each opening drawn from gpsshogi's own book, 24), NETS ("6x64 10x128": networks to
-# train), TRAIN_STEPS (per network, 4000), STEPS ("teacher train" by default).
+# train), TRAIN_STEPS (per network, 4000), STEPS ("teacher train" by default; "selfplay" adds GPU
+# self-play of MODEL, default the shipped networks/cpu.jnn, at PLAYOUTS (100) with SP_THREADS (6)
+# workers from the end of the build to the end of the teacher games, into $OUT/selfplay: the GPU is
+# otherwise idle while gpsshogi plays).
 set -uo pipefail
 source scripts/device/env.sh
 SECS=${1:-360}
@@ -49,6 +52,15 @@ nice -n 10 bash -c "source scripts/device/env.sh; configure() { cmake -S . -B bu
   -DJIRIKI_BOOST_INCLUDE_DIR=$PWD/.carry/include -DJIRIKI_BOOST_FILESYSTEM=$PWD/.carry/lib/libboost_filesystem.a \
   ${NCCL_INC:+-DNCCL_INCLUDE_DIR=$NCCL_INC} ${NCCL_LIB:+-DNCCL_LIBRARY=$NCCL_LIB} | grep -E 'jiriki|Error|error'; }; \
   configure && cmake --build build-device -j 3 --target jiriki > $OUT/build.log 2>&1" || { grep -E "error|FAILED" "$OUT/build.log" | head -30; }
+
+if [[ " $STEPS " == *" selfplay "* ]]; then
+  LEFT=$((SECS - SECONDS + 5))
+  step "self-play of ${MODEL:-networks/cpu.jnn} on the GPU for $LEFT s beside the teacher games"
+  JIRIKI_CUDNN_CANDIDATES=4 build-device/jiriki selfplay --backend cuda --model "${MODEL:-networks/cpu.jnn}" \
+    --out "$OUT/selfplay" --seconds "$LEFT" --playouts "${PLAYOUTS:-100}" --threads "${SP_THREADS:-6}" \
+    --report-seconds 60 --seed "$(date +%s)" 2>&1 | tail -4
+  build-device/jiriki records summary "$OUT"/selfplay/*.hcpe3 | head -8
+fi
 
 if [[ -n "${TEACHER:-}" ]]; then
   wait $TEACHER
