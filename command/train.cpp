@@ -53,7 +53,7 @@ int cmd_train(int argc, char** argv) {
       .option("window", "0", "train on the newest N positions only (0: all)")
       .option("test", "", "held-out data for metrics", true)
       .option("test-positions", "0", "held-out positions to evaluate (0: all)")
-      .option("eval-every", "0", "held-out metrics every K steps (0: at the end)")
+      .option("eval-every", "0", "held-out metrics every K steps of the starting batch (counted in samples under --batch auto; 0: at the end)")
       .option("checkpoint", "", "checkpoint file (default: MODEL-OUT.ckpt)")
       .option("checkpoint-every", "0", "steps between checkpoints (0: only on Ctrl-C and at the end)")
       .flag("resume", "continue from the checkpoint")

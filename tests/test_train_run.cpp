@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -466,7 +467,21 @@ TEST_CASE("training: a tiny network overfits a few hundred positions", "[train][
   c.steps = 80;      // 13 epochs
   c.log_every = 10;  // last_train: the mean over the last 10 steps
   c.test = {dir.file("train.hcpe")};
+  c.eval_every = 20;
+  c.log = dir.file("log.jsonl");
   TrainResult r = train(c);
+  // Held-out records every 20 steps and at the end, with the samples seen and the seconds of training.
+  std::vector<nlohmann::json> tests;
+  std::ifstream log(c.log);
+  for (std::string line; std::getline(log, line);)
+    if (auto j = nlohmann::json::parse(line); j["type"] == "test") tests.push_back(j);
+  REQUIRE(tests.size() == 4);
+  for (size_t i = 0; i < tests.size(); ++i) {
+    CHECK(tests[i]["step"] == 20 * int64_t(i + 1));
+    CHECK(tests[i]["samples"] == 20 * 32 * int64_t(i + 1));
+    CHECK(tests[i]["seconds"].get<double>() > (i ? tests[i - 1]["seconds"].get<double>() : 0.0));
+  }
+  CHECK(tests.back()["loss"].get<double>() < tests.front()["loss"].get<double>());
 
   const Metrics& m = r.last_train;
   const double value = (1 - lambda) * m.value_loss + lambda * m.value_eval_loss;

@@ -257,6 +257,8 @@ void export_model(const nn::Model& model, const std::string& path) {
 // same steps on every replica. Rank 0 alone prints, logs and writes files.
 TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset& test, int64_t total_steps,
                         HostComm& comm, const ReplicaPlace& place, ThreadPool& pool) {
+  const auto replica_start = Clock::now();
+  double evaluating = 0;  // seconds of held-out evaluations
   const bool lead = comm.rank() == 0, quiet = c.quiet || !lead;
   const int replicas = comm.size();
   const uint64_t rank = uint64_t(comm.rank());
@@ -348,11 +350,17 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     log.write({{"type", "checkpoint"}, {"step", step}, {"path", c.checkpoint}});
   };
   auto test_metrics = [&] {
+    const auto t_eval = Clock::now();
     average_running_statistics(*device, model, comm);
     Metrics m = evaluate(*device, test, c, comm);
     json j = metrics_json(m);
     j["type"] = "test";
     j["step"] = step;
+    j["samples"] = stream;
+    // Time to a held-out loss: everything since the data was read (the tuner's measurements and
+    // batch changes included) except the held-out evaluations themselves.
+    j["seconds"] = seconds_since(replica_start) - evaluating;
+    evaluating += seconds_since(t_eval);
     log.write(j);
     if (!quiet)
       std::fprintf(
@@ -537,7 +545,11 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     // Held-out metrics, checks, tuning and checkpoints along the way; their time is kept out of the
     // samples/s.
     const auto t_aside = Clock::now();
-    if (!test.positions.empty() && c.eval_every > 0 && step % c.eval_every == 0 && stream < total_samples)
+    // Every eval_every steps of the starting global batch, counted in samples: evaluations stay
+    // evenly spaced in data seen whatever batch the tuner picks.
+    const uint64_t eval_span = uint64_t(std::max<int64_t>(c.eval_every, 0)) * reference_batch;
+    if (!test.positions.empty() && eval_span > 0 && stream / eval_span != (stream - uint64_t(batch) * replicas) / eval_span &&
+        stream < total_samples)
       test_metrics();
     if (replicas > 1 && c.check_every > 0 && step % c.check_every == 0 && !comm.all_equal(device->weights_checksum()))
       throw std::runtime_error("the replicas' weights differ at step " + std::to_string(step) +

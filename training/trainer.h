@@ -39,7 +39,7 @@ struct TrainConfig {
 
   int64_t window = 0;          // train on the newest N positions only (0: all)
   int64_t test_positions = 0;  // evaluate on the first N held-out positions (0: all)
-  int64_t eval_every = 0;      // held-out metrics every K steps (0: only at the end)
+  int64_t eval_every = 0;      // held-out metrics every K steps of the starting batch, in samples (0: only at the end)
 
   std::string checkpoint;                   // checkpoint file ("" : none)
   int64_t checkpoint_every = 0;             // steps between checkpoints (0: only when stopping)
