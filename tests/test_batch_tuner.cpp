@@ -245,6 +245,25 @@ TEST_CASE("tuner: a fixed aggregation cost per step makes the chosen batch large
   CHECK(choose_batch(host, geometric_batches(8, 1024), 1, 1000, 8).batch == 512);
 }
 
+TEST_CASE("tuner: a batch is changed only for a clear gain in goodput", "[tuner]") {
+  // The H200's 10x192 model: at B_noise 5000 the goodputs of 512 and 1024 are within 1% of each
+  // other (1.4%); at 20000, 1024 is ahead by 8.2%.
+  StepTimeModel m;
+  m.beta_c = (8.87e-3 - 2.94e-3) / 768;
+  m.alpha_c = 2.94e-3 - 256 * m.beta_c;
+  const std::vector<int> candidates = geometric_batches(8, 1024);
+  const TunerDecision near = choose_batch(m, candidates, 1, 5000, 8);
+  REQUIRE(near.batch == 1024);
+  CHECK(keep_or_switch(near, 512, 0.05) == 512);   // less than 5% better: stay
+  CHECK(keep_or_switch(near, 512, 0.0) == 1024);   // no margin: follow the decision
+  CHECK(keep_or_switch(near, 1024, 0.05) == 1024);
+  CHECK(keep_or_switch(near, 100, 0.05) == 1024);  // not a candidate: no goodput to compare
+  const TunerDecision far = choose_batch(m, candidates, 1, 20000, 8);
+  REQUIRE(far.batch == 1024);
+  CHECK(keep_or_switch(far, 512, 0.05) == 1024);
+  CHECK(keep_or_switch(choose_batch(m, candidates, 1, 100, 8), 1024, 0.05) < 1024);  // far below: leave
+}
+
 TEST_CASE("tuner: without a noise scale the choice is pure throughput", "[tuner]") {
   StepTimeModel m;
   m.alpha_c = 4e-3, m.beta_c = 3e-5, m.t_n = 0, m.gamma = 1;

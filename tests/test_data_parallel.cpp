@@ -325,16 +325,19 @@ TEST_CASE("data parallel: --batch auto measures, decides by goodput and logs its
     if (j["type"] == "train") last_samples = j["samples"].get<int64_t>();
     if (j["type"] != "tuner") continue;
     ++decisions;
-    // The choice is the row of highest goodput, and each row's goodput is its rate times efficiency.
-    double best = -1;
+    // The best is the row of highest goodput, each row's goodput its rate times efficiency; the run
+    // moves to it unless the batch it has is within 5% of its goodput.
+    double best = -1, current = -1;
     int best_batch = 0;
     for (const auto& row : j["table"]) {
       CHECK(row["goodput"].get<double>() ==
             Approx(row["samples_per_second"].get<double>() * row["efficiency"].get<double>()));
       CHECK(row["efficiency"].get<double>() <= 1.0 + 1e-9);
       if (row["goodput"].get<double>() > best) best = row["goodput"], best_batch = row["batch"];
+      if (row["batch"] == j["previous_batch"]) current = row["goodput"];
     }
-    CHECK(j["batch"].get<int>() == best_batch);
+    CHECK(j["best"].get<int>() == best_batch);
+    CHECK(j["batch"].get<int>() == (best < 1.05 * current ? j["previous_batch"].get<int>() : best_batch));
     CHECK(std::isfinite(j["noise_scale"].get<double>()));
   }
   CHECK(timed == std::set<int>{2, 4, 8, 16});

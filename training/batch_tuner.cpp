@@ -180,6 +180,15 @@ TunerDecision choose_batch(const StepTimeModel& model, const std::vector<int>& c
   return d;
 }
 
+int keep_or_switch(const TunerDecision& d, int current, double min_gain) {
+  double best = -1, now = -1;
+  for (const TunerRow& r : d.table) {
+    if (r.batch == d.batch) best = r.goodput;
+    if (r.batch == current) now = r.goodput;
+  }
+  return now >= 0 && best < (1 + min_gain) * now ? current : d.batch;
+}
+
 std::string format_table(const TunerDecision& d) {
   std::string out;
   char line[160];

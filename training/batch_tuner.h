@@ -117,6 +117,12 @@ struct TunerDecision {
 TunerDecision choose_batch(const StepTimeModel& model, const std::vector<int>& candidates, int replicas,
                            double noise_scale, double base_global_batch);
 
+// The batch to run next: the decision's, unless `current` is among its rows and the decision's
+// goodput beats current's by less than the fraction min_gain. A change costs (buffers switched, the
+// loader restarted, a learning-rate ramp), and a noisy noise scale near a tie between two candidates
+// would otherwise flip between them at every decision (seen on an H200: 512 and 1024 alternating).
+int keep_or_switch(const TunerDecision& decision, int current, double min_gain);
+
 // The decision as a fixed-width table for logs, the chosen row marked with '*'.
 std::string format_table(const TunerDecision& decision);
 

@@ -29,6 +29,9 @@ namespace jiriki::training {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+// --batch auto changes the batch only for at least this much more goodput (see keep_or_switch).
+constexpr double TUNER_MIN_GAIN = 0.05;
+
 AllReduce parse_allreduce(const std::string& name) {
   if (name == "auto") return AllReduce::AUTO;
   if (name == "nccl") return AllReduce::NCCL;
@@ -295,6 +298,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   // learning-rate ramp after the latest batch change (set below).
   StepTimeModel cost;
   NoiseScaleEstimator noise;
+  bool noise_measured = false;  // the noise scale has been ready at some decision
   bool half_noise = replicas == 1 && c.batch_auto;  // one replica: the noise scale from batch halves
   LrRamp ramp(1.0, 1.0, 0);
   int64_t change_step = step;
@@ -556,9 +560,15 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                                ": data-parallel training has diverged");
     // The tuner decides once the noise scale is measured; one replica decides from the start, on
     // throughput alone until its batch halves have measured it (or for good, on a device that cannot).
-    if (c.batch_auto && step % c.tune_every == 0 && stream < total_samples && (noise.ready() || replicas == 1)) {
+    // Once measured, a noise scale that is unready again (its |G|^2 average fell to 0 or below: a
+    // noisy stretch late in training) holds the batch rather than falling back to throughput alone.
+    noise_measured = noise_measured || noise.ready();
+    if (c.batch_auto && step % c.tune_every == 0 && stream < total_samples &&
+        (noise.ready() || (replicas == 1 && !noise_measured))) {
       TunerDecision d = choose_batch(cost, candidates, replicas, noise.ready() ? noise.noise_scale() : NAN,
                                      double(replicas) * c.tune_min);
+      const int best = d.batch;
+      d.batch = keep_or_switch(d, batch, TUNER_MIN_GAIN);
       comm.broadcast(&d.batch, sizeof d.batch, 0);
       json rows = json::array();
       for (const TunerRow& r : d.table)
@@ -573,6 +583,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                  {"step", step},
                  {"noise_scale", d.noise_scale},
                  {"batch", d.batch},
+                 {"best", best},
                  {"previous_batch", batch},
                  {"table", rows}});
       if (!quiet)
