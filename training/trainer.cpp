@@ -581,6 +581,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                         {"goodput", r.goodput}});
       log.write({{"type", "tuner"},
                  {"step", step},
+                 {"samples", stream},
                  {"noise_scale", d.noise_scale},
                  {"batch", d.batch},
                  {"best", best},

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Figures and tables of docs/batch-size.md from the H200 logs in bench/results/batch_size/:
+  step_time.png    measured step time against the per-GPU batch, --allreduce nccl and host, with
+                   the fitted step-time model of each
+  noise_scale.png  the gradient noise scale over a long --batch auto run (one replica: batch halves)
+  choices.png      the tuner's per-GPU batch over that run
+  heldout.png      held-out loss against seconds of training: --batch auto and a fixed 256
+and, on stdout, the tables: measured step times, and what the step-time model predicts for 2, 4
+and 8 GPUs under NCCL and host aggregation. Draws with gnuplot (PNG).
+
+The predictions apply the tuner's own formulas (training/batch_tuner.h: Pollux's step time with
+gamma, McCandlish's efficiency) to the compute model fitted on one H200, with the communication
+cost of N GPUs extrapolated from measured link costs (see --nccl-ms, --host-one-ms, --host-two-ms)."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+D = "bench/results/batch_size"
+
+
+def records(name, kind):
+    with open(os.path.join(D, name)) as f:
+        return [j for j in map(json.loads, f) if j.get("type") == kind]
+
+
+def model_of(name):
+    m = records(name, "tuner_model")[0]
+    return {k: m[k] for k in ("alpha_c_ms", "beta_c_ms", "t_n_ms", "gamma")}
+
+
+def step_ms(m, b, t_n=None, gamma=None):
+    tc = m["alpha_c_ms"] + m["beta_c_ms"] * b
+    tn = m["t_n_ms"] if t_n is None else t_n
+    g = m["gamma"] if gamma is None else gamma
+    hi, lo = max(tc, tn), min(tc, tn)
+    return hi * (1 + (lo / hi) ** g) ** (1 / g) if hi > 0 else 0.0
+
+
+def gnuplot(script):
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=D, help="where the PNGs go")
+    ap.add_argument("--nccl-ms", type=float, default=0.124, help="NCCL all-reduce of the gradient on 2 GPUs (ms)")
+    ap.add_argument("--host-one-ms", type=float, default=None, help="host aggregation, 1 GPU (default: measured t_n)")
+    ap.add_argument("--host-two-ms", type=float, default=2.9, help="host aggregation round trip, 2 GPUs (ms)")
+    ap.add_argument("--noise", type=float, nargs="+", default=[300, 2000], help="noise scales to predict at")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp()
+
+    # ---- step time against batch ------------------------------------------------------------
+    print("## Measured step times (10x192, one H200; the tuner's own measurement, 10 steps each)\n")
+    print("| per-GPU batch | nccl step ms | host step ms | host compute ms | host aggregation ms |")
+    print("|---|---|---|---|---|")
+    cost = {mode: {r["batch"]: r for r in records(f"tuner_{mode}.jsonl", "tuner_cost")} for mode in ("nccl", "host")}
+    models = {mode: model_of(f"tuner_{mode}.jsonl") for mode in ("nccl", "host")}
+    for b in sorted(cost["nccl"]):
+        n, h = cost["nccl"][b], cost["host"][b]
+        print(f"| {b} | {n['step_ms']:.3f} | {h['step_ms']:.3f} | {h['compute_ms']:.3f} | {h['comm_ms']:.3f} |")
+    for mode in ("nccl", "host"):
+        m = models[mode]
+        print(f"\n{mode}: T_c = {m['alpha_c_ms']:.3f} + {m['beta_c_ms']:.5f} b ms, T_n = {m['t_n_ms']:.3f} ms, "
+              f"gamma {m['gamma']:.2f}")
+        with open(f"{tmp}/{mode}.dat", "w") as f:
+            for b in sorted(cost[mode]):
+                f.write(f"{b} {cost[mode][b]['step_ms']} {step_ms(m, b)}\n")
+    gnuplot(f"""set terminal pngcairo size 800,500
+set output '{a.out}/step_time.png'
+set logscale xy 2
+set xlabel 'per-GPU batch'
+set ylabel 'ms per step'
+set title 'Step time of a 10x192 network on one H200'
+set key left top
+plot '{tmp}/nccl.dat' u 1:2 w p pt 7 t 'nccl (one rank): measured', '' u 1:3 w l t 'nccl: model', \\
+     '{tmp}/host.dat' u 1:2 w p pt 5 t 'host (copies to host and back): measured', '' u 1:3 w l t 'host: model'
+""")
+
+    # ---- the long auto run: noise scale, choices, held-out loss ------------------------------
+    auto = "ttt_auto_nccl.jsonl"
+    train = records(auto, "train")
+    steps = [(0, 0)] + [(r["step"], r["samples"]) for r in train]
+
+    def samples_at(step):  # the logs before 'samples' was added to tuner records: from the train records
+        for (s0, n0), (s1, n1) in zip(steps, steps[1:]):
+            if s0 <= step <= s1:
+                return n0 + (n1 - n0) * (step - s0) / max(1, s1 - s0)
+        return steps[-1][1]
+
+    with open(f"{tmp}/tuner.dat", "w") as f:
+        for r in records(auto, "tuner"):
+            n = r.get("samples", samples_at(r["step"]))
+            ns = r["noise_scale"] if r["noise_scale"] is not None else float("nan")
+            f.write(f"{n / 1e6} {ns} {r['batch']}\n")
+    with open(f"{tmp}/train_noise.dat", "w") as f:
+        for r in train:
+            if "noise_scale" in r:
+                f.write(f"{r['samples'] / 1e6} {r['noise_scale']}\n")
+    gnuplot(f"""set terminal pngcairo size 800,500 enhanced
+set output '{a.out}/noise_scale.png'
+set logscale y
+set xlabel 'samples (millions)'
+set ylabel 'noise scale B_{{noise}}'
+set title 'Gradient noise scale, one H200, batch halves (10x192, self-play records)'
+plot '{tmp}/tuner.dat' u 1:2 w lp pt 7 ps 0.5 t 'at each decision'
+""")
+    gnuplot(f"""set terminal pngcairo size 800,400
+set output '{a.out}/choices.png'
+set logscale y 2
+set yrange [4:2048]
+set xlabel 'samples (millions)'
+set ylabel 'per-GPU batch'
+set title '--batch auto: the tuner''s choices (10x192, one H200, --allreduce nccl)'
+plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
+""")
+    for name in ("ttt_auto_nccl", "ttt_b256_nccl"):
+        with open(f"{tmp}/{name}.dat", "w") as f:
+            for r in records(name + ".jsonl", "test"):
+                f.write(f"{r['seconds']} {r['loss']} {r['policy_loss']} {r['value_loss']}\n")
+    gnuplot(f"""set terminal pngcairo size 900,500
+set output '{a.out}/heldout.png'
+set xlabel 'seconds of training (held-out evaluations left out)'
+set ylabel 'held-out loss'
+set title 'Held-out loss, 10x192 on 1.1M self-play positions, one H200'
+set key right top
+plot '{tmp}/ttt_auto_nccl.dat' u 1:2 w l t 'auto: total', '{tmp}/ttt_b256_nccl.dat' u 1:2 w l t '256: total', \\
+     '{tmp}/ttt_auto_nccl.dat' u 1:($3+0.7) w l t 'auto: policy + 0.7', '{tmp}/ttt_b256_nccl.dat' u 1:($3+0.7) w l t '256: policy + 0.7'
+""")
+
+    # ---- predictions for several GPUs ---------------------------------------------------------
+    nccl, host = models["nccl"], models["host"]
+    host_one = a.host_one_ms if a.host_one_ms is not None else host["t_n_ms"]
+    cands = [8 << k for k in range(8)]
+    print("\n## Predictions for N GPUs (per-GPU batch chosen from 8..1024)\n")
+    print(f"Communication per step: NCCL {a.nccl_ms} ms x (N-1)/(N/2) (ring all-reduce, the measured 2-GPU time "
+          f"at the same bus bandwidth), overlapped with the backward pass (gamma 10); host "
+          f"{host_one:.2f} ms + (N-1) x {a.host_two_ms - host_one:.2f} ms (the 1-GPU copies, then one more "
+          f"gradient summed per GPU), not overlapped (gamma 1).\n")
+    print("| N | aggregation | B_noise | T_n ms | per-GPU batch | step ms | samples/s | efficiency | goodput |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n in (1, 2, 4, 8):
+        for mode in ("nccl", "host"):
+            if mode == "nccl":
+                t_n, g = (a.nccl_ms * 2 * (n - 1) / n if n > 1 else 0.0), 10.0
+            else:
+                t_n, g = host_one + (n - 1) * (a.host_two_ms - host_one), 1.0
+            for noise in a.noise:
+                best = None
+                for b in cands:
+                    t = step_ms(nccl, b, t_n, g)
+                    rate = n * b / t * 1e3
+                    eff = (noise + 8 * n) / (noise + n * b)
+                    if best is None or rate * eff > best[3] * best[4]:
+                        best = (b, t, rate, rate, eff)
+                b, t, rate, _, eff = best
+                print(f"| {n} | {mode} | {noise:.0f} | {t_n:.3f} | {b} | {t:.3f} | {rate:.0f} | {eff:.3f} | {rate * eff:.0f} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
