@@ -142,6 +142,25 @@ nn::Model bf16_weights(const nn::Model& m) {
   return r;
 }
 
+// Each trainable tensor moved from `start` in both models, the same way within `tolerance` of the
+// move (the distance between x and y against x's distance from start).
+void same_update(const nn::Model& start, const nn::Model& x, const nn::Model& y, double tolerance) {
+  for (size_t t = 0; t < x.tensors().size(); ++t) {
+    if (!x.tensors()[t].trainable) continue;
+    const auto& w0 = start.tensors()[t].tensor->data;
+    const auto& a = x.tensors()[t].tensor->data;
+    const auto& b = y.tensors()[t].tensor->data;
+    double update = 0, difference = 0;
+    for (size_t i = 0; i < w0.size(); ++i) {
+      update += (double(a[i]) - w0[i]) * (double(a[i]) - w0[i]);
+      difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    }
+    CAPTURE(x.tensors()[t].name, std::sqrt(update), std::sqrt(difference));
+    CHECK(update > 0);
+    CHECK(std::sqrt(difference) < tolerance * std::sqrt(update));
+  }
+}
+
 double relative(double got, double want) { return std::abs(got - want) / std::max(std::abs(want), 1e-12); }
 
 }  // namespace
@@ -433,20 +452,7 @@ TEST_CASE("GPU trainer: a batch staged during the previous step trains as one up
     CAPTURE(k, with_norms[k], without_norms[k]);
     CHECK(relative(with_norms[k], without_norms[k]) < 1e-3);
   }
-  double update = 0, difference = 0;
-  for (size_t t = 0; t < m.tensors().size(); ++t) {
-    if (!m.tensors()[t].trainable) continue;
-    const auto& w0 = m.tensors()[t].tensor->data;
-    const auto& a = with.tensors()[t].tensor->data;
-    const auto& b = without.tensors()[t].tensor->data;
-    for (size_t i = 0; i < w0.size(); ++i) {
-      update += (double(b[i]) - w0[i]) * (double(b[i]) - w0[i]);
-      difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    }
-  }
-  CAPTURE(std::sqrt(update), std::sqrt(difference));
-  CHECK(update > 0);
-  CHECK(std::sqrt(difference) < 1e-2 * std::sqrt(update));
+  same_update(m, without, with, 1e-2);
 }
 
 TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][train][dp][gpu]") {
@@ -472,32 +478,15 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   train(c);
   nn::Model start(c.arch);
   nn::init_model(start, c.seed);
-  // Each trainable tensor moved from `start` in both models, the same way within `tolerance` of the
-  // move: 5% between two GPU runs; 20% between the GPU and the CPU, whose gradients differ by up to
+  // The tolerances of same_update: 5% between two GPU runs; 20% between the GPU and the CPU, whose gradients differ by up to
   // about 10% per tensor (bf16, see the gradient test above), while a lost or misplaced replica's
   // gradient would be 50% to 100% off.
-  auto same_update = [&](const nn::Model& x, const nn::Model& y, double tolerance) {
-    for (size_t t = 0; t < x.tensors().size(); ++t) {
-      if (!x.tensors()[t].trainable) continue;
-      const auto& w0 = start.tensors()[t].tensor->data;
-      const auto& a = x.tensors()[t].tensor->data;
-      const auto& b = y.tensors()[t].tensor->data;
-      double update = 0, difference = 0;
-      for (size_t i = 0; i < w0.size(); ++i) {
-        update += (double(a[i]) - w0[i]) * (double(a[i]) - w0[i]);
-        difference += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-      }
-      CAPTURE(x.tensors()[t].name, std::sqrt(update), std::sqrt(difference));
-      CHECK(update > 0);
-      CHECK(std::sqrt(difference) < tolerance * std::sqrt(update));
-    }
-  };
-  same_update(nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
+  same_update(start, nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
   // --allreduce host on one GPU: the gradients go to host memory and back, and nothing changes.
   c.allreduce = AllReduce::HOST;
   c.model_out = files.dir.file("host.bin");
   train(c);
-  same_update(nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
+  same_update(start, nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
 
   c.allreduce = AllReduce::HOST;
   c.gpus = {0, 0};
@@ -508,7 +497,7 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   c.replicas = 2;
   c.model_out = files.dir.file("two_cpu.bin");
   train(c);
-  same_update(nn::load_model(files.dir.file("two_cpu.bin")), nn::load_model(files.dir.file("two_gpu.bin")),
+  same_update(start, nn::load_model(files.dir.file("two_cpu.bin")), nn::load_model(files.dir.file("two_gpu.bin")),
               0.2);
 }
 
