@@ -2,9 +2,10 @@
 # On the GPU machine: one time-to-target run of docs/batch-size.md. Trains a 10x192 network on the
 # self-play records carried in .carry/tt.tar.xz (train/ and heldout/), evaluating the held-out set
 # every 250,000 samples, for SECONDS (default 500, start-up included), and logs to $OUT/ttt_NAME.jsonl.
-# The same rule for every run: SGD (Nesterov 0.9), learning rate 0.05 x b / 256 for a global batch
-# b (linear scaling; under --batch auto the starting batch 64's, which the trainer scales the same
-# way at each change), warm-up over the first 51,200 samples, then constant.
+# The same rule for every run: SGD (Nesterov 0.9), learning rate BASE_LR x b / 256 for a global
+# batch b (BASE_LR 0.05 unless set; linear scaling; under --batch auto the starting batch 64's, which
+# the trainer scales the same way at each change), warm-up over the first 51,200 samples, then
+# constant.
 #
 #   run with carry [".carry/include", ".carry/lib", ".carry/tt.tar.xz"]:
 #     bash scripts/device/ttt.sh NAME BATCH MODE [SECONDS]      BATCH: 8..1024 or auto; MODE: nccl or host
@@ -16,7 +17,7 @@ step "machine"; machine
 step "build"; build jiriki
 [[ -d /tmp/tt ]] || tar xJf .carry/tt.tar.xz -C /tmp
 B=$BATCH; [[ $BATCH == auto ]] && B=64
-LR=$(python3 -c "print(0.05 * $B / 256)")
+LR=$(python3 -c "print(${BASE_LR:-0.05} * $B / 256)")
 step "train $NAME: batch $BATCH, --allreduce $MODE, lr $LR at batch $B, for $SECS s"
 timeout -s INT "$SECS" build-device/jiriki train --backend cuda --data /tmp/tt/train --test /tmp/tt/heldout \
   --blocks 10 --channels 192 --optimizer sgd --lr "$LR" --schedule constant --warmup-steps $((51200 / B)) \
