@@ -552,9 +552,8 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     // Every eval_every steps of the starting global batch, counted in samples: evaluations stay
     // evenly spaced in data seen whatever batch the tuner picks.
     const uint64_t eval_span = uint64_t(std::max<int64_t>(c.eval_every, 0)) * reference_batch;
-    if (!test.positions.empty() && eval_span > 0 && stream / eval_span != (stream - uint64_t(batch) * replicas) / eval_span &&
-        stream < total_samples)
-      test_metrics();
+    const bool eval_due = eval_span > 0 && stream / eval_span != (stream - uint64_t(batch) * replicas) / eval_span;
+    if (!test.positions.empty() && eval_due && stream < total_samples) test_metrics();
     if (replicas > 1 && c.check_every > 0 && step % c.check_every == 0 && !comm.all_equal(device->weights_checksum()))
       throw std::runtime_error("the replicas' weights differ at step " + std::to_string(step) +
                                ": data-parallel training has diverged");
