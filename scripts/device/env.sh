@@ -30,6 +30,9 @@ fi
 [[ -z "$NCCL_INC" && -f .carry/nccl/nccl.h ]] && NCCL_INC=$PWD/.carry/nccl
 
 # Boost (jiriki match) and nlohmann-json: the headers and library scripts/device/prepare.sh carries, when there.
+# The headers may travel compressed (.carry/include.tar.xz, 1/8 of the folder's size), leaving room
+# under the carry limit for data.
+[[ -f .carry/include.tar.xz && ! -d .carry/include ]] && tar xJf .carry/include.tar.xz -C .carry
 BOOST_FLAGS=()
 if [[ -d .carry/include/boost ]]; then
   export CPATH=$PWD/.carry/include${CPATH:+:$CPATH}

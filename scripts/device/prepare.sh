@@ -4,7 +4,8 @@
 #   .carry/debs/       gpsshogi 0.7, its data, libosl1v5, tcmalloc and boost 1.74's libraries (Debian
 #                      .debs, unpacked there with dpkg -x), and fairy-stockfish
 #   .carry/include/    the Boost headers the match runner includes (its -M closure, ~9 MB),
-#                      nlohmann-json and Catch2, for the CUDA build there
+#                      nlohmann-json and Catch2, for the CUDA build there; also as include.tar.xz
+#                      (scripts/device/env.sh unpacks it there when the folder is not carried)
 #   .carry/lib/        libboost_filesystem (static), for the same build
 #   .carry/bin/jiriki-cpu  a CPU-only jiriki built here with no shared dependencies beyond libstdc++
 #                      and glibc: the match runner for teacher games, which starts at once there
@@ -21,6 +22,7 @@ for f in match/*.cpp; do g++ -std=c++20 -I. -M "$f"; done | tr ' \\' '\n\n' | gr
 cp -r /usr/include/nlohmann .carry/include/
 mkdir -p .carry/include/catch2 && cp /usr/include/catch2/catch.hpp .carry/include/catch2/
 cp /usr/lib/x86_64-linux-gnu/libboost_filesystem.a .carry/lib/
+tar cJf .carry/include.tar.xz -C .carry include  # the same headers, small enough to travel beside data
 # The CPU-only match runner.
 cmake -S . -B build-teacher -G Ninja -DCMAKE_BUILD_TYPE=Release -DJIRIKI_CUDA=OFF -DJIRIKI_TESTS=OFF \
   -DJIRIKI_NATIVE_ISA=OFF -DJIRIKI_DNNL=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON \

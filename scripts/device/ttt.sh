@@ -7,8 +7,11 @@
 # the trainer scales the same way at each change), warm-up over the first 51,200 samples, then
 # constant.
 #
-#   run with carry [".carry/include", ".carry/lib", ".carry/tt.tar.xz"]:
+#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/catch2", ".carry/tt.tar.xz"]
+#   (and ".carry/debs" with TEACHER=1):
 #     bash scripts/device/ttt.sh NAME BATCH MODE [SECONDS]      BATCH: 8..1024 or auto; MODE: nccl or host
+# TEACHER=1: teacher games (scripts/device/teacher_games.sh, CONC 12 at nice 19) on the cores the
+# run leaves idle, for as long as it trains; their records come back in $OUT.
 set -uo pipefail
 source scripts/device/env.sh
 NAME=$1 BATCH=$2 MODE=$3 SECS=${4:-500}
@@ -18,9 +21,13 @@ step "build"; build jiriki
 [[ -d /tmp/tt ]] || tar xJf .carry/tt.tar.xz -C /tmp
 B=$BATCH; [[ $BATCH == auto ]] && B=64
 LR=$(python3 -c "print(${BASE_LR:-0.05} * $B / 256)")
+if [[ -n "${TEACHER:-}" ]]; then
+  CONC=${CONC:-12} NICE=19 bash scripts/device/teacher_games.sh "$SECS" build-device/jiriki > "$OUT/teacher_games.txt" 2>&1 &
+fi
 step "train $NAME: batch $BATCH, --allreduce $MODE, lr $LR at batch $B, for $SECS s"
 timeout -s INT "$SECS" build-device/jiriki train --backend cuda --data /tmp/tt/train --test /tmp/tt/heldout \
   --blocks 10 --channels 192 --optimizer sgd --lr "$LR" --schedule constant --warmup-steps $((51200 / B)) \
   --eval-every $((250000 / B)) --batch "$BATCH" --batch-start 64 --allreduce "$MODE" --steps 100000000 \
   --loader-threads 8 --log-every 1000 --model-out /tmp/ttt.jnn --checkpoint /tmp/ttt.ckpt \
   --log "$OUT/ttt_$NAME.jsonl" 2>&1 | grep -E "^test|^tuner at|^training|stopped|backend" | cut -c1-200
+wait
