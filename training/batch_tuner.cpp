@@ -209,6 +209,11 @@ std::string format_table(const TunerDecision& d) {
   return out;
 }
 
+std::vector<int> timed_batches(const std::vector<int>& candidates) {
+  if (candidates.size() <= 3) return candidates;
+  return {candidates.front(), candidates[candidates.size() / 2], candidates.back()};
+}
+
 std::vector<int> geometric_batches(int lo, int hi) {
   if (lo < 1) throw std::invalid_argument("geometric_batches: lo must be >= 1");
   std::vector<int> v;

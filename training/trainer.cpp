@@ -397,7 +397,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     const nn::Model saved_model = model;
     const Optimizer saved_optimizer = optimizer;
     std::vector<StepSample> samples;
-    for (int b : candidates) {
+    for (int b : timed_batches(candidates)) {
       Device& d = device_for(b);
       d.load_host();
       Loader probe(data, {.batch_size = b,
