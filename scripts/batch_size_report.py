@@ -4,9 +4,12 @@
                    the fitted step-time model of each
   noise_scale.png  the gradient noise scale over a long --batch auto run (one replica: batch halves)
   choices.png      the tuner's per-GPU batch over that run
-  heldout.png      held-out loss against seconds of training: --batch auto and a fixed 256
-and, on stdout, the tables: measured step times, and what the step-time model predicts for 2, 4
-and 8 GPUs under NCCL and host aggregation. Draws with gnuplot (PNG).
+  heldout.png      the held-out metric (--metric, smoothed) against seconds of training, every
+                   time-to-target run (ttt_NAME.jsonl; fixed runs are named b<batch>_<mode>)
+and, on stdout, the tables: measured step times; the time of each run to the target (what the
+best fixed run reaches at --target-seconds), auto against the best and the median fixed run; and
+what the step-time model predicts for 2, 4 and 8 GPUs under NCCL and host aggregation. Draws with
+gnuplot (PNG).
 
 The predictions apply the tuner's own formulas (training/batch_tuner.h: Pollux's step time with
 gamma, McCandlish's efficiency) to the compute model fitted on one H200, with the communication
@@ -50,6 +53,9 @@ def main():
     ap.add_argument("--host-one-ms", type=float, default=None, help="host aggregation, 1 GPU (default: measured t_n)")
     ap.add_argument("--host-two-ms", type=float, default=2.9, help="host aggregation round trip, 2 GPUs (ms)")
     ap.add_argument("--noise", type=float, nargs="+", default=[300, 2000], help="noise scales to predict at")
+    ap.add_argument("--metric", default="policy_loss", help="held-out metric of the time to target (loss, policy_loss, ...)")
+    ap.add_argument("--smooth", type=int, default=5, help="evaluations averaged before comparing with the target")
+    ap.add_argument("--target-seconds", type=float, default=300, help="the target: the best fixed run's metric then")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
 
@@ -117,19 +123,57 @@ set ylabel 'per-GPU batch'
 set title '--batch auto: the tuner''s choices (10x192, one H200, --allreduce nccl)'
 plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
 """)
-    for name in ("ttt_auto_nccl", "ttt_b256_nccl"):
+    # ---- time to target: every ttt_NAME.jsonl (scripts/device/ttt.sh NAME ...) -------------------
+    runs = {}
+    for f in sorted(os.listdir(D)):
+        if f.startswith("ttt_") and f.endswith(".jsonl"):
+            tests = records(f, "test")
+            smooth = []  # trailing mean of the last --smooth evaluations: one lucky evaluation is not a crossing
+            for i, r in enumerate(tests):
+                window = tests[max(0, i - a.smooth + 1):i + 1]
+                smooth.append((r["seconds"], sum(w[a.metric] for w in window) / len(window)))
+            runs[f[4:-6]] = smooth
+    plots = []
+    for name, smooth in runs.items():
         with open(f"{tmp}/{name}.dat", "w") as f:
-            for r in records(name + ".jsonl", "test"):
-                f.write(f"{r['seconds']} {r['loss']} {r['policy_loss']} {r['value_loss']}\n")
-    gnuplot(f"""set terminal pngcairo size 900,500
+            for t, v in smooth:
+                f.write(f"{t} {v}\n")
+        plots.append(f"'{tmp}/{name}.dat' u 1:2 w l lw 2 t '{name}'")
+    gnuplot(f"""set terminal pngcairo size 900,500 noenhanced
 set output '{a.out}/heldout.png'
 set xlabel 'seconds of training (held-out evaluations left out)'
-set ylabel 'held-out loss'
-set title 'Held-out loss, 10x192 on 1.1M self-play positions, one H200'
+set ylabel 'held-out {a.metric}, mean of the last {a.smooth} evaluations'
+set title 'Held-out {a.metric}, 10x192 on 1.1M self-play positions, one H200'
 set key right top
-plot '{tmp}/ttt_auto_nccl.dat' u 1:2 w l t 'auto: total', '{tmp}/ttt_b256_nccl.dat' u 1:2 w l t '256: total', \\
-     '{tmp}/ttt_auto_nccl.dat' u 1:($3+0.7) w l t 'auto: policy + 0.7', '{tmp}/ttt_b256_nccl.dat' u 1:($3+0.7) w l t '256: policy + 0.7'
+plot {", ".join(plots)}
 """)
+    # The target: what the best fixed run reaches at --target-seconds (runs named b<batch>_<mode>).
+    fixed = {n: r for n, r in runs.items() if n.startswith("b")}
+    def at(smooth, t):
+        before = [v for s, v in smooth if s <= t]
+        return min(before) if before else float("inf")
+    def reached(smooth, target):
+        return next((s for s, v in smooth if v <= target), None)
+    if fixed:
+        target = min(at(r, a.target_seconds) for r in fixed.values())
+        print(f"\n## Time to a held-out {a.metric} of {target:.4f} (the best fixed run's at {a.target_seconds:.0f} s, "
+              f"mean of {a.smooth} evaluations)\n")
+        print("| run | seconds to target | last evaluation (s) |")
+        print("|---|---|---|")
+        times = {}
+        for name, smooth in runs.items():
+            t = reached(smooth, target)
+            times[name] = t
+            print(f"| {name} | {f'{t:.0f}' if t is not None else 'not reached'} | {smooth[-1][0]:.0f} |")
+        for mode in ("nccl", "host"):
+            auto = times.get(f"auto_{mode}")
+            fixed_times = sorted(t if t is not None else float("inf") for n, t in times.items()
+                                 if n.startswith("b") and n.endswith(mode))
+            if auto is None or not fixed_times:
+                continue
+            best, median = fixed_times[0], fixed_times[len(fixed_times) // 2]
+            print(f"\n{mode}: auto {auto:.0f} s, best fixed {best:.0f} s ({auto / best:.2f}x), median fixed "
+                  f"{median:.0f} s, over {len(fixed_times)} fixed runs")
 
     # ---- predictions for several GPUs ---------------------------------------------------------
     nccl, host = models["nccl"], models["host"]
