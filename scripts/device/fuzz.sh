@@ -17,6 +17,8 @@ SEEDS=$(git rev-parse --show-toplevel 2>/dev/null || pwd)/fuzz/corpus/$NAME
 mkdir -p "$OUT" /tmp/fuzz-corpus/"$NAME"
 [[ -d /tmp/fzpack ]] || tar xJf .carry/fuzzpack.tar.xz -C /tmp
 BASE=$(date +%s)
+LOGS=/tmp/fuzz-logs-$BASE  # this run's alone: a warm machine keeps earlier runs' in /tmp
+mkdir -p "$LOGS"
 END=$((SECONDS + SECS))
 # Each process runs in segments of at most 200,000 inputs: under ASan and UBSan, fuzz_usi_engine
 # grows by about 2 KB an input (the sanitizers' bookkeeping of the threads each search starts; a
@@ -27,7 +29,7 @@ job() {
     (cd /tmp/fzpack && LD_LIBRARY_PATH=/tmp/fzpack/lib ASAN_OPTIONS=detect_leaks=0 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 nice -n 19 ./fuzz_"$NAME" -seed=$((BASE + 1000 * k + seg)) \
       -runs=200000 -max_total_time=$((END - SECONDS)) -timeout=30 -print_final_stats=1 \
-      -artifact_prefix="$OUT/crash-$NAME-" /tmp/fuzz-corpus/"$NAME" "$SEEDS") >> /tmp/fuzz-"$NAME"-$k.log 2>&1 || break
+      -artifact_prefix="$OUT/crash-$NAME-" /tmp/fuzz-corpus/"$NAME" "$SEEDS") >> "$LOGS/$NAME-$k.log" 2>&1 || break
     seg=$((seg + 1))
   done
 }
@@ -36,9 +38,9 @@ wait
 {
   for k in $(seq 1 "$JOBS"); do
     echo "--- process $k"
-    grep -E "^stat::|ERROR|SUMMARY|runtime error" /tmp/fuzz-"$NAME"-$k.log
+    grep -E "^stat::|ERROR|SUMMARY|runtime error" "$LOGS/$NAME-$k.log"
   done
-  echo "fuzz_$NAME: $JOBS processes for $SECS s: $(grep -h '^stat::number_of_executed_units' /tmp/fuzz-"$NAME"-*.log |
+  echo "fuzz_$NAME: $JOBS processes for $SECS s: $(grep -h '^stat::number_of_executed_units' "$LOGS/$NAME"-*.log |
     awk '{s += $2} END {print s}') executions, $(ls "$OUT"/crash-"$NAME"-* 2>/dev/null | wc -l) crashes," \
     "corpus $(ls /tmp/fuzz-corpus/"$NAME" | wc -l) files"
 } > "$OUT/fuzz_$NAME.log"

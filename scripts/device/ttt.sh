@@ -12,6 +12,8 @@
 #     bash scripts/device/ttt.sh NAME BATCH MODE [SECONDS]      BATCH: 8..1024 or auto; MODE: nccl or host
 # TEACHER=1: teacher games (scripts/device/teacher_games.sh, CONC 12 at nice 19) on the cores the
 # run leaves idle, for as long as it trains; their records come back in $OUT.
+# FUZZ=NAME: instead, scripts/device/fuzz.sh NAME with FUZZ_JOBS (default 8) processes at nice 19 for
+# as long as it trains (carry .carry/fuzzpack.tar.xz too). For a comparison, give every run the same.
 set -uo pipefail
 source scripts/device/env.sh
 NAME=$1 BATCH=$2 MODE=$3 SECS=${4:-500}
@@ -23,6 +25,8 @@ B=$BATCH; [[ $BATCH == auto ]] && B=64
 LR=$(python3 -c "print(${BASE_LR:-0.05} * $B / 256)")
 if [[ -n "${TEACHER:-}" ]]; then
   CONC=${CONC:-12} NICE=19 bash scripts/device/teacher_games.sh "$SECS" build-device/jiriki > "$OUT/teacher_games.txt" 2>&1 &
+elif [[ -n "${FUZZ:-}" ]]; then
+  bash scripts/device/fuzz.sh "$FUZZ" "$SECS" "${FUZZ_JOBS:-8}" > /dev/null 2>&1 &
 fi
 step "train $NAME: batch $BATCH, --allreduce $MODE, lr $LR at batch $B, for $SECS s"
 timeout -s INT "$SECS" build-device/jiriki train --backend cuda --data /tmp/tt/train --test /tmp/tt/heldout \
@@ -31,3 +35,4 @@ timeout -s INT "$SECS" build-device/jiriki train --backend cuda --data /tmp/tt/t
   --loader-threads 8 --log-every 1000 --model-out /tmp/ttt.jnn --checkpoint /tmp/ttt.ckpt \
   --log "$OUT/ttt_$NAME.jsonl" 2>&1 | grep -E "^test|^tuner at|^training|stopped|backend" | cut -c1-200
 wait
+[[ -n "${FUZZ:-}" ]] && tail -1 "$OUT/fuzz_$FUZZ.log"
