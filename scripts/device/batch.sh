@@ -4,8 +4,9 @@
 #   tests      the GPU trainer's tests ([cuda][train]), with JIRIKI_CUDNN_CANDIDATES=4
 #   bench      `jiriki bench train` on a 10x192 network at batches 256 and 1024: the trainer's
 #              samples/s against the GPU's step alone (inputs already on the device)
-#   sustained  `jiriki train` end to end on the records in DATA for SECONDS (default 80) at each of
-#              256 and 1024, then scripts/sustained_rate.py: samples/s after the first 15 s
+#   sustained  `jiriki train` end to end on the records in DATA for SECONDS_EACH (default 80; start-up
+#              included, so 100 leaves 60 s after warm-up) at each of BATCHES (default
+#              "256 1024"), then scripts/sustained_rate.py: samples/s after the first 15 s
 #   tuner      `jiriki train --batch auto` with --allreduce nccl and host: the step-time tables,
 #              noise scale and choices (logs tuner_nccl.jsonl, tuner_host.jsonl)
 # Logs go to $OUT. DATA defaults to .carry/data (teacher records made by scripts/device/teacher.sh).
@@ -40,7 +41,7 @@ if [[ " $STEPS " == *" bench "* ]]; then
 fi
 
 if [[ " $STEPS " == *" sustained "* ]]; then
-  for b in 256 1024; do
+  for b in ${BATCHES:-256 1024}; do
     step "jiriki train at batch $b for $SECONDS_EACH s on $DATA"
     rm -f /tmp/sustained_$b.*
     timeout -s INT "$SECONDS_EACH" $J train --backend cuda --data "$DATA" "${NET[@]}" --batch $b --steps 1000000 \

@@ -54,6 +54,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
@@ -214,13 +215,45 @@ class Conv {
   std::string text_;
 };
 
+// Page-locked host memory that keeps what is freed for the next request of the same size: every
+// held-out evaluation builds a loader whose batches (17 of 48 MB at batch 1024) would otherwise be
+// pinned and unpinned again, which cost about 0.8 s an evaluation on the H200's host.
 struct PinnedAllocator : HostAllocator {
+  PinnedAllocator() = default;
+  PinnedAllocator(const PinnedAllocator&) = delete;
+  PinnedAllocator& operator=(const PinnedAllocator&) = delete;
+  ~PinnedAllocator() override {
+    for (auto& [bytes, p] : free_) cudaFreeHost(p);
+  }
   void* allocate(size_t bytes) override {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = free_.find(bytes); it != free_.end()) {
+        void* p = it->second;
+        free_.erase(it);
+        sizes_[p] = bytes;
+        return p;
+      }
+    }
     void* p = nullptr;
     JIRIKI_CUDA_CHECK(cudaMallocHost(&p, bytes));
+    std::lock_guard lock(mutex_);
+    sizes_[p] = bytes;
     return p;
   }
-  void deallocate(void* p) noexcept override { cudaFreeHost(p); }
+  void deallocate(void* p) noexcept override {
+    if (!p) return;
+    std::lock_guard lock(mutex_);
+    auto it = sizes_.find(p);
+    if (it == sizes_.end()) return;  // not ours: nothing to keep
+    free_.emplace(it->second, p);
+    sizes_.erase(it);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::multimap<size_t, void*> free_;  // kept for reuse, by size
+  std::map<void*, size_t> sizes_;      // handed out
 };
 
 // Where one trainable tensor lives in the flat buffers, and how its device layout maps to the
