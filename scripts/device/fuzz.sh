@@ -25,7 +25,7 @@ END=$((SECONDS + SECS))
 # build without them stays flat) and reached libFuzzer's 2 GB limit after about 870,000.
 job() {
   local k=$1 seg=0
-  while ((SECONDS < END)); do
+  while ((END - SECONDS >= 5)); do  # (-max_total_time=0 would mean no limit)
     (cd /tmp/fzpack && LD_LIBRARY_PATH=/tmp/fzpack/lib ASAN_OPTIONS=detect_leaks=0 \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 nice -n 19 ./fuzz_"$NAME" -seed=$((BASE + 1000 * k + seg)) \
       -runs=200000 -max_total_time=$((END - SECONDS)) -timeout=30 -print_final_stats=1 \

@@ -25,8 +25,10 @@ B=$BATCH; [[ $BATCH == auto ]] && B=64
 LR=$(python3 -c "print(${BASE_LR:-0.05} * $B / 256)")
 if [[ -n "${TEACHER:-}" ]]; then
   CONC=${CONC:-12} NICE=19 bash scripts/device/teacher_games.sh "$SECS" build-device/jiriki > "$OUT/teacher_games.txt" 2>&1 &
+  BESIDE=$!
 elif [[ -n "${FUZZ:-}" ]]; then
   bash scripts/device/fuzz.sh "$FUZZ" "$SECS" "${FUZZ_JOBS:-8}" > /dev/null 2>&1 &
+  BESIDE=$!
 fi
 step "train $NAME: batch $BATCH, --allreduce $MODE, lr $LR at batch $B, for $SECS s"
 timeout -s INT "$SECS" build-device/jiriki train --backend cuda --data /tmp/tt/train --test /tmp/tt/heldout \
@@ -34,5 +36,6 @@ timeout -s INT "$SECS" build-device/jiriki train --backend cuda --data /tmp/tt/t
   --eval-every $((250000 / B)) --batch "$BATCH" --batch-start 64 --allreduce "$MODE" --steps 100000000 \
   --loader-threads 8 --log-every 1000 --model-out /tmp/ttt.jnn --checkpoint /tmp/ttt.ckpt \
   --log "$OUT/ttt_$NAME.jsonl" 2>&1 | grep -E "^test|^tuner at|^training|stopped|backend" | cut -c1-200
-wait
+# Only that job: a bare `wait` would also wait for start's tee, which outlives the script's output.
+[[ -n "${BESIDE:-}" ]] && wait "$BESIDE"
 [[ -n "${FUZZ:-}" ]] && tail -1 "$OUT/fuzz_$FUZZ.log"
