@@ -209,9 +209,12 @@ std::string format_table(const TunerDecision& d) {
   return out;
 }
 
-std::vector<int> timed_batches(const std::vector<int>& candidates) {
-  if (candidates.size() <= 3) return candidates;
-  return {candidates.front(), candidates[candidates.size() / 2], candidates.back()};
+std::vector<int> timed_batches(const std::vector<int>& candidates, int start) {
+  if (candidates.size() <= 2) return candidates;
+  const bool listed = std::find(candidates.begin(), candidates.end(), start) != candidates.end();
+  const int first = listed ? start : candidates[candidates.size() / 2];
+  if (first == candidates.back()) return {candidates.front(), first};
+  return {first, candidates.back()};
 }
 
 std::vector<int> geometric_batches(int lo, int hi) {

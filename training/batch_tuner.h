@@ -123,15 +123,20 @@ TunerDecision choose_batch(const StepTimeModel& model, const std::vector<int>& c
 // would otherwise flip between them at every decision (seen on an H200: 512 and 1024 alternating).
 int keep_or_switch(const TunerDecision& decision, int current, double min_gain);
 
+// The trainer's min_gain: a change must promise 5% more goodput.
+inline constexpr double TUNER_MIN_GAIN = 0.05;
+
 // The decision as a fixed-width table for logs, the chosen row marked with '*'.
 std::string format_table(const TunerDecision& decision);
 
-// The candidates whose steps are timed to fit the model: all of up to three, else the smallest,
-// the middle one of the list and the largest. The step time is close to linear in the batch (on an
-// H200, 10x192: 0.95 ms at 8 to 8.74 ms at 1024, straight from 64 on), so three points fit it as
-// well as eight; each timed batch costs a device of its own (on a GPU, a cuDNN tuning of several
-// seconds) before training starts, and the others are made only if the tuner picks them.
-std::vector<int> timed_batches(const std::vector<int>& candidates);
+// The candidates whose steps are timed to fit the model: all of up to two, else the starting batch
+// (the middle candidate if it is none) and the largest (the smallest if they are the same). The step
+// time is close to linear in the batch (on an H200, 10x192: 0.95 ms at 8 to 8.74 ms at 1024,
+// straight from 64 on), so the line through two points far apart predicts all eight within 8%. Each
+// timed batch costs a device of its own before training starts (on a GPU, a cuDNN tuning that took
+// 2-20 s on an H200), the starting batch's is needed anyway, and the others are made only if the
+// tuner picks them.
+std::vector<int> timed_batches(const std::vector<int>& candidates, int start);
 
 // lo, 2 lo, 4 lo, ... up to hi: hi itself is included only when it is lo times a power of two (the
 // list stays geometric). Empty when lo > hi; throws std::invalid_argument when lo < 1.

@@ -29,8 +29,6 @@ namespace jiriki::training {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// --batch auto changes the batch only for at least this much more goodput (see keep_or_switch).
-constexpr double TUNER_MIN_GAIN = 0.05;
 
 AllReduce parse_allreduce(const std::string& name) {
   if (name == "auto") return AllReduce::AUTO;
@@ -310,7 +308,12 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   std::map<int, std::unique_ptr<Device>> devices;
   auto device_for = [&](int b) -> Device& {
     auto& d = devices[b];
-    if (!d) d = make_device(c, b, model, optimizer, pool, comm, place);
+    if (!d) {
+      // Its set-up time (on a GPU, cuDNN's tuning: 2-20 s on an H200) is part of what --batch auto costs.
+      const auto made = Clock::now();
+      d = make_device(c, b, model, optimizer, pool, comm, place);
+      log.write({{"type", "device"}, {"batch", b}, {"setup_seconds", seconds_since(made)}});
+    }
     return *d;
   };
   Device* device = &device_for(batch);
@@ -397,7 +400,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     const nn::Model saved_model = model;
     const Optimizer saved_optimizer = optimizer;
     std::vector<StepSample> samples;
-    for (int b : timed_batches(candidates)) {
+    for (int b : timed_batches(candidates, batch)) {
       Device& d = device_for(b);
       d.load_host();
       Loader probe(data, {.batch_size = b,
