@@ -177,7 +177,10 @@ int bench_data_parallel(const training::TrainConfig& base, const std::vector<int
   std::printf("%d GPUs (%s), gradients averaged by %s\n", n,
               [&] {
                 std::string s;
-                for (int g : gpus) s += (s.empty() ? "" : ",") + std::to_string(g);
+                for (int g : gpus) {
+                  if (!s.empty()) s += ',';
+                  s += std::to_string(g);
+                }
                 return s;
               }()
                   .c_str(),
@@ -281,6 +284,7 @@ int bench_train(int argc, char** argv) {
 #endif
   if (args.has("dump") && !gpu) throw std::invalid_argument("--dump needs the cuda backend");
   if (c.gpus.size() > 1 && !gpu) throw std::invalid_argument("several --gpus need the cuda backend");
+  if (!gpu) c.gpus.clear();  // the default GPU 0 means nothing to the CPU trainer, which refuses GPUs
   const int device_steps = int(args.integer("device-steps"));
   if (device_steps < 1) throw std::invalid_argument("--device-steps must be at least 1");
   std::printf("network %dx%d %s, %lld random-game positions, %lld steps per batch size\n%s\n", c.arch.blocks,
@@ -305,16 +309,18 @@ int bench_train(int argc, char** argv) {
     c.batch = int(batch);
     const double trainer = training::train(c).samples_per_second;
     const double loader = loader_samples_per_second(loaded, c, loader_steps);
-    std::printf("%8lld %18.0f %18.0f", (long long)batch, trainer, loader);
+    // The row is printed whole once measured: the GPU's set-up prints to stderr meanwhile.
+    char gpu_columns[64] = "";
 #if JIRIKI_HAVE_CUDA
     if (gpu) {
       const double s = gpu_step_seconds(c, device_steps, dump);
       dump.clear();  // the first batch size only
       const double flop = 6.0 * double(nn::macs_per_position(c.arch)) * double(batch);
-      std::printf(" %16.0f %12.3f %12.1f", double(batch) / s, 1e3 * s, flop / s * 1e-12);
+      std::snprintf(gpu_columns, sizeof gpu_columns, " %16.0f %12.3f %12.1f", double(batch) / s, 1e3 * s,
+                    flop / s * 1e-12);
     }
 #endif
-    std::printf("\n");
+    std::printf("%8lld %18.0f %18.0f%s\n", (long long)batch, trainer, loader, gpu_columns);
     std::fflush(stdout);
   }
   return 0;

@@ -96,4 +96,12 @@ TEST_CASE("backend: nn eval, selfplay and train work with no --backend and say w
                                  " --blocks 1 --channels 8 --batch 8 --steps 2 --log-every 1");
   CHECK(rc == 0);
   CHECK_THAT(out, Contains("backend: " + training + " (auto: ") && Contains("wrote " + dir.file("t.jnn")));
+
+  // bench train measured nothing on a machine without a GPU: the default --gpus 0 reached the CPU
+  // trainer, which refuses GPUs.
+  std::tie(rc, out) = run_jiriki("bench train --blocks 1 --channels 8 --batch 8 --steps 2 --loader-steps 2");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK_THAT(out, Contains("backend: " + training + " (auto: ") && Contains("trainer samples/s"));
+  CHECK(out.find("error") == std::string::npos);
 }
