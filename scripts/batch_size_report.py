@@ -55,6 +55,7 @@ def main():
     ap.add_argument("--noise", type=float, nargs="+", default=[300, 2000], help="noise scales to predict at")
     ap.add_argument("--metric", default="policy_loss", help="held-out metric of the time to target (loss, policy_loss, ...)")
     ap.add_argument("--smooth", type=int, default=5, help="evaluations averaged before comparing with the target")
+    ap.add_argument("--note", default="SGD, lr 0.01 b/256", help="the time-to-target runs' rule, for the plot's title")
     ap.add_argument("--target-seconds", type=float, default=300, help="the target: the best fixed run's metric then")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
@@ -133,6 +134,15 @@ plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
                 window = tests[max(0, i - a.smooth + 1):i + 1]
                 smooth.append((r["seconds"], sum(w[a.metric] for w in window) / len(window)))
             runs[f[4:-6]] = smooth
+    # The target: what the best fixed run reaches at --target-seconds (runs named b<batch>_<mode>).
+    fixed = {n: r for n, r in runs.items() if n.startswith("b")}
+    def at(smooth, t):
+        before = [v for s, v in smooth if s <= t]
+        return min(before) if before else float("inf")
+    def reached(smooth, target):
+        return next((s for s, v in smooth if v <= target), None)
+    target = min(at(r, a.target_seconds) for r in fixed.values()) if fixed else None
+    lo = min(v for smooth in runs.values() for _, v in smooth) if runs else 0
     plots = []
     for name, smooth in runs.items():
         with open(f"{tmp}/{name}.dat", "w") as f:
@@ -143,19 +153,13 @@ plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
 set output '{a.out}/heldout.png'
 set xlabel 'seconds of training (held-out evaluations left out)'
 set ylabel 'held-out {a.metric}, mean of the last {a.smooth} evaluations'
-set title 'Held-out {a.metric}, 10x192 on 1.1M self-play positions, one H200'
+set title 'Held-out {a.metric}: 10x192, 1.1M self-play positions, {a.note}, H200; dashed: target'
 set key right top
+{f"set yrange [{lo - 0.01:.3f}:{lo + 0.25:.3f}]" if runs else ""}
+{f"set arrow from graph 0, first {target} to graph 1, first {target} nohead dt 2" if target else ""}
 plot {", ".join(plots)}
 """)
-    # The target: what the best fixed run reaches at --target-seconds (runs named b<batch>_<mode>).
-    fixed = {n: r for n, r in runs.items() if n.startswith("b")}
-    def at(smooth, t):
-        before = [v for s, v in smooth if s <= t]
-        return min(before) if before else float("inf")
-    def reached(smooth, target):
-        return next((s for s, v in smooth if v <= target), None)
     if fixed:
-        target = min(at(r, a.target_seconds) for r in fixed.values())
         print(f"\n## Time to a held-out {a.metric} of {target:.4f} (the best fixed run's at {a.target_seconds:.0f} s, "
               f"mean of {a.smooth} evaluations)\n")
         print("| run | seconds to target | last evaluation (s) |")
