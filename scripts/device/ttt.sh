@@ -24,19 +24,25 @@ step "build"; build jiriki
 # cuDNN's tuned choices (nn/cuda/fused_conv.cpp) live in one file, carried from machine to machine
 # as .carry/cudnn-choices.txt and returned in $OUT, and every candidate batch is tuned once a
 # machine before the first run: each run then starts as a user's second run does, and no run pays
-# the first tuning on a machine (its devices' set-up took 2-20 s on an H200).
+# the first tuning on a machine (its devices' set-up took 2-20 s on an H200). TUNE_ONLY=1 stops
+# there (the first call of a series: tuning eight batches takes minutes).
 export JIRIKI_CUDNN_CACHE=/tmp/cudnn-choices.txt
 [[ -f $JIRIKI_CUDNN_CACHE || ! -f .carry/cudnn-choices.txt ]] || cp .carry/cudnn-choices.txt "$JIRIKI_CUDNN_CACHE"
-if [[ ! -f /tmp/ttt-tuned ]]; then
-  step "cuDNN's choices for every candidate batch (once a machine)"
-  for b in 8 16 32 64 128 256 512 1024; do
+GPU_KEY=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '_')
+UNTUNED=()
+for b in 8 16 32 64 128 256 512 1024; do
+  grep -q "^jiriki-cudnn-2 $GPU_KEY/[^ ]*/b$b,i" "$JIRIKI_CUDNN_CACHE" 2>/dev/null || UNTUNED+=("$b")
+done
+if ((${#UNTUNED[@]})); then
+  step "cuDNN's choices for the batches the file lacks: ${UNTUNED[*]}"
+  for b in "${UNTUNED[@]}"; do
     t0=$(date +%s%N)
     build-device/jiriki train --backend cuda --data /tmp/tt/heldout --blocks 10 --channels 192 --batch $b \
       --steps 2 --model-out /tmp/tune.jnn > /dev/null 2>&1 || echo "batch $b: failed"
     echo "batch $b: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
   done
-  touch /tmp/ttt-tuned
 fi
+if [[ -n "${TUNE_ONLY:-}" ]]; then cp "$JIRIKI_CUDNN_CACHE" "$OUT/cudnn-choices.txt"; exit 0; fi
 B=$BATCH; [[ $BATCH == auto ]] && B=64
 LR=$(python3 -c "print(${BASE_LR:-0.05} * $B / 256)")
 if [[ -n "${TEACHER:-}" ]]; then
