@@ -39,6 +39,20 @@ std::string move_comment(std::optional<int> score, int64_t ms) {
 
 }  // namespace
 
+std::optional<int64_t> parse_info_nodes(const std::string& line) {
+  if (!starts_with(line, "info ") || starts_with(line, "info string")) return std::nullopt;
+  std::istringstream in(line);
+  std::string w;
+  while (in >> w && w != "nodes") {
+    if (w == "pv" || w == "string") return std::nullopt;  // the rest is moves or text
+  }
+  std::string value;
+  if (!(in >> value) || value.empty() || value.size() > 18 ||
+      value.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::stoll(value);
+}
+
 std::optional<int> parse_info_score(const std::string& line) {
   if (!starts_with(line, "info ") || starts_with(line, "info string")) return std::nullopt;
   std::istringstream in(line);
@@ -117,6 +131,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     }
     const auto deadline = sent_at + std::chrono::milliseconds(limit_ms + (clocked ? settings.margin_ms : 0));
     std::optional<int> score;
+    std::optional<int64_t> nodes;
     std::optional<EngineLine> answer;
     while (auto line = e.read_line(deadline)) {
       if (starts_with(line->text, "bestmove")) {
@@ -124,6 +139,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
         break;
       }
       if (auto s = parse_info_score(line->text)) score = s;
+      if (auto n = parse_info_nodes(line->text)) nodes = n;
     }
     if (!answer) {
       if (e.ended()) {
@@ -146,7 +162,10 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
       break;
     }
     const int64_t elapsed = ms_between(sent_at, answer->at);
-    g.used_ms[us] += elapsed;
+    SearchStats& stats = g.search[us];
+    stats.moves++;
+    stats.ms += elapsed;
+    if (nodes) stats.counted++, stats.nodes += *nodes, stats.nodes_ms += elapsed;
     last_answer = answer->at;
     last_taken_cpu = thread_cpu_us();
     if (clocked) {

@@ -31,6 +31,19 @@ struct GameSettings {
   const std::atomic<bool>* interrupt = nullptr;  // when set, the game stops before the next move (GameEnd::ABORT)
 };
 
+// One side's thinking over games: its answered moves and their time, and the nodes it reported
+// (the last `info ... nodes N` before each bestmove; moves without one are left out of the rates).
+struct SearchStats {
+  int64_t moves = 0, ms = 0;                   // answered moves and their thinking time
+  int64_t counted = 0, nodes = 0, nodes_ms = 0;  // the moves that reported nodes: count, nodes, time
+  void add(const SearchStats& o) {
+    moves += o.moves, ms += o.ms, counted += o.counted, nodes += o.nodes, nodes_ms += o.nodes_ms;
+  }
+  double ms_per_move() const { return moves ? double(ms) / double(moves) : 0.0; }
+  double nodes_per_move() const { return counted ? double(nodes) / double(counted) : 0.0; }
+  double nodes_per_second() const { return nodes_ms ? 1e3 * double(nodes) / double(nodes_ms) : 0.0; }
+};
+
 struct PlayedGame {
   GameRecord record;                       // all moves, the opening's included; comments hold scores
   std::vector<int64_t> move_ms;            // per move, -1 for the opening's moves
@@ -38,7 +51,7 @@ struct PlayedGame {
   int opening_plies = 0;
   Verdict verdict;
   bool failed[COLOR_NB] = {false, false};  // the engine crashed or stopped answering: restart it
-  int64_t used_ms[COLOR_NB] = {0, 0};      // thinking time of each side
+  SearchStats search[COLOR_NB];            // each side's moves, time and nodes
   // The runner's own time per move, summed: wall time from a bestmove line's arrival (the reader
   // thread's time stamp) to the next go written, and the game thread's CPU time from taking the
   // line to writing that go (wall time on a loaded machine also counts the waits for a core).
@@ -51,6 +64,9 @@ constexpr int MATE_SCORE = 32000;
 // Parses the score of an `info` line into the mover's centipawns ("score cp 35", "score mate 3",
 // "score mate -"); nullopt when the line has none.
 std::optional<int> parse_info_score(const std::string& line);
+
+// The node count of an `info` line ("nodes 12345"); nullopt when it has none.
+std::optional<int64_t> parse_info_nodes(const std::string& line);
 
 // Plays a game from `opening`; both engines must be started and in sync. Names in the record are
 // the engines' display names.

@@ -78,7 +78,8 @@ std::string RecordWriter::write(const PlayedGame& game, const GameInfo& info) {
         {"reason", v.reason},
         {"plies", game.record.moves.size()},
         {"opening_plies", game.opening_plies},
-        {"time_ms", {{"black", game.used_ms[BLACK]}, {"white", game.used_ms[WHITE]}}},
+        {"time_ms", {{"black", game.search[BLACK].ms}, {"white", game.search[WHITE].ms}}},
+        {"nodes", {{"black", game.search[BLACK].nodes}, {"white", game.search[WHITE].nodes}}},
         {"csa", csa},
     };
     std::string line = j.dump() + "\n";

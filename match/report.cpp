@@ -75,6 +75,15 @@ nlohmann::json summary_json(const TournamentConfig& config, const TournamentResu
     const EngineFaults& f = result.faults[i];
     j["faults"][config.engines[i].name] = {{"time", f.time}, {"illegal", f.illegal}, {"crash", f.crash}, {"no_answer", f.no_answer}};
   }
+  j["search"] = nlohmann::json::object();
+  for (size_t i = 0; i < n; ++i) {
+    const SearchStats& t = result.search[i];
+    j["search"][config.engines[i].name] = {{"moves", t.moves},
+                                           {"ms_per_move", t.ms_per_move()},
+                                           {"moves_with_nodes", t.counted},
+                                           {"nodes_per_move", t.nodes_per_move()},
+                                           {"nodes_per_second", t.nodes_per_second()}};
+  }
   j["runner_us_per_move"] = result.runner_us_per_move;
   j["runner_cpu_us_per_move"] = result.runner_cpu_us_per_move;
   j["runner_moves"] = result.runner_moves;
@@ -132,6 +141,13 @@ std::string final_table(const TournamentConfig& config, const TournamentResult& 
     const EngineFaults& f = result.faults[i];
     s += name(i) + " lost by: time " + std::to_string(f.time) + ", illegal move " + std::to_string(f.illegal) +
          ", crash " + std::to_string(f.crash) + ", no answer " + std::to_string(f.no_answer) + "\n";
+  }
+  for (int i = 0; i < n; ++i) {
+    const SearchStats& t = result.search[i];
+    s += name(i) + fmt(" thought %.0f ms a move", t.ms_per_move()) +
+         (t.counted ? fmt(", %.0f nodes a move, %.0f nodes/s", t.nodes_per_move(), t.nodes_per_second())
+                    : std::string(", reported no nodes")) +
+         " (" + std::to_string(t.moves) + " moves)\n";
   }
   s += fmt("runner: %.1f us per move from a bestmove's arrival to the next go (CPU time %.1f us), %.0f moves\n",
            result.runner_us_per_move, result.runner_cpu_us_per_move, double(result.runner_moves));

@@ -36,6 +36,7 @@ class Scheduler {
     auto pairings = make_pairings(int(config.engines.size()), config.gauntlet);
     for (auto [a, b] : pairings) result_.pairings.push_back({a, b});
     result_.faults.assign(config.engines.size(), {});
+    result_.search.assign(config.engines.size(), {});
     const int64_t pairs = (config.games + 1) / 2;
     // Pair-major order: every pairing advances together, and both games of a pair run close in time.
     for (int64_t k = 0; k < pairs; ++k)
@@ -113,6 +114,8 @@ class Scheduler {
       if (v.end == GameEnd::ILLEGAL_MOVE) f.illegal++;
       if (v.reason == "crash") f.crash++;
     }
+    result_.search[black].add(game.search[BLACK]);
+    result_.search[white].add(game.search[WHITE]);
     ++result_.games;
     result_.runner_moves += game.runner_moves;
     runner_us_ += game.runner_us;

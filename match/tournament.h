@@ -48,6 +48,7 @@ struct PairingResult {
 struct TournamentResult {
   std::vector<PairingResult> pairings;
   std::vector<EngineFaults> faults;  // per engine
+  std::vector<SearchStats> search;   // per engine: moves, thinking time and nodes over all its games
   int64_t games = 0;
   double llr = 0;
   SprtResult sprt = SprtResult::NONE;

@@ -135,6 +135,18 @@ TEST_CASE("match: info score parsing", "[match]") {
   CHECK_FALSE(parse_info_score("info depth 3 nodes 100"));
 }
 
+TEST_CASE("match: info nodes parsing", "[match]") {
+  CHECK(parse_info_nodes("info depth 3 nodes 100") == 100);
+  CHECK(parse_info_nodes("info depth 3 score cp 5 nodes 1234567890123 nps 9 pv 7g7f") == 1234567890123);
+  CHECK_FALSE(parse_info_nodes("info string nodes 5"));
+  CHECK_FALSE(parse_info_nodes("info depth 3 pv 7g7f nodes 5"));  // after pv: moves
+  CHECK_FALSE(parse_info_nodes("info nodes abc"));
+  CHECK_FALSE(parse_info_nodes("info nodes -5"));
+  CHECK_FALSE(parse_info_nodes("info nodes 99999999999999999999"));
+  CHECK_FALSE(parse_info_nodes("info nodes"));
+  CHECK_FALSE(parse_info_nodes("bestmove 7g7f"));
+}
+
 TEST_CASE("match: engine spec parsing", "[match]") {
   EngineSpec s;
   REQUIRE_FALSE(parse_engine_spec("cmd=/usr/games/gpsusi name=gps dir=/tmp/x args=\"-a b\" option.Threads=2", s));
@@ -170,6 +182,28 @@ TEST_CASE("match adjudication: resignation", "[match]") {
   CHECK(g.verdict.winner == WHITE);
   CHECK(g.verdict.reason == "resign");
   CHECK(game_result(g.record) == WHITE_WIN);
+}
+
+TEST_CASE("match: each side's moves, time and reported nodes are counted", "[match]") {
+  // Black: 7g7f after 100 nodes, 2g2f with no node count; White: 3c3d after 50 nodes, then resigns.
+  PlayedGame g = play({"nodes=100 7g7f", "nodes=50 3c3d", "2g2f", "resign"});
+  REQUIRE(g.verdict.reason == "resign");
+  CHECK(g.search[BLACK].moves == 2);
+  CHECK(g.search[BLACK].counted == 1);
+  CHECK(g.search[BLACK].nodes == 100);
+  CHECK(g.search[WHITE].moves == 2);  // the resignation was an answer too
+  CHECK(g.search[WHITE].counted == 1);
+  CHECK(g.search[WHITE].nodes == 50);
+  CHECK(g.search[BLACK].nodes_per_move() == 100);
+  CHECK(g.search[BLACK].nodes_ms <= g.search[BLACK].ms);
+  SearchStats sum = g.search[BLACK];
+  sum.add(g.search[WHITE]);
+  CHECK(sum.moves == 4);
+  CHECK(sum.nodes_per_move() == 75);
+  CHECK(SearchStats{}.nodes_per_second() == 0);  // nothing reported: no rate, no division by zero
+  SearchStats timed{10, 5000, 10, 30000, 5000};
+  CHECK(timed.nodes_per_second() == 6000);
+  CHECK(timed.ms_per_move() == 500);
 }
 
 TEST_CASE("match adjudication: a true and a false entering-king declaration", "[match]") {
@@ -350,6 +384,13 @@ TEST_CASE("match tournament: round robin with colours swapped in every pair", "[
   auto summary = summary_json(c, r);
   CHECK(summary["crosstable"]["points"][0][1] == 2.0);
   CHECK(summary["crosstable"]["games"][2][1] == 4);
+  // Each engine played 8 games, 4 as Black, and answered only as Black (its resignation), with no
+  // node counts.
+  for (const char* n : {"a", "b", "c"}) {
+    CHECK(summary["search"][n]["moves"] == 4);
+    CHECK(summary["search"][n]["moves_with_nodes"] == 0);
+  }
+  CHECK_THAT(final_table(c, r), Catch::Contains("a thought ") && Catch::Contains("reported no nodes (4 moves)"));
 }
 
 TEST_CASE("match tournament: a crashed engine is restarted and the match goes on", "[match]") {

@@ -2,9 +2,9 @@
 # A scripted USI engine for the match tests. Its one argument is a script file whose line k
 # (counting from 0) says what to do when asked to move at ply k of the game (the number of moves
 # after "moves" in the last position command), whichever side it plays:
-#   [sleep=SECONDS] [score=CP | mate=N] [crash | crash-once | hang] ANSWER
-# ANSWER is sent as "bestmove ANSWER" (a move, resign, win, or anything unparsable); score= and
-# mate= first send an info line; crash exits at once; crash-once exits only the first time (it
+#   [sleep=SECONDS] [score=CP | mate=N] [nodes=N] [crash | crash-once | hang] ANSWER
+# ANSWER is sent as "bestmove ANSWER" (a move, resign, win, or anything unparsable); score=, mate=
+# and nodes= first send an info line; crash exits at once; crash-once exits only the first time (it
 # leaves SCRIPT.crashed behind); hang never answers and ignores stop. No line: bestmove resign.
 script=$1
 ply=0
@@ -28,6 +28,7 @@ while IFS= read -r line; do
           sleep=*) sleep "${word#sleep=}" ;;
           score=*) echo "info depth 1 score cp ${word#score=} pv x" ;;
           mate=*) echo "info depth 1 score mate ${word#mate=}" ;;
+          nodes=*) echo "info depth 1 nodes ${word#nodes=} nps 1000" ;;
           crash) exit 1 ;;
           crash-once) if [[ ! -e $script.crashed ]]; then touch "$script.crashed"; exit 1; fi ;;
           hang) answer="" ;;
