@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <utility>
@@ -308,6 +309,20 @@ TEST_CASE("GPU trainer: uploads and downloads are exact, bad networks and batche
   CHECK_THROWS_WITH(gpu.compute_gradients(b, 0.3f, 0.1f, 0.25f), Catch::Contains("batch of 4"));
   CHECK_THROWS_AS(gpu.upload_model(nn::testing::random_model(1, 16, nn::Activation::SWISH, 1)),
                   std::invalid_argument);
+
+  // Page-locked memory freed to the trainer's allocator is handed out again for the same size
+  // (every held-out evaluation's loader asks for the same batches), and only for it.
+  HostAllocator* pinned = gpu.host_allocator();
+  void* one = pinned->allocate(1 << 20);
+  std::memset(one, 1, 1 << 20);
+  pinned->deallocate(one);
+  void* again_one = pinned->allocate(1 << 20);
+  CHECK(again_one == one);
+  void* two = pinned->allocate(2 << 20);
+  CHECK(two != one);
+  std::memset(two, 2, 2 << 20);
+  pinned->deallocate(again_one);
+  pinned->deallocate(two);
 }
 
 TEST_CASE("GPU trainer: evaluation (batch norm in EVAL mode, short batches) equals the CPU's", "[cuda][train][gpu]") {
