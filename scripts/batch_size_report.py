@@ -56,6 +56,11 @@ def main():
     ap.add_argument("--metric", default="policy_loss", help="held-out metric of the time to target (loss, policy_loss, ...)")
     ap.add_argument("--smooth", type=int, default=5, help="evaluations averaged before comparing with the target")
     ap.add_argument("--note", default="SGD, lr 0.01 b/256", help="the time-to-target runs' rule, for the plot's title")
+    ap.add_argument("--noise-run", default="ttt_auto_nccl.jsonl",
+                    help="the --batch auto log (in bench/results/batch_size) whose noise scale and choices are drawn")
+    ap.add_argument("--runs", default=D, help="the folder of the time-to-target runs' logs (ttt_NAME.jsonl)")
+    ap.add_argument("--levels", type=float, nargs="*", default=[3.0, 2.98, 2.97, 2.965],
+                    help="further held-out levels: seconds (and samples) of each run to each")
     ap.add_argument("--target-seconds", type=float, default=300, help="the target: the best fixed run's metric then")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
@@ -88,7 +93,7 @@ plot '{tmp}/nccl.dat' u 1:2 w p pt 7 t 'nccl (one rank): measured', '' u 1:3 w l
 """)
 
     # ---- the long auto run: noise scale, choices, held-out loss ------------------------------
-    auto = "ttt_auto_nccl.jsonl"
+    auto = a.noise_run
     train = records(auto, "train")
     steps = [(0, 0)] + [(r["step"], r["samples"]) for r in train]
 
@@ -125,15 +130,16 @@ set title '--batch auto: the tuner''s choices (10x192, one H200, --allreduce ncc
 plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
 """)
     # ---- time to target: every ttt_NAME.jsonl (scripts/device/ttt.sh NAME ...) -------------------
-    runs = {}
-    for f in sorted(os.listdir(D)):
+    runs, samples = {}, {}
+    for f in sorted(os.listdir(a.runs)):
         if f.startswith("ttt_") and f.endswith(".jsonl"):
-            tests = records(f, "test")
+            tests = records(os.path.join(os.path.relpath(a.runs, D), f), "test")
             smooth = []  # trailing mean of the last --smooth evaluations: one lucky evaluation is not a crossing
             for i, r in enumerate(tests):
                 window = tests[max(0, i - a.smooth + 1):i + 1]
                 smooth.append((r["seconds"], sum(w[a.metric] for w in window) / len(window)))
             runs[f[4:-6]] = smooth
+            samples[f[4:-6]] = [r["samples"] for r in tests]
     # The target: what the best fixed run reaches at --target-seconds (runs named b<batch>_<mode>).
     fixed = {n: r for n, r in runs.items() if n.startswith("b")}
     def at(smooth, t):
@@ -184,6 +190,18 @@ plot {", ".join(plots)}
             print(f"\n{mode}: auto {a_s}, best fixed {best:.0f} s ({ratio:.2f}x), median fixed {median:.0f} s, "
                   f"over {len(fixed_times)} fixed runs: within 10% of the best: {'yes' if ratio <= 1.10 else 'no'}; "
                   f"faster than the median: {'yes' if auto is not None and auto < median else 'no'}")
+
+    if runs and a.levels:
+        print(f"\n## Seconds (and millions of samples) to each held-out {a.metric}, mean of {a.smooth} evaluations\n")
+        print("| run | " + " | ".join(f"{v:g}" for v in a.levels) + " | lowest (s) |")
+        print("|---|" + "---|" * (len(a.levels) + 1))
+        for name, smooth in runs.items():
+            cells = []
+            for v in a.levels:
+                i = next((i for i, (_, m) in enumerate(smooth) if m <= v), None)
+                cells.append("—" if i is None else f"{smooth[i][0]:.0f} ({samples[name][i] / 1e6:.1f}M)")
+            low = min(range(len(smooth)), key=lambda i: smooth[i][1])
+            print(f"| {name} | " + " | ".join(cells) + f" | {smooth[low][1]:.4f} ({smooth[low][0]:.0f}) |")
 
     # ---- predictions for several GPUs ---------------------------------------------------------
     nccl, host = models["nccl"], models["host"]

@@ -12,7 +12,7 @@
 #     bash scripts/device/ttt.sh NAME BATCH MODE [SECONDS]      BATCH: 8..1024 or auto; MODE: nccl or host
 # TEACHER=1: teacher games (scripts/device/teacher_games.sh, CONC 12 at nice 19) on the cores the
 # run leaves idle, for as long as it trains; their records come back in $OUT.
-# FUZZ=NAME: instead, scripts/device/fuzz.sh NAME with FUZZ_JOBS (default 8) processes at nice 19 for
+# FUZZ=NAME: instead, scripts/device/fuzz.sh NAME with FUZZ_JOBS (default 14, as in the lr 0.05 series) processes at nice 19 for
 # as long as it trains (carry .carry/fuzzpack.tar.xz too). For a comparison, give every run the same.
 set -uo pipefail
 source scripts/device/env.sh
@@ -49,7 +49,7 @@ if [[ -n "${TEACHER:-}" ]]; then
   CONC=${CONC:-12} NICE=19 bash scripts/device/teacher_games.sh "$SECS" build-device/jiriki > "$OUT/teacher_games.txt" 2>&1 &
   BESIDE=$!
 elif [[ -n "${FUZZ:-}" ]]; then
-  bash scripts/device/fuzz.sh "$FUZZ" "$SECS" "${FUZZ_JOBS:-8}" > /dev/null 2>&1 &
+  bash scripts/device/fuzz.sh "$FUZZ" "$SECS" "${FUZZ_JOBS:-14}" > /dev/null 2>&1 &
   BESIDE=$!
 fi
 step "train $NAME: batch $BATCH, --allreduce $MODE, lr $LR at batch $B, for $SECS s"
