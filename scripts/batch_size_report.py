@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--levels", type=float, nargs="*", default=[3.0, 2.98, 2.97, 2.965],
                     help="further held-out levels: seconds (and samples) of each run to each")
     ap.add_argument("--target-seconds", type=float, default=300, help="the target: the best fixed run's metric then")
+    ap.add_argument("--device", default="H200", help="the GPU of the time-to-target and --noise-run logs, for the titles")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
 
@@ -117,16 +118,16 @@ set output '{a.out}/noise_scale.png'
 set logscale y
 set xlabel 'samples (millions)'
 set ylabel 'noise scale B_{{noise}}'
-set title 'Gradient noise scale, one H200, batch halves (10x192, self-play records)'
+set title 'Gradient noise scale, one {a.device}, batch halves (10x192, self-play records)'
 plot '{tmp}/tuner.dat' u 1:2 w lp pt 7 ps 0.5 t 'at each decision'
 """)
-    gnuplot(f"""set terminal pngcairo size 800,400
+    gnuplot(f"""set terminal pngcairo size 800,400 noenhanced
 set output '{a.out}/choices.png'
 set logscale y 2
 set yrange [4:2048]
 set xlabel 'samples (millions)'
 set ylabel 'per-GPU batch'
-set title '--batch auto: the tuner''s choices (10x192, one H200, --allreduce nccl)'
+set title '--batch auto: the tuner''s choices (10x192, one {a.device}, {os.path.basename(auto)[4:-6]})'
 plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
 """)
     # ---- time to target: every ttt_NAME.jsonl (scripts/device/ttt.sh NAME ...) -------------------
@@ -159,7 +160,7 @@ plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
 set output '{a.out}/heldout.png'
 set xlabel 'seconds of training (held-out evaluations left out)'
 set ylabel 'held-out {a.metric}, mean of the last {a.smooth} evaluations'
-set title 'Held-out {a.metric}: 10x192, 1.1M self-play positions, {a.note}, H200; dashed: target'
+set title 'Held-out {a.metric}: 10x192, 1.1M self-play positions, {a.note}, {a.device}; dashed: target'
 set key right top
 {f"set yrange [{lo - 0.01:.3f}:{lo + 0.25:.3f}]" if runs else ""}
 {f"set arrow from graph 0, first {target} to graph 1, first {target} nohead dt 2" if target else ""}
