@@ -188,7 +188,7 @@ plot {", ".join(plots)}
             median = sum(median) / len(median)
             a_s = "no run" if f"auto_{mode}" not in times else "not reached" if auto is None else f"{auto:.0f} s"
             ratio = float("inf") if auto is None else auto / best
-            print(f"\n{mode}: auto {a_s}, best fixed {best:.0f} s ({ratio:.2f}x), median fixed {median:.0f} s, "
+            print(f"\n{mode}: auto {a_s}, best fixed {best:.0f} s ({f'{ratio:.2f}x' if ratio < float('inf') else '—'}), median fixed {median:.0f} s, "
                   f"over {len(fixed_times)} fixed runs: within 10% of the best: {'yes' if ratio <= 1.10 else 'no'}; "
                   f"faster than the median: {'yes' if auto is not None and auto < median else 'no'}")
 
@@ -203,6 +203,23 @@ plot {", ".join(plots)}
                 cells.append("—" if i is None else f"{smooth[i][0]:.0f} ({samples[name][i] / 1e6:.1f}M)")
             low = min(range(len(smooth)), key=lambda i: smooth[i][1])
             print(f"| {name} | " + " | ".join(cells) + f" | {smooth[low][1]:.4f} ({smooth[low][0]:.0f}) |")
+        # The goal read at each level: auto's seconds against the best and the median fixed run of its mode.
+        for mode in ("nccl", "host"):
+            if f"auto_{mode}" not in runs:
+                continue
+            for v in a.levels:
+                t = {n: reached(r, v) for n, r in runs.items() if n == f"auto_{mode}" or (n.startswith("b") and n.endswith(mode))}
+                fixed_t = sorted(x if x is not None else float("inf") for n, x in t.items() if n.startswith("b"))
+                if not fixed_t:
+                    continue
+                best = fixed_t[0]
+                median = sum(fixed_t[(len(fixed_t) - 1) // 2 : len(fixed_t) // 2 + 1]) / (2 - len(fixed_t) % 2)
+                auto = t[f"auto_{mode}"]
+                ratio = f"{auto / best:.2f}x the best" if auto is not None and best < float("inf") else "—"
+                print(f"\n{mode} at {v:g}: auto {f'{auto:.0f} s' if auto is not None else 'not reached'}, best fixed "
+                      f"{best:.0f} s, median fixed {median:.0f} s ({len(fixed_t)} runs): {ratio}; faster than the "
+                      f"median: {'yes' if auto is not None and auto < median else 'no'}", end="")
+            print()
 
     # ---- predictions for several GPUs ---------------------------------------------------------
     nccl, host = models["nccl"], models["host"]
