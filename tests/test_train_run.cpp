@@ -537,14 +537,17 @@ TEST_CASE("training: --batch auto resumes with the interrupted run's tuner, ramp
   TempDir dir("resume_auto");
   REQUIRE(!write_hcpe_file(dir.file("train.hcpe"), random_game_records(5, 20, 14)));
   TrainConfig c = tiny_config(dir.file("train.hcpe"), dir.file("whole.bin"));
-  c.batch = 4;  // not a candidate: the first decision always changes the batch and starts a ramp
+  // Odd, so it has no batch halves to measure the noise scale with: one replica then decides on
+  // throughput alone from the first decision. Not a candidate: that decision always changes the
+  // batch and starts a ramp.
+  c.batch = 5;
   c.batch_auto = true;
   c.tune_min = 8;
   c.tune_max = 16;
   c.tune_reps = 2;
   c.tune_every = 2;
   c.lr_ramp_steps = 6;
-  c.steps = 60;  // 240 samples
+  c.steps = 60;
   c.log_every = 1;
   // Per step of a log: its learning rate and batch; and how many candidate batches were timed.
   struct Run {
