@@ -7,7 +7,7 @@
 #   run with carry [".carry"]:  bash scripts/device/teacher.sh GAME_SECONDS
 #
 # Environment: NODES, CONC, BOOK_PLIES as teacher_games.sh takes them; NETS ("6x64 10x128": networks to
-# train), TRAIN_STEPS (per network, 4000), STEPS ("teacher train" by default; "selfplay" adds GPU
+# train), TRAIN_STEPS (per network, 4000), TEST and EVAL_EVERY (held-out records, see below), STEPS ("teacher train" by default; "selfplay" adds GPU
 # self-play of MODEL, default the shipped networks/cpu.jnn, at PLAYOUTS (100) with SP_THREADS (6)
 # workers from the end of the build to the end of the teacher games, into $OUT/selfplay: the GPU is
 # otherwise idle while gpsshogi plays).
@@ -47,13 +47,18 @@ if [[ -n "${TEACHER:-}" ]]; then
 fi
 
 if [[ " $STEPS " == *" train "* ]]; then
-  DATA=$(ls .carry/data/*.hcpe3 "$OUT"/teacher-*.hcpe3 2>/dev/null)
+  # TEST: held-out records (games none of the training files hold), evaluated every EVAL_EVERY steps
+  # (default 2000), so that the log shows where a network starts to memorise the games.
+  DATA=$(ls .carry/data/*.hcpe3 "$OUT"/teacher-*.hcpe3 2>/dev/null | grep -vxF "${TEST:-/none}")
   echo "data: $DATA"
+  HELD=()
+  [[ -n "${TEST:-}" ]] && HELD=(--test "$TEST" --eval-every "${EVAL_EVERY:-2000}")
   for net in $NETS; do
     step "train $net on the teacher games"
     build-device/jiriki train --data $DATA --backend cuda --blocks ${net%x*} --channels ${net#*x} --batch 256 \
       --steps "$TRAIN_STEPS" --optimizer sgd --lr 0.05 --warmup-steps 200 --val-lambda 0.5 --loader-threads 4 \
-      --log-every 500 --model-out "$OUT/net$net.jnn" --checkpoint "/tmp/net$net.ckpt" --log "$OUT/train$net.jsonl" 2>&1 | tail -6
+      "${HELD[@]}" --log-every 500 --model-out "$OUT/net$net.jnn" --checkpoint "/tmp/net$net.ckpt" \
+      --log "$OUT/train$net.jsonl" 2>&1 | grep -E "^test|wrote|error" | tail -40
   done
 fi
 ls -la "$OUT"
