@@ -156,11 +156,13 @@ TEST_CASE("tuner: the noise-scale estimator's contract", "[tuner]") {
   est.add(11, 8, 3.5, 32);
   est.add(11, 8, 3.5, 32);
   CHECK_FALSE(est.ready());  // 2 of 3 samples
+  CHECK_FALSE(est.measured());
   CHECK(std::isnan(est.noise_scale()));
   est.add(std::numeric_limits<double>::quiet_NaN(), 8, 3.5, 32);  // ignored
   CHECK(est.samples() == 2);
   est.add(11, 8, 3.5, 32);
   REQUIRE(est.ready());
+  CHECK(est.measured());
   // Bias correction: a constant input gives that constant back, not (1 - 0.9^3) of it.
   CHECK(est.grad_norm2() == Approx(1.0));
   CHECK(est.trace_sigma() == Approx(80.0));
@@ -173,6 +175,7 @@ TEST_CASE("tuner: the noise-scale estimator's contract", "[tuner]") {
   NoiseScaleEstimator neg2(0.9, 1);
   neg2.add(11, 8, 0.1, 32);  // |G|^2 = (3.2 - 88)/24 < 0
   CHECK_FALSE(neg2.ready());
+  CHECK(neg2.measured());  // sampled enough: the noise scale is beyond measure, not unmeasured
   CHECK(std::isnan(neg2.noise_scale()));
 }
 

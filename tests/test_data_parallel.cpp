@@ -348,37 +348,44 @@ TEST_CASE("data parallel: --batch auto measures, decides by goodput and logs its
 }
 
 TEST_CASE("one replica waits for its noise scale before the tuner's first decision", "[dp][tuner]") {
-  // --noise-every 5 with the estimator's 20 samples: the noise scale is ready at step 100, so the
-  // decisions due at steps 20-80 are skipped and the batch stays at its start (16) until then, rather
-  // than going to the largest candidate (32) on throughput alone.
+  // --noise-every 5 with the estimator's 20 samples: they are taken by step 100, so the decisions due
+  // at steps 20-80 are skipped and the batch stays at its start until then, rather than going to the
+  // largest candidate on throughput alone. At 16 (halves of 8) |G|^2 comes out positive and every
+  // decision has a noise scale; at 4 (halves of 2) it stays lost in the noise, and from step 100 the
+  // tuner decides on throughput alone (an unresolvable noise scale: large batches lose nothing).
   TempDir dir("wait_noise");
   REQUIRE(!write_hcpe_file(dir.file("d.hcpe"), random_game_records(12, 40, 11)));
-  TrainConfig c = dp_config(dir.file("d.hcpe"), dir.file("m.bin"));
-  c.log = dir.file("m.jsonl");
-  c.replicas = 1;
-  c.batch_auto = true;
-  c.batch = 16;
-  c.tune_min = 16;
-  c.tune_max = 32;
-  c.tune_reps = 1;
-  c.tune_every = 20;
-  c.noise_every = 5;
-  c.log_every = 10;
-  c.steps = 150;
-  const TrainResult r = train(c);
-  REQUIRE(std::isfinite(r.noise_scale));
-  std::ifstream log(c.log);
-  int decisions = 0;
-  for (std::string line; std::getline(log, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["type"] == "train" && j["step"].get<int64_t>() < 100) CHECK(j["batch"].get<int>() == 16);
-    if (j["type"] != "tuner") continue;
-    ++decisions;
-    INFO("decision at step " << j["step"]);
-    CHECK(j["step"].get<int64_t>() >= 100);
-    CHECK(j["noise_scale"].is_number());
+  for (const int start : {16, 4}) {
+    INFO("starting batch " << start);
+    TrainConfig c = dp_config(dir.file("d.hcpe"), dir.file("m.bin"));
+    c.log = dir.file("m" + std::to_string(start) + ".jsonl");
+    c.replicas = 1;
+    c.batch_auto = true;
+    c.batch = start;
+    c.tune_min = start;
+    c.tune_max = 32;
+    c.tune_reps = 1;
+    c.tune_every = 20;
+    c.noise_every = 5;
+    c.log_every = 10;
+    c.steps = 150;
+    const TrainResult r = train(c);
+    CHECK(std::isfinite(r.noise_scale) == (start == 16));
+    std::ifstream log(c.log);
+    int decisions = 0;
+    for (std::string line; std::getline(log, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["type"] == "train" && j["step"].get<int64_t>() < 100) CHECK(j["batch"].get<int>() == start);
+      if (j["type"] != "tuner") continue;
+      ++decisions;
+      INFO("decision at step " << j["step"]);
+      CHECK(j["step"].get<int64_t>() >= 100);
+      CHECK(j["noise_scale"].is_number() == (start == 16));
+      if (start == 4)  // throughput alone: every candidate at full efficiency
+        for (const auto& row : j["table"]) CHECK(row["efficiency"].get<double>() == 1.0);
+    }
+    CHECK(decisions >= 1);
   }
-  CHECK(decisions >= 1);
 }
 
 TEST_CASE("data parallel: bad options are refused with a message", "[dp][run]") {

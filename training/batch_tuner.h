@@ -37,6 +37,9 @@ class NoiseScaleEstimator {
 
   // True once min_samples steps were added and the average |G|^2 is positive.
   bool ready() const;
+  // True once min_samples steps were added, whatever |G|^2 came to (not positive: the gradient is
+  // lost in its noise, so the noise scale is beyond measure and large batches lose nothing).
+  bool measured() const { return samples_ >= min_samples_; }
   // EMA(tr Sigma) / EMA(|G|^2), clamped at 0 below (a negative trace is estimation noise); NaN while
   // !ready().
   double noise_scale() const;

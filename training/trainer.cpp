@@ -560,15 +560,16 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     if (replicas > 1 && c.check_every > 0 && step % c.check_every == 0 && !comm.all_equal(device->weights_checksum()))
       throw std::runtime_error("the replicas' weights differ at step " + std::to_string(step) +
                                ": data-parallel training has diverged");
-    // The tuner decides once the noise scale is measured: until then the batch stays where it started
-    // (with a sparse --noise-every, throughput alone would jump to the largest batch on no evidence).
-    // One replica that cannot measure halves (a device without them, or an odd batch) decides on
-    // throughput alone. Once measured, a noise scale that is unready again (its |G|^2 average fell to
-    // 0 or below: a noisy stretch late in training) holds the batch rather than falling back.
+    // The tuner decides once the noise scale is measured. One replica measuring batch halves keeps
+    // its starting batch until the estimator has its samples (with a sparse --noise-every, throughput
+    // alone would jump to the largest batch on no evidence); then, while |G|^2 is not resolved from
+    // the noise, and on a device or an odd batch without halves, it decides on throughput alone. Once
+    // measured, a noise scale that is unready again (its |G|^2 average fell to 0 or below: a noisy
+    // stretch late in training) holds the batch rather than falling back.
     noise_measured = noise_measured || noise.ready();
-    const bool halves_measurable = half_noise && batch % 2 == 0;
+    const bool awaiting_halves = half_noise && batch % 2 == 0 && !noise.measured();
     if (c.batch_auto && step % c.tune_every == 0 && stream < total_samples &&
-        (noise.ready() || (replicas == 1 && !noise_measured && !halves_measurable))) {
+        (noise.ready() || (replicas == 1 && !noise_measured && !awaiting_halves))) {
       TunerDecision d = choose_batch(cost, candidates, replicas, noise.ready() ? noise.noise_scale() : NAN,
                                      double(replicas) * c.tune_min);
       const int best = d.batch;
