@@ -459,8 +459,11 @@ TEST_CASE("selfplay: --positions and --seconds end a run", "[selfplay][cli]") {
 }
 
 TEST_CASE("selfplay: a run killed mid-way leaves only complete files", "[selfplay][cli]") {
+  // 64 playouts a move: about 15 games a second, each its own file and CSA, each written with an
+  // fsync. At 6 playouts the run made some 190 a second, and on a disk whose journal commits
+  // slow down under that many, the fsyncs stalled this run and any beside it for a minute.
   const std::vector<std::string> args = {"--model", tiny_model_file(), "--name", "k", "--nn-threads", "1", "--threads",
-                                         "1", "--playouts", "6", "--max-plies", "16", "--games-per-file", "1",
+                                         "1", "--playouts", "64", "--max-plies", "16", "--games-per-file", "1",
                                          "--flush-seconds", "0", "--concurrent", "6", "--csa", "--backend",
                                          BACKEND};
   for (int sig : {SIGKILL, SIGINT}) {
