@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On the GPU machine: teacher games of gpsshogi against itself on the CPU cores
 # (scripts/device/teacher_games.sh, with the CPU-only jiriki carried in .carry/bin, so they start at
-# once), while the CUDA jiriki builds; then trains networks on the GPU on every teacher game so far (this run's and the
-# earlier ones carried in .carry/data). Prepare .carry here first: scripts/device/prepare.sh.
+# once), while the CUDA jiriki builds and then trains networks on the GPU on the teacher games of the
+# earlier runs (carried in .carry/data). Prepare .carry here first: scripts/device/prepare.sh.
 #
-#   run with carry [".carry"]:  bash scripts/device/teacher.sh GAME_SECONDS
+#   run with carry [".carry/data", ".carry/bin", ".carry/debs", ".carry/include", ".carry/lib"]:
+#     bash scripts/device/teacher.sh GAME_SECONDS
 #
 # Environment: NODES, CONC, BOOK_PLIES as teacher_games.sh takes them; NETS ("6x64 10x128": networks to
 # train), TRAIN_STEPS (per network, 4000), TEST and EVAL_EVERY (held-out records, see below), STEPS ("teacher train" by default; "selfplay" adds GPU
@@ -41,15 +42,12 @@ if [[ " $STEPS " == *" selfplay "* ]]; then
   build-device/jiriki records summary "$OUT"/selfplay/*.hcpe3 | head -8
 fi
 
-if [[ -n "${TEACHER:-}" ]]; then
-  wait $TEACHER
-  build-device/jiriki records summary "$OUT"/teacher-*.hcpe3 | head -8
-fi
-
 if [[ " $STEPS " == *" train "* ]]; then
   # TEST: held-out records (games none of the training files hold), evaluated every EVAL_EVERY steps
   # (default 2000), so that the log shows where a network starts to memorise the games.
-  DATA=$(ls .carry/data/*.hcpe3 "$OUT"/teacher-*.hcpe3 2>/dev/null | grep -vxF "${TEST:-/none}")
+  # The networks train on the games carried in .carry/data, beside this run's teacher games (the GPU
+  # would idle while they play); those come back in $OUT for the next run.
+  DATA=$(ls .carry/data/*.hcpe3 2>/dev/null | grep -vxF "${TEST:-/none}")
   echo "data: $DATA"
   HELD=()
   [[ -n "${TEST:-}" ]] && HELD=(--test "$TEST" --eval-every "${EVAL_EVERY:-2000}")
@@ -60,5 +58,9 @@ if [[ " $STEPS " == *" train "* ]]; then
       "${HELD[@]}" --log-every 500 --model-out "$OUT/net$net.jnn" --checkpoint "/tmp/net$net.ckpt" \
       --log "$OUT/train$net.jsonl" 2>&1 | grep -E "^test|wrote|error" | tail -40
   done
+fi
+if [[ -n "${TEACHER:-}" ]]; then
+  wait $TEACHER
+  build-device/jiriki records summary "$OUT"/teacher-*.hcpe3 | head -8
 fi
 ls -la "$OUT"
