@@ -70,7 +70,7 @@ int cmd_train(int argc, char** argv) {
       .option("tune-max", "1024", "--batch auto: largest candidate per-replica batch (powers of two from --tune-min)")
       .option("tune-every", "200", "--batch auto: steps between decisions")
       .option("tune-reps", "10", "--batch auto: timed steps per candidate batch")
-      .option("noise-every", "10", "steps between gradient-noise-scale samples (several replicas: each replica's gradient against the average; one replica with --batch auto: the first half of a batch against the whole)")
+      .option("noise-every", "50", "steps between gradient-noise-scale samples (several replicas: each replica's gradient against the average; one replica with --batch auto: the first half of a batch against the whole)")
       .option("lr-ramp-steps", "50", "--batch auto: steps over which the learning rate moves to a new batch's");
   options::add_backend(args, nn::BackendUse::TRAINING);
   options::add_gpus(args, "the CUDA devices, one replica each, e.g. 0 or 0,1,2,3 (cuda; a GPU trains in bf16 mixed "

@@ -24,6 +24,12 @@ import tempfile
 D = "bench/results/batch_size"
 
 
+
+def mode_of(name):
+    """The aggregation of a time-to-target run from its name: auto_MODE[_VARIANT] or bBATCH_MODE."""
+    parts = name.split("_")
+    return parts[1] if len(parts) > 1 else ""
+
 def records(name, kind):
     with open(os.path.join(D, name)) as f:
         return [j for j in map(json.loads, f) if j.get("type") == kind]
@@ -176,19 +182,19 @@ plot {", ".join(plots)}
             t = reached(smooth, target)
             times[name] = t
             print(f"| {name} | {f'{t:.0f}' if t is not None else 'not reached'} | {smooth[-1][0]:.0f} |")
-        for mode in ("nccl", "host"):
-            auto = times.get(f"auto_{mode}")
+        for name in sorted(n for n in times if n.startswith("auto_")):
+            mode, auto = mode_of(name), times[name]
             fixed_times = sorted(t if t is not None else float("inf") for n, t in times.items()
-                                 if n.startswith("b") and n.endswith(mode))
+                                 if n.startswith("b") and mode_of(n) == mode)
             if not fixed_times:
                 continue
             # The issue's goal: auto within 10% of the best fixed batch, and faster than the median one
             # (a run that never reached the target counts as infinitely slow).
             best, median = fixed_times[0], fixed_times[(len(fixed_times) - 1) // 2 : len(fixed_times) // 2 + 1]
             median = sum(median) / len(median)
-            a_s = "no run" if f"auto_{mode}" not in times else "not reached" if auto is None else f"{auto:.0f} s"
+            a_s = "not reached" if auto is None else f"{auto:.0f} s"
             ratio = float("inf") if auto is None else auto / best
-            print(f"\n{mode}: auto {a_s}, best fixed {best:.0f} s ({f'{ratio:.2f}x' if ratio < float('inf') else '—'}), median fixed {median:.0f} s, "
+            print(f"\n{name}: {a_s}, best fixed {best:.0f} s ({f'{ratio:.2f}x' if ratio < float('inf') else '—'}), median fixed {median:.0f} s, "
                   f"over {len(fixed_times)} fixed runs: within 10% of the best: {'yes' if ratio <= 1.10 else 'no'}; "
                   f"faster than the median: {'yes' if auto is not None and auto < median else 'no'}")
 
@@ -203,20 +209,20 @@ plot {", ".join(plots)}
                 cells.append("—" if i is None else f"{smooth[i][0]:.0f} ({samples[name][i] / 1e6:.1f}M)")
             low = min(range(len(smooth)), key=lambda i: smooth[i][1])
             print(f"| {name} | " + " | ".join(cells) + f" | {smooth[low][1]:.4f} ({smooth[low][0]:.0f}) |")
-        # The goal read at each level: auto's seconds against the best and the median fixed run of its mode.
-        for mode in ("nccl", "host"):
-            if f"auto_{mode}" not in runs:
-                continue
+        # The goal read at each level: each auto run's seconds against the best and the median fixed run
+        # of its mode.
+        for name in sorted(n for n in runs if n.startswith("auto_")):
+            mode = mode_of(name)
             for v in a.levels:
-                t = {n: reached(r, v) for n, r in runs.items() if n == f"auto_{mode}" or (n.startswith("b") and n.endswith(mode))}
-                fixed_t = sorted(x if x is not None else float("inf") for n, x in t.items() if n.startswith("b"))
+                fixed_t = sorted(x if x is not None else float("inf")
+                                 for x in (reached(r, v) for n, r in runs.items() if n.startswith("b") and mode_of(n) == mode))
                 if not fixed_t:
                     continue
                 best = fixed_t[0]
                 median = sum(fixed_t[(len(fixed_t) - 1) // 2 : len(fixed_t) // 2 + 1]) / (2 - len(fixed_t) % 2)
-                auto = t[f"auto_{mode}"]
+                auto = reached(runs[name], v)
                 ratio = f"{auto / best:.2f}x the best" if auto is not None and best < float("inf") else "—"
-                print(f"\n{mode} at {v:g}: auto {f'{auto:.0f} s' if auto is not None else 'not reached'}, best fixed "
+                print(f"\n{name} at {v:g}: {f'{auto:.0f} s' if auto is not None else 'not reached'}, best fixed "
                       f"{best:.0f} s, median fixed {median:.0f} s ({len(fixed_t)} runs): {ratio}; faster than the "
                       f"median: {'yes' if auto is not None and auto < median else 'no'}", end="")
             print()

@@ -12,8 +12,8 @@
 #     bash scripts/device/ttt.sh NAME BATCH MODE [SECONDS]      BATCH: 8..1024 or auto; MODE: nccl or host
 # TEACHER=1: teacher games (scripts/device/teacher_games.sh, CONC 12 at nice 19) on the cores the
 # run leaves idle, for as long as it trains; their records come back in $OUT.
-# NOISE_EVERY: auto's --noise-every (default 10, the trainer's default; each sample costs one more
-# full-batch step on one GPU).
+# NOISE_EVERY: auto's --noise-every (default: the trainer's, 50; each sample costs one more full-batch
+# pass on one GPU; the first auto runs of docs/batch-size.md took 10).
 # FUZZ=NAME: instead, scripts/device/fuzz.sh NAME with FUZZ_JOBS (default 14, as in the lr 0.05 series) processes at nice 19 for
 # as long as it trains (carry .carry/fuzzpack.tar.xz too). For a comparison, give every run the same.
 set -uo pipefail
@@ -58,7 +58,7 @@ step "train $NAME: batch $BATCH, --allreduce $MODE, lr $LR at batch $B, for $SEC
 timeout -s INT "$SECS" build-device/jiriki train --backend cuda --data /tmp/tt/train --test /tmp/tt/heldout \
   --blocks 10 --channels 192 --optimizer sgd --lr "$LR" --schedule constant --warmup-steps $((51200 / B)) \
   --eval-every $((250000 / B)) --batch "$BATCH" --batch-start 64 --allreduce "$MODE" --steps 100000000 \
-  --noise-every "${NOISE_EVERY:-10}" \
+  ${NOISE_EVERY:+--noise-every "$NOISE_EVERY"} \
   --loader-threads 8 --log-every 1000 --model-out /tmp/ttt.jnn --checkpoint /tmp/ttt.ckpt \
   --log "$OUT/ttt_$NAME.jsonl" 2>&1 | grep -E "^test|^tuner at|^training|stopped|backend" | cut -c1-200
 # Only that job: a bare `wait` would also wait for start's tee, which outlives the script's output.
