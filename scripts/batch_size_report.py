@@ -157,11 +157,15 @@ plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
     target = min(at(r, a.target_seconds) for r in fixed.values()) if fixed else None
     lo = min(v for smooth in runs.values() for _, v in smooth) if runs else 0
     plots = []
-    for name, smooth in runs.items():
+    # gnuplot's default cycle repeats after 8 colours; auto runs dashed, so that none two look alike.
+    colours = ["#9400d3", "#009e73", "#56b4e9", "#e69f00", "#f0e442", "#0072b2", "#e51e10", "#000000",
+               "#a0522d", "#808080", "#ff69b4", "#2e8b57"]
+    for i, (name, smooth) in enumerate(runs.items()):
         with open(f"{tmp}/{name}.dat", "w") as f:
             for t, v in smooth:
                 f.write(f"{t} {v}\n")
-        plots.append(f"'{tmp}/{name}.dat' u 1:2 w l lw 2 t '{name}'")
+        dash = "dt 2" if name.startswith("auto_") else "dt 1"
+        plots.append(f"'{tmp}/{name}.dat' u 1:2 w l lw 2 {dash} lc rgb '{colours[i % len(colours)]}' t '{name}'")
     gnuplot(f"""set terminal pngcairo size 900,500 noenhanced
 set output '{a.out}/heldout.png'
 set xlabel 'seconds of training (held-out evaluations left out)'
