@@ -3,6 +3,7 @@
 #include "selfplay/selfplay.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <mutex>
@@ -193,6 +194,17 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
     stats_file << stats_json(now, prev) << "\n" << std::flush;
   };
 
+  // Files are written on a thread of their own: each is fsynced, and a slow disk must not hold up
+  // the clock of --seconds, the stop signal or the reports, which this thread keeps.
+  std::atomic<bool> writing{true};
+  std::thread writer([&shared, &writing] {
+    try {
+      for (; writing.load(); std::this_thread::sleep_for(std::chrono::milliseconds(20))) shared.writer.write_due();
+    } catch (const std::exception& e) {
+      shared.fail(e.what());  // the games stay queued: the final flush tries them once more
+    }
+  });
+
   SelfPlayResult result;
   Snapshot last = take_snapshot();
   while (shared.workers_done.load() < int(workers.size())) {
@@ -201,11 +213,6 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
       result.stopped = true;
       shared.stop = true;
     }
-    try {
-      shared.writer.write_due();
-    } catch (const std::exception& e) {
-      shared.fail(e.what());
-    }
     if (seconds_since(start) - last.seconds >= config.report_seconds) {
       Snapshot now = take_snapshot();
       report(now, last);
@@ -213,6 +220,8 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
     }
   }
   for (auto& t : threads) t.join();
+  writing = false;
+  writer.join();
   try {
     shared.writer.flush();
   } catch (const std::exception& e) {
