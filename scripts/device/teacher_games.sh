@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine's CPU cores: teacher games of gpsshogi against itself through `jiriki match`,
 # for SECONDS, into $OUT/teacher-TAG.hcpe3 (its log beside it). gpsshogi comes from the Debian
-# .debs carried in .carry/debs (scripts/device/prepare.sh fetches them), unpacked with dpkg -x.
+# .debs carried in .carry/debs, unpacked by scripts/device/engines.sh.
 # It runs in the foreground: start it with & beside GPU work (the GPU is idle while gpsshogi plays,
 # and the cores are idle while the GPU trains).
 #
@@ -18,21 +18,12 @@ SECS=$1
 JIRIKI=${2:-$([[ -x .carry/bin/jiriki-cpu ]] && echo .carry/bin/jiriki-cpu || echo build-device/jiriki)}
 NODES=${NODES:-30000} CONC=${CONC:-13} BOOK_PLIES=${BOOK_PLIES:-24} NICE=${NICE:-0}
 OUT=${OUT:-/tmp/jiriki-out}
-GPS=/tmp/gps
-mkdir -p "$GPS/home" "$OUT"
-for d in .carry/debs/*.deb; do dpkg -x "$d" $GPS; done
-ln -sfn $GPS/usr/share/gpsshogi-data/data $GPS/home/data
-cat > $GPS/gpsusi <<EOS
-#!/bin/sh
-export LD_LIBRARY_PATH=$GPS/usr/lib/x86_64-linux-gnu OSL_HOME=$GPS/home
-exec $GPS/usr/games/gpsusi --node-count-hard-limit \${GPS_NODES:-$NODES} -N 1 "\$@"
-EOS
-chmod +x $GPS/gpsusi
-LD_LIBRARY_PATH=$GPS/usr/lib/x86_64-linux-gnu OSL_HOME=$GPS/home $GPS/usr/games/gpsusi --health-check 2>&1 | tail -2
-"$JIRIKI" book import $GPS/usr/share/gpsshogi-data/data/joseki.dat -o /tmp/joseki.db
+mkdir -p "$OUT"
+source scripts/device/engines.sh
+unpack_engines "$JIRIKI"
 TAG=$(date +%Y%m%d-%H%M%S)
 echo "teacher games for $SECS s: gpsshogi x2 at $NODES nodes, $CONC at once, openings $BOOK_PLIES plies from its book, nice $NICE"
-timeout -s INT "$SECS" nice -n "$NICE" "$JIRIKI" match --engine "cmd=$GPS/gpsusi name=gps-a" \
+timeout -s INT "$SECS" nice -n "$NICE" "$JIRIKI" match --engine "cmd=$GPS/gpsusi name=gps-a env.GPS_NODES=$NODES" \
   --engine "cmd=$GPS/gpsusi name=gps-b env.GPS_NODES=$((NODES * 4 / 5))" --games 100000 --concurrency "$CONC" \
   --tc byoyomi=60000 --timeout 120000 --book /tmp/joseki.db --book-plies "$BOOK_PLIES" --seed "$(date +%s)" \
   --hcpe3 "$OUT/teacher-$TAG.hcpe3" --out /tmp/teacher > "$OUT/teacher-$TAG.log" 2>&1

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# On the GPU machine: issue 22's GPU bar. Builds jiriki with CUDA and plays it, network NET on the
+# GPU, against each OPPONENT through `jiriki match` at byoyomi BYOYOMI ms, from openings drawn from
+# gpsshogi's book. CONC games at once: the jiriki instances share the GPU, and each engine of a
+# game gets its own cores (CONC x (THREADS + 1 opponent thread) should not pass the machine's 16).
+# gpsshogi thinks for its whole byoyomi, so answers may come up to a second late (--margin 1000,
+# for both engines, as the README's example). Each match's summary (with each engine's time and nodes a move, and nodes/s) is printed and kept
+# in $OUT/match_OPPONENT.txt, its games (JSON lines and CSA) in $OUT/match_OPPONENT.tar.gz.
+#
+#   run with carry [".carry/debs", ".carry/include.tar.xz", ".carry/lib", DIR_OF_NET]:
+#     bash scripts/device/strength.sh NET GAMES [OPPONENT...]      OPPONENT: gpsshogi (default),
+#                                                                  gpsshogi8 (8 threads), fairy-stockfish
+# Environment: CONC (4), THREADS (jiriki's search threads, 3), BYOYOMI (1000), BOOK_PLIES (16),
+# SEED (1), NAME (jiriki's name in the results, the network's file name).
+set -uo pipefail
+source scripts/device/env.sh
+NET=$1 GAMES=$2; shift 2
+OPPONENTS=${*:-gpsshogi}
+CONC=${CONC:-4} THREADS=${THREADS:-3} BYOYOMI=${BYOYOMI:-1000} BOOK_PLIES=${BOOK_PLIES:-16} SEED=${SEED:-1}
+NAME=${NAME:-$(basename "$NET" .jnn)}
+[[ -f $NET ]] || { echo "no network $NET"; exit 1; }
+start strength.log
+step "machine"; machine
+step "build"; build jiriki
+J=$PWD/build-device/jiriki
+source scripts/device/engines.sh
+unpack_engines "$J"
+for opp in $OPPONENTS; do
+  case $opp in
+    gpsshogi) ENGINE="cmd=$GPS/gpsusi name=gpsshogi env.GPS_THREADS=1" ;;
+    gpsshogi8) ENGINE="cmd=$GPS/gpsusi name=gpsshogi8 env.GPS_THREADS=8" ;;
+    fairy-stockfish) ENGINE="cmd=$GPS/fairy-stockfish name=fairy-stockfish option.Threads=1" ;;
+    *) echo "unknown opponent $opp"; exit 1 ;;
+  esac
+  step "$NAME (GPU, $THREADS threads) against $opp: $GAMES games, $CONC at once, byoyomi $BYOYOMI ms"
+  "$J" match --engine "cmd=$J name=$NAME option.ModelFile=$PWD/$NET option.Backend=cuda option.Threads=$THREADS" \
+    --engine "$ENGINE" --games "$GAMES" --concurrency "$CONC" --tc byoyomi="$BYOYOMI" --margin 1000 --book /tmp/joseki.db \
+    --book-plies "$BOOK_PLIES" --seed "$SEED" --out "/tmp/match_$opp" 2>&1 | grep -v "^games " | tee "$OUT/match_$opp.txt"
+  tar czf "$OUT/match_$opp.tar.gz" -C /tmp "match_$opp"
+done
