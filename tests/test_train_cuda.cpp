@@ -516,6 +516,53 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
               0.2);
 }
 
+// On a machine of several GPUs: one replica on each, the gradients averaged by NCCL between the
+// devices (overlapped with the backward pass) and by the host, against as many CPU replicas. One
+// step, so that the three runs differ only by arithmetic (bf16 against fp32), not by chaos.
+TEST_CASE("GPU trainer: one replica on each GPU of the machine, by NCCL and by the host, trains as CPU replicas",
+          "[cuda][train][dp][gpu]") {
+  require_gpu();
+  int gpus = 0;
+  REQUIRE(cudaGetDeviceCount(&gpus) == cudaSuccess);
+  if (gpus < 2) {
+    WARN("one CUDA device: replicas on several GPUs are not tested here");
+    return;
+  }
+  const TrainingData files;
+  TrainConfig c;
+  c.data = {files.file};
+  c.arch.blocks = 2;
+  c.arch.channels = 16;
+  c.batch = 16;
+  c.steps = 1;
+  c.quiet = true;
+  c.optimizer.kind = OptimizerKind::SGD;
+  c.optimizer.weight_decay = 0;
+  c.schedule.kind = Schedule::CONSTANT;
+  c.schedule.lr = 0.02;
+  c.bucket_mb = 0.004;
+  c.backend = nn::BackendKind::CUDA;
+  for (int g = 0; g < gpus; ++g) c.gpus.push_back(g);
+  c.allreduce = AllReduce::NCCL;
+  c.model_out = files.dir.file("nccl.bin");
+  const TrainResult nccl = train(c);
+  CHECK(nccl.step == 1);
+  c.allreduce = AllReduce::HOST;
+  c.model_out = files.dir.file("host.bin");
+  train(c);
+  c.backend = nn::BackendKind::CPU;
+  c.gpus.clear();
+  c.replicas = gpus;
+  c.model_out = files.dir.file("cpu.bin");
+  train(c);
+  nn::Model start(c.arch);
+  nn::init_model(start, c.seed);
+  INFO(gpus << " GPUs");
+  // A replica whose gradient were lost or taken twice would move the weights 1/gpus off or more.
+  same_update(start, nn::load_model(files.dir.file("nccl.bin")), nn::load_model(files.dir.file("host.bin")), 0.05);
+  same_update(start, nn::load_model(files.dir.file("cpu.bin")), nn::load_model(files.dir.file("nccl.bin")), 0.2);
+}
+
 #endif  // JIRIKI_HAVE_CUDA
 
 TEST_CASE("train --backend cuda without a usable GPU is refused with the reason", "[cuda][train]") {

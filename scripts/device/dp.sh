@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# On the GPU machine (see the device tool's docs): builds jiriki with CUDA and NCCL, runs the GPU
-# trainer's tests (with the data-parallel ones: a one-rank NCCL all-reduce in buckets must leave
-# training bit-identical, two replicas sharing the GPU through host aggregation must train as two
-# CPU replicas), then `jiriki bench train --gpus` with both aggregation modes on a 10-block,
-# 192-channel network, and a short `jiriki train --batch auto` on self-play records carried in
-# .carry/data. Everything goes to $OUT.
+# On a GPU machine with one or more GPUs (see the device tool's docs): builds jiriki with CUDA and
+# NCCL and checks and measures data-parallel training on every GPU of the machine:
+#   tests   the GPU trainer's tests (with several GPUs: one replica a GPU, by NCCL and by the host,
+#           against as many CPU replicas) and the CPU data-parallel tests ([dp])
+#   bench   `jiriki bench train --gpus` under both aggregation modes on a 10-block, 192-channel
+#           network: one GPU against all of them at each per-GPU batch, the exposed communication,
+#           NCCL's bus bandwidth for one gradient-sized message
+#   auto    `jiriki train --batch auto` on all the GPUs under both modes for AUTO_SECONDS (150)
+#           each, on the self-play records of docs/batch-size.md (.carry/tt.tar.xz): the tuner's
+#           measured step times, noise scale (across replicas) and choices, in $OUT/dp_auto_MODE.jsonl
 #
-#   run with carry [".carry"]:  bash scripts/device/dp.sh [GPUS] [BATCHES]
+#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/catch2", ".carry/tt.tar.xz",
+#   ".carry/cudnn-choices.txt"]:  bash scripts/device/dp.sh [GPUS] [BATCHES]
 #
 # GPUS (default: every GPU, e.g. 0,1) and BATCHES per GPU (default 8,16,...,1024). STEPS (default
 # "tests bench auto") picks what runs after the build.
@@ -17,6 +22,7 @@ start dp_device.log
 
 step "machine"
 machine
+nvidia-smi topo -m 2>/dev/null | head -8
 GPU_COUNT=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 GPUS=${1:-$(seq -s, 0 $((GPU_COUNT - 1)))}
 BATCHES=${2:-8,16,32,64,128,256,512,1024}
@@ -24,6 +30,9 @@ echo "GPUs $GPUS, per-GPU batches $BATCHES"
 
 step "build"
 build jiriki jiriki_tests
+# cuDNN's tuned choices, carried from machine to machine (as scripts/device/ttt.sh does).
+export JIRIKI_CUDNN_CACHE=/tmp/cudnn-choices.txt
+[[ -f $JIRIKI_CUDNN_CACHE || ! -f .carry/cudnn-choices.txt ]] || cp .carry/cudnn-choices.txt "$JIRIKI_CUDNN_CACHE"
 
 if [[ " $STEPS " == *" tests "* ]]; then
   step "GPU trainer tests"
@@ -36,13 +45,18 @@ if [[ " $STEPS " == *" bench "* ]]; then
   for mode in nccl host; do
     step "bench train --gpus $GPUS --allreduce $mode"
     build-device/jiriki bench train --backend cuda --blocks 10 --channels 192 --gpus "$GPUS" --allreduce $mode \
-      --batch "$BATCHES" --device-steps 30 --positions 16384 2>&1 | tee "$OUT/dp_bench_$mode.txt"
+      --batch "$BATCHES" --device-steps 30 --positions 16384 2>&1 | grep -v "^batch [0-9]*: " | tee "$OUT/dp_bench_$mode.txt"
   done
 fi
 
 if [[ " $STEPS " == *" auto "* ]]; then
-  step "train --batch auto (10x192, self-play records)"
-  build-device/jiriki train --backend cuda --gpus "$GPUS" --data .carry/data --blocks 10 --channels 192 \
-    --batch auto --batch-start 64 --tune-min 8 --tune-max 1024 --tune-every 100 --steps 400 --log-every 100 \
-    --loader-threads 8 --model-out /tmp/auto.bin --log "$OUT/auto.log.jsonl" 2>&1 | tee "$OUT/dp_auto.txt"
+  [[ -d /tmp/tt ]] || tar xJf .carry/tt.tar.xz -C /tmp
+  for mode in nccl host; do
+    step "train --batch auto --gpus $GPUS --allreduce $mode for ${AUTO_SECONDS:-150} s (10x192, self-play records)"
+    timeout -s INT "${AUTO_SECONDS:-150}" build-device/jiriki train --backend cuda --gpus "$GPUS" --data /tmp/tt/train \
+      --blocks 10 --channels 192 --optimizer sgd --lr 0.0125 --schedule constant --warmup-steps 800 --batch auto \
+      --batch-start 64 --allreduce $mode --steps 100000000 --loader-threads 8 --log-every 1000 \
+      --model-out /tmp/auto.jnn --log "$OUT/dp_auto_$mode.jsonl" 2>&1 | grep -E "^tuner at|^training|stopped|^ +[0-9]+ +[0-9.]+ " | cut -c1-160
+  done
 fi
+cp "$JIRIKI_CUDNN_CACHE" "$OUT/cudnn-choices.txt"

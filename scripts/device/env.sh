@@ -4,7 +4,7 @@
 #   start LOG     sends the script's output to the terminal and to $OUT/LOG
 #   step TITLE    a section heading with the time
 #   machine       the GPUs, CPU count, cuDNN and NCCL found
-#   build T...    configures build-device (CUDA, the Catch2 header carried in .carry/catch2) and
+#   build T...    configures build-device (CUDA; the tests when .carry/catch2 is carried) and
 #                 builds the targets (default jiriki); on failure prints the errors and exits
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 CUDNN_INC=$(ls -d /usr/include/cudnn.h /usr/local/cuda/include/cudnn.h 2>/dev/null | head -1 | xargs -r dirname)
@@ -39,9 +39,14 @@ if [[ -d .carry/include/boost ]]; then
   BOOST_FLAGS=(-DJIRIKI_BOOST_INCLUDE_DIR="$PWD/.carry/include" -DJIRIKI_BOOST_FILESYSTEM="$PWD/.carry/lib/libboost_filesystem.a")
 fi
 
+# Catch2 (the tests) when carried: a run that builds only jiriki can leave it behind.
+CATCH2_FLAG=-UJIRIKI_CATCH2_INCLUDE_DIR  # (a warm machine's cache may name one from an earlier run)
+[[ -f .carry/catch2/catch2/catch.hpp ]] && CATCH2_FLAG=-DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2"
+
 configure() {
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" -DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2" \
+    -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" \
+    "$CATCH2_FLAG" \
     ${NCCL_INC:+-DNCCL_INCLUDE_DIR="$NCCL_INC"} ${NCCL_LIB:+-DNCCL_LIBRARY="$NCCL_LIB"} "${BOOST_FLAGS[@]}" \
     | grep -E "jiriki|Error|error"
 }

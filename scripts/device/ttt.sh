@@ -7,8 +7,8 @@
 # the trainer scales the same way at each change), warm-up over the first 51,200 samples, then
 # constant.
 #
-#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/catch2", ".carry/tt.tar.xz",
-#   ".carry/cudnn-choices.txt"] (and ".carry/debs" with TEACHER=1, .carry/fuzzpack.tar.xz with FUZZ):
+#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/tt.tar.xz",
+#   ".carry/cudnn-choices.txt"] (it builds no tests, so Catch2 stays behind; and ".carry/debs" with TEACHER=1, .carry/fuzzpack.tar.xz with FUZZ):
 #     bash scripts/device/ttt.sh NAME BATCH MODE [SECONDS]      BATCH: 8..1024 or auto; MODE: nccl or host
 # TEACHER=1: teacher games (scripts/device/teacher_games.sh, CONC 12 at nice 19) on the cores the
 # run leaves idle, for as long as it trains; their records come back in $OUT.
