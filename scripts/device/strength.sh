@@ -19,6 +19,7 @@ OPPONENTS=${*:-gpsshogi}
 CONC=${CONC:-4} THREADS=${THREADS:-3} BYOYOMI=${BYOYOMI:-1000} BOOK_PLIES=${BOOK_PLIES:-16} SEED=${SEED:-1}
 NAME=${NAME:-$(basename "$NET" .jnn)}
 [[ -f $NET ]] || { echo "no network $NET"; exit 1; }
+NET=$(realpath "$NET")
 start strength.log
 step "machine"; machine
 step "build"; build jiriki
@@ -33,8 +34,8 @@ for opp in $OPPONENTS; do
     *) echo "unknown opponent $opp"; exit 1 ;;
   esac
   step "$NAME (GPU, $THREADS threads) against $opp: $GAMES games, $CONC at once, byoyomi $BYOYOMI ms"
-  "$J" match --engine "cmd=$J name=$NAME option.ModelFile=$PWD/$NET option.Backend=cuda option.Threads=$THREADS" \
+  "$J" match --engine "cmd=$J name=$NAME option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS" \
     --engine "$ENGINE" --games "$GAMES" --concurrency "$CONC" --tc byoyomi="$BYOYOMI" --margin 1000 --book /tmp/joseki.db \
-    --book-plies "$BOOK_PLIES" --seed "$SEED" --out "/tmp/match_$opp" 2>&1 | grep -v "^games " | tee "$OUT/match_$opp.txt"
-  tar czf "$OUT/match_$opp.tar.gz" -C /tmp "match_$opp"
+    --book-plies "$BOOK_PLIES" --seed "$SEED" --out "/tmp/matches/$opp" 2>&1 | grep -v "^games "
+  tar czf "$OUT/matches.tar.gz" -C /tmp matches
 done

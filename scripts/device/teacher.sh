@@ -27,11 +27,12 @@ if [[ " $STEPS " == *" teacher "* ]]; then
 fi
 
 step "build (CUDA) beside the teacher games"
+JOBS=$([[ -n "${TEACHER:-}" ]] && echo 3 || nproc)  # three cores while gpsshogi plays, else all
 nice -n 10 bash -c "source scripts/device/env.sh; configure() { cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DCUDNN_INCLUDE_DIR=$CUDNN_INC -DCUDNN_LIBRARY=$CUDNN_LIB -DJIRIKI_TESTS=OFF \
   -DJIRIKI_BOOST_INCLUDE_DIR=$PWD/.carry/include -DJIRIKI_BOOST_FILESYSTEM=$PWD/.carry/lib/libboost_filesystem.a \
   ${NCCL_INC:+-DNCCL_INCLUDE_DIR=$NCCL_INC} ${NCCL_LIB:+-DNCCL_LIBRARY=$NCCL_LIB} | grep -E 'jiriki|Error|error'; }; \
-  configure && cmake --build build-device -j 3 --target jiriki > $OUT/build.log 2>&1" || { grep -E "error|FAILED" "$OUT/build.log" | head -30; }
+  configure && cmake --build build-device -j $JOBS --target jiriki > $OUT/build.log 2>&1" || { grep -E "error|FAILED" "$OUT/build.log" | head -30; }
 
 if [[ " $STEPS " == *" selfplay "* ]]; then
   LEFT=$((SECS - SECONDS + 5))
