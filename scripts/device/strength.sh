@@ -24,6 +24,12 @@ start strength.log
 step "machine"; machine
 step "build"; build jiriki
 J=$PWD/build-device/jiriki
+# One engine through isready first: it tunes cuDNN's choices for the network's shapes and keeps them
+# on disk (~/.cache/jiriki), so the CONC engines of the first games start from the file instead of
+# tuning all at once against the runner's start-up timeout.
+step "warm-up: $NAME through isready"
+time printf 'usi\nsetoption name ModelFile value %s\nsetoption name Backend value cuda\nsetoption name Threads value %s\nisready\nquit\n' \
+  "$NET" "$THREADS" | "$J" | grep -E "readyok|info string" | tail -3
 source scripts/device/engines.sh
 unpack_engines "$J"
 for opp in $OPPONENTS; do
