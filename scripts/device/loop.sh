@@ -3,7 +3,9 @@
 # build-device/loop-run for at most SECONDS, then stops it with SIGTERM (the phase in flight is
 # interrupted and redone by the next call: a warm machine keeps build-device between calls, so the
 # same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
-# to $OUT/loop-run.tar.gz. The config: scripts/device/loop.json, or CONFIG=FILE.
+# to $OUT/loop-run.tar.gz, and the best network to $OUT/best.jnn. The config: scripts/device/loop.json,
+# or CONFIG=FILE (scripts/device/loop_teacher.json: from a network trained on teacher games, which
+# stay in every generation's training data).
 #
 #   run with carry [".carry"] (scripts/device/prepare.sh fills it: Boost headers for jiriki match):
 #     bash scripts/device/loop.sh [SECONDS]        (default 540, under the 10-minute call limit)
@@ -38,6 +40,9 @@ step "results"
 # TensorBoard files, phase logs): `jiriki loop report --dir` redraws the plots from it elsewhere.
 tar czf "$OUT/loop-run.tar.gz" --exclude='*.hcpe3' --exclude='*.hcpe' --exclude='*.jnn' --exclude='*.bin' --exclude='*.ckpt' \
   -C "$(dirname "$RUN")" "$(basename "$RUN")"
+# The best network so far (a few MB), to be matched elsewhere.
+BEST=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' "$RUN/state.json" 2>/dev/null)
+[[ -n "$BEST" && -f "$RUN/$BEST" ]] && cp "$RUN/$BEST" "$OUT/best.jnn"
 cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
