@@ -63,13 +63,23 @@ TrainConfig dp_config(const std::string& data, const std::string& out) {
 
 }  // namespace
 
-TEST_CASE("host collectives: sums in rank order, broadcast, equality", "[dp][comm]") {
+TEST_CASE("host collectives: sums in rank order, means, broadcast, equality", "[dp][comm]") {
   for (int ranks : {1, 2, 3, 8}) {
     const size_t n = static_cast<size_t>(ranks);
     std::vector<std::vector<float>> results(n);
     std::vector<int> equal_same(n), equal_diff(n);
     std::vector<double> maxes(n);
+    std::vector<std::vector<float>> means(n);
+    // Several chunks of the threads' slices, in values whose float sums round: the mean is the
+    // rank-order double sum, rounded to float, times 1/ranks in float, the same on every rank.
+    // (Computed once: the compiler may contract the same expression differently in two places.)
+    std::vector<std::vector<float>> inputs(n, std::vector<float>(10001));
+    for (int r = 0; r < ranks; ++r)
+      for (size_t i = 0; i < inputs[0].size(); ++i) inputs[size_t(r)][i] = float(i) * 0.1f + float(r) * 1e-3f + 1.0f / float(i + 3);
     on_threads(ranks, [&](int r, HostComm& comm) {
+      std::vector<float> m = inputs[size_t(r)];
+      comm.average(m.data(), m.size());
+      means[size_t(r)] = m;
       CHECK(comm.rank() == r);
       CHECK(comm.size() == ranks);
       std::vector<float> v(1001);
@@ -83,6 +93,13 @@ TEST_CASE("host collectives: sums in rank order, broadcast, equality", "[dp][com
       equal_diff[size_t(r)] = comm.all_equal(r == ranks - 1 ? 78 : 77);
       maxes[size_t(r)] = comm.max(double(r * r));
     });
+    for (size_t i = 0; i < means[0].size(); ++i) {
+      double total = 0;
+      for (int r = 0; r < ranks; ++r) total += double(inputs[size_t(r)][i]);
+      const float want = float(total) * (1.0f / float(ranks));
+      for (int r = 0; r < ranks; ++r)
+        if (means[size_t(r)][i] != want) FAIL("rank " << r << ", element " << i << ": " << means[size_t(r)][i] << " != " << want);
+    }
     const float rank_sum = float(ranks * (ranks - 1) / 2);
     for (int r = 0; r < ranks; ++r) {
       CHECK(results[size_t(r)] == results[0]);  // bit-identical on every rank

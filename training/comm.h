@@ -25,6 +25,9 @@ class HostComm {
   // On every rank, data[0, n) becomes the sum over the ranks (added in rank order, in double).
   virtual void sum(float* data, size_t n) = 0;
   virtual void sum(double* data, size_t n) = 0;
+  // On every rank, data[0, n) becomes the mean over the ranks: the sum as sum() makes it, rounded to
+  // float, times 1/size (a single pass over the data where an implementation can fuse them).
+  virtual void average(float* data, size_t n);
   // Copies `bytes` at `data` from rank `root` to every rank.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
 
