@@ -12,6 +12,7 @@ static const Subcommand BENCHES[] = {
     {"search", "playouts per second and batch fill of the tree search", bench_search},
     {"train", "samples per second of the trainer (CPU or CUDA) and of its data loader", bench_train},
     {"book", "opening book lookups in memory and on the fly, on a generated book", bench_book},
+    {"allreduce", "the host all-reduce of `train --allreduce host` between replicas on threads", bench_allreduce},
 };
 
 int cmd_bench(int argc, char** argv) {

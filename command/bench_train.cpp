@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -321,6 +322,54 @@ int bench_train(int argc, char** argv) {
     }
 #endif
     std::printf("%8lld %18.0f %18.0f%s\n", (long long)batch, trainer, loader, gpu_columns);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace jiriki
+
+namespace jiriki {
+
+// `jiriki bench allreduce`: the host all-reduce of --allreduce host between replicas on threads
+// (training/comm.h), alone: each rank's mean of a gradient-sized buffer, against one memcpy of the
+// same bytes on one thread in the same run (the memory traffic a rank cannot avoid).
+int bench_allreduce(int argc, char** argv) {
+  Args args("jiriki bench allreduce [--ranks N,...] [--mb MB] [--reps R]",
+            "Times the host all-reduce of `train --allreduce host` between replicas on threads (each rank's\n"
+            "buffer becomes the mean over the ranks), against a memcpy of the same bytes on one thread.");
+  args.option("ranks", "2,4", "replicas (threads), comma-separated")
+      .option("mb", "29.8", "megabytes per rank (29.8: the gradient of a 10x192 network)")
+      .option("reps", "20", "timed all-reduces per rank count (after 3 untimed)");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  const double mb = args.real("mb");
+  const int reps = int(args.integer("reps"));
+  if (!(mb > 0) || reps < 1) throw std::invalid_argument("--mb must be positive and --reps at least 1");
+  const size_t n = size_t(mb * 1e6 / sizeof(float));
+  using clock = std::chrono::steady_clock;
+  std::vector<float> from(n, 1.0f), to(n);
+  std::memcpy(to.data(), from.data(), n * sizeof(float));  // (first touch)
+  const auto c0 = clock::now();
+  for (int k = 0; k < reps; ++k) std::memcpy(k % 2 ? from.data() : to.data(), k % 2 ? to.data() : from.data(), n * sizeof(float));
+  const double copy_ms = std::chrono::duration<double, std::milli>(clock::now() - c0).count() / reps;
+  std::printf("%.1f MB a rank; memcpy of it on one thread: %.3f ms\n", double(n) * sizeof(float) / 1e6, copy_ms);
+  std::printf("%6s %14s %12s\n", "ranks", "all-reduce ms", "x memcpy");
+  for (int64_t ranks : args.int_list("ranks")) {
+    if (ranks < 1) throw std::invalid_argument("--ranks must be at least 1");
+    std::vector<std::vector<float>> buffers(static_cast<size_t>(ranks), std::vector<float>(n));
+    double ms = 0;
+    training::run_on_threads(int(ranks), [&](int r, training::HostComm& comm) {
+      std::vector<float>& b = buffers[size_t(r)];
+      for (size_t i = 0; i < n; ++i) b[i] = float(i % 1024) * 1e-3f + float(r);
+      for (int k = 0; k < 3; ++k) training::average_on_host(comm, b.data(), n, false);
+      comm.max(0);  // (a barrier)
+      const auto t0 = clock::now();
+      for (int k = 0; k < reps; ++k) training::average_on_host(comm, b.data(), n, false);
+      const double mine = std::chrono::duration<double, std::milli>(clock::now() - t0).count() / reps;
+      const double slowest = comm.max(mine);
+      if (r == 0) ms = slowest;
+    });
+    std::printf("%6lld %14.3f %12.2f\n", (long long)ranks, ms, ms / copy_ms);
     std::fflush(stdout);
   }
   return 0;

@@ -27,5 +27,6 @@ int bench_nn(int argc, char** argv);
 int bench_search(int argc, char** argv);
 int bench_train(int argc, char** argv);
 int bench_book(int argc, char** argv);
+int bench_allreduce(int argc, char** argv);
 
 }  // namespace jiriki

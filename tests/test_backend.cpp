@@ -104,4 +104,13 @@ TEST_CASE("backend: nn eval, selfplay and train work with no --backend and say w
   CHECK(rc == 0);
   CHECK_THAT(out, Contains("backend: " + training + " (auto: ") && Contains("trainer samples/s"));
   CHECK(out.find("error") == std::string::npos);
+
+  // bench allreduce: a row per rank count, and bad sizes refused with a message.
+  std::tie(rc, out) = run_jiriki("bench allreduce --ranks 1,3 --mb 0.5 --reps 2");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK_THAT(out, Contains("0.5 MB a rank") && Contains("\n     1 ") && Contains("\n     3 "));
+  std::tie(rc, out) = run_jiriki("bench allreduce --mb 0");
+  CHECK(rc != 0);
+  CHECK_THAT(out, Contains("--mb must be positive"));
 }
