@@ -66,16 +66,41 @@ Loaded load(const std::vector<fs::path>& files) {
 }
 
 int convert(int argc, char** argv) {
-  Args args("jiriki records convert --to hcpe|hcpe3|csa|kif -o OUT INPUT...",
+  Args args("jiriki records convert --to hcpe|hcpe3|csa|kif|openings -o OUT INPUT...",
             "Converts records. INPUT: files or directories of .hcpe3, .hcpe, .csa, .kif files.\n"
             "hcpe and hcpe3 output go to one file; csa and kif output to a directory, one file per game.\n"
-            "hcpe output holds the positions meant for training (all positions of CSA/KIF games).");
-  args.option("to", "", "output format: hcpe, hcpe3, csa or kif").option("o", "", "output file or directory").positionals();
+            "hcpe output holds the positions meant for training (all positions of CSA/KIF games).\n"
+            "openings: a file of start positions for `jiriki match --openings`, the games' own positions\n"
+            "every --every plies (teacher games from the positions a network's own games reach).");
+  args.option("to", "", "output format: hcpe, hcpe3, csa, kif or openings")
+      .option("o", "", "output file or directory")
+      .option("every", "10", "--to openings: an opening at every this many plies of each game")
+      .positionals();
   if (int rc = args.parse(argc, argv, 2); rc >= 0) return rc;
   std::string to = args.str("to"), out = args.str("o");
   if (to.empty() || out.empty() || args.rest().empty()) {
     std::cerr << "error: --to, -o and at least one INPUT are required (see --help)\n";
     return 2;
+  }
+  if (to == "openings") {
+    const int64_t every = args.integer("every");
+    if (every < 1) throw std::invalid_argument("--every must be at least 1");
+    Loaded L = load(expand_record_inputs(args.rest()));
+    if (!L.positions.empty()) std::cerr << "warning: hcpe inputs hold positions, not games: left out\n";
+    // "sfen START moves M1 ... Mk" for k = every, 2 every, ... before the game's last move, so that
+    // every opening leaves a game to play.
+    std::string text;
+    size_t lines = 0;
+    for (const GameRecord& g : L.games) {
+      std::string line = "sfen " + g.start.sfen() + " moves";
+      for (size_t k = 0; k + 1 < g.moves.size(); ++k) {
+        line += " " + move_to_usi(g.moves[k]);
+        if ((k + 1) % size_t(every) == 0) text += line + "\n", ++lines;
+      }
+    }
+    write_file_atomically(out, text);
+    std::cout << "wrote " << lines << " openings from " << L.games.size() << " games to " << out << "\n";
+    return L.bad_files ? 1 : 0;
   }
   Format target = record_format(fs::path("x." + to));
   if (target == Format::UNKNOWN) {
@@ -179,7 +204,7 @@ int cmd_records(int argc, char** argv) {
     return 2;
   }
   std::cout << "usage: jiriki records convert|summary ...\n"
-               "  convert --to hcpe|hcpe3|csa|kif -o OUT INPUT...   convert record files\n"
+               "  convert --to hcpe|hcpe3|csa|kif|openings -o OUT INPUT...   convert record files\n"
                "  summary INPUT...                                   count games, results and game ends\n"
                "Run 'jiriki records convert --help' for details.\n";
   return what.empty() ? 2 : 0;

@@ -1,9 +1,11 @@
-// `jiriki records`: hcpe3 -> CSA -> hcpe3 and hcpe3 -> hcpe through the real binary.
+// `jiriki records`: hcpe3 -> CSA -> hcpe3, hcpe3 -> hcpe and hcpe3 -> openings through the real binary.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
+#include "match/openings.h"
 #include "shogi/hcpe3.h"
 #include "tests/temp_dir.h"
 #include "shogi/movegen.h"
@@ -67,6 +69,26 @@ TEST_CASE("records CLI: hcpe3 to CSA and back keeps moves and results", "[record
     for (const auto& m : g.moves) expected += !m.candidates.empty();
   CHECK(positions.size() == expected);
   CHECK(positions[0].result == games[0].winner());
+
+  // openings: each game's position every 7 plies before its last move, as lines jiriki match reads,
+  // in the order of the games.
+  REQUIRE(run("records convert --to openings --every 7 -o " + (dir / "o.txt").string() + " " + (dir / "in.hcpe3").string()) == 0);
+  std::ifstream lines_in(dir / "o.txt");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(lines_in, line);) lines.push_back(line);
+  size_t line = 0;
+  for (const auto& g : games)
+    for (size_t k = 7; k < g.moves.size(); k += 7, ++line) {
+      INFO("line " << line << ", ply " << k);
+      REQUIRE(line < lines.size());
+      match::Opening o;
+      REQUIRE_FALSE(match::parse_opening(lines[line], o));
+      REQUIRE(o.moves.size() == k);
+      for (size_t j = 0; j < k; ++j) CHECK(o.moves[j] == g.moves[j].move);
+    }
+  CHECK(line == lines.size());
+  CHECK(line > 20);
+  CHECK(run("records convert --to openings --every 0 -o " + (dir / "o0.txt").string() + " " + (dir / "in.hcpe3").string()) != 0);
 
   // Bad input: an unknown format and a missing file are errors, not crashes.
   CHECK(run("records convert --to xyz -o " + (dir / "x").string() + " " + (dir / "in.hcpe3").string()) != 0);
