@@ -12,7 +12,10 @@
 # searches 4/5 of the nodes of the first: otherwise each colour-swapped pair would be one game
 # played twice. Environment: NODES (gpsshogi's node limit a move, 30000), CONC (games at once, 13),
 # BOOK_PLIES (plies of each opening drawn from gpsshogi's own book, 24), NICE (the games' priority,
-# 0; 19 beside GPU work that is being timed).
+# 0; 19 beside GPU work that is being timed), OPENINGS (a file of start positions to play from
+# instead of the book, e.g. the positions of jiriki's own games: `jiriki records convert --to
+# openings`; gpsshogi's games alone never reach the positions a weaker player's mistakes leave, so
+# a network taught on them alone cannot judge those).
 set -uo pipefail
 SECS=$1
 JIRIKI=${2:-$([[ -x .carry/bin/jiriki-cpu ]] && echo .carry/bin/jiriki-cpu || echo build-device/jiriki)}
@@ -22,9 +25,11 @@ mkdir -p "$OUT"
 source scripts/device/engines.sh
 unpack_engines "$JIRIKI"
 TAG=$(date +%Y%m%d-%H%M%S)
-echo "teacher games for $SECS s: gpsshogi x2 at $NODES nodes, $CONC at once, openings $BOOK_PLIES plies from its book, nice $NICE"
+START=(--book /tmp/joseki.db --book-plies "$BOOK_PLIES") FROM="openings $BOOK_PLIES plies from its book"
+[[ -n "${OPENINGS:-}" ]] && START=(--openings "$OPENINGS") FROM="openings from $OPENINGS"
+echo "teacher games for $SECS s: gpsshogi x2 at $NODES nodes, $CONC at once, $FROM, nice $NICE"
 timeout -s INT "$SECS" nice -n "$NICE" "$JIRIKI" match --engine "cmd=$GPS/gpsusi name=gps-a env.GPS_NODES=$NODES" \
   --engine "cmd=$GPS/gpsusi name=gps-b env.GPS_NODES=$((NODES * 4 / 5))" --games 100000 --concurrency "$CONC" \
-  --tc byoyomi=60000 --timeout 120000 --book /tmp/joseki.db --book-plies "$BOOK_PLIES" --seed "$(date +%s)" \
+  --tc byoyomi=60000 --timeout 120000 "${START[@]}" --seed "$(date +%s)" \
   --hcpe3 "$OUT/teacher-$TAG.hcpe3" --out /tmp/teacher > "$OUT/teacher-$TAG.log" 2>&1
 tail -1 "$OUT/teacher-$TAG.log"
