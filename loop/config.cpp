@@ -48,6 +48,11 @@ const std::vector<ConfigKey>& config_keys() {
       {"gate_random_plies", 8, "random opening plies of match games (when no openings file)"},
       {"gate_undecided", "score", "an undecided gate: score (promote when the candidate scored over 50%) or keep"},
       {"eval_first_games", 0, "games of each candidate against generation 0, for the Elo curve (0: none)"},
+      {"anchor", "", "a USI engine every candidate also plays, a fixed outside reference for the Elo curve (a "
+                     "command line, or a jiriki match --engine spec with cmd=), e.g. gpsshogi at a node limit"},
+      {"anchor_games", 0, "games of each candidate against the anchor (0: none)"},
+      {"anchor_tc", "movetime=100", "the anchor matches' time control, for both engines (jiriki match --tc)"},
+      {"anchor_args", "", "more `jiriki match` options for the anchor matches, e.g. \"--margin 200\""},
       {"engine_options", "", "more USI options of jiriki in matches, e.g. \"option.Threads=2\""},
       {"match_command", "", "the match program (empty: this jiriki's `match`); for tests and other tools"},
       {"teacher", "", "bootstrap: a USI engine (a command line, or a jiriki match --engine spec with cmd=)"},
@@ -118,13 +123,15 @@ void Config::check() const {
                         "teacher_games", "teacher_concurrency", "teacher_train_steps", "worker_positions"})
     positive(k);
   for (const char* k : {"generations", "holdout_positions", "selfplay_playout_cap_full", "window_min_rows",
-                        "window_taper_scale", "window_max_rows", "gate_random_plies", "eval_first_games", "val_lambda",
+                        "window_taper_scale", "window_max_rows", "gate_random_plies", "eval_first_games", "anchor_games", "val_lambda",
                         "teacher_val_lambda"})
     non_negative(k);
   if (real("val_lambda") > 1 || real("teacher_val_lambda") > 1)
     throw std::invalid_argument("loop config keys 'val_lambda' and 'teacher_val_lambda' must be between 0 and 1");
   const std::string b = str("backend");
   if (b != "auto" && b != "cpu" && b != "cuda") throw std::invalid_argument("loop config key 'backend': auto, cpu or cuda");
+  if (real("anchor_games") > 0 && str("anchor").empty())
+    throw std::invalid_argument("loop config key 'anchor_games' needs an 'anchor' engine to play");
   const std::string u = str("gate_undecided");
   if (u != "score" && u != "keep") throw std::invalid_argument("loop config key 'gate_undecided': score or keep");
 }

@@ -256,6 +256,7 @@ class Loop {
     if (step == "train") return step_train(kp);
     if (step == "gate") return step_gate(kp);
     if (step == "eval_first") return step_eval_first(kp);
+    if (step == "eval_anchor") return step_eval_anchor(kp);
     if (step == "promote") return step_promote(kp);
     if (step == "record") return step_record(kp);
     throw std::runtime_error(state_path() + ": unknown step '" + step + "'");
@@ -292,8 +293,10 @@ class Loop {
     return start_generations("models/gen0000.jnn");
   }
 
-  std::string teacher_spec(const std::string& name) const {
-    const std::string t = config_.str("teacher");
+  // The engine a config key names (teacher, anchor): a match --engine spec as written, or a command
+  // line whose first word is the program and the rest its arguments.
+  std::string usi_spec(const char* key, const std::string& name) const {
+    const std::string t = config_.str(key);
     if (t.find("cmd=") != std::string::npos) return t + " name=" + name;
     const auto words = split_command(t);
     std::string s = "cmd=" + words.at(0) + " name=" + name;
@@ -310,7 +313,7 @@ class Loop {
     fs::remove_all(dir);  // a redone match starts over
     fs::create_directories(dir);
     auto a = match_command();
-    a.insert(a.end(), {"--engine", teacher_spec("teacher-a"), "--engine", teacher_spec("teacher-b"), "--games",
+    a.insert(a.end(), {"--engine", usi_spec("teacher", "teacher-a"), "--engine", usi_spec("teacher", "teacher-b"), "--games",
                        std::to_string(config_.integer("teacher_games")), "--concurrency",
                        std::to_string(config_.integer("teacher_concurrency")), "--seed", seed(1), "--tc",
                        config_.str("teacher_tc"), "--out", dir + "/match", "--hcpe3", dir + "/games.hcpe3"});
@@ -441,17 +444,20 @@ class Loop {
     return "gate";
   }
 
-  // A match of the candidate against `opponent`; its summary, or null when interrupted.
-  json match(const std::string& kind, const std::string& opponent, int64_t games, bool sprt, const std::string& kp) {
+  // A match of the candidate against `opponent` (an --engine spec) at `tc`, with `extra` options; its
+  // summary, or null when interrupted.
+  json match(const std::string& kind, const std::string& opponent, int64_t games, const std::string& tc,
+             const std::string& extra, bool sprt, const std::string& kp) {
     const std::string dir = run_ + "/" + kind + "/" + gen_name(generation());
     fs::remove_all(dir);  // a redone match starts over
     fs::create_directories(fs::path(dir).parent_path());
     auto a = match_command();
     a.insert(a.end(), {"--engine", engine_spec("candidate", run_ + "/" + current()["candidate"].get<std::string>()),
-                       "--engine", engine_spec("opponent", opponent), "--games", std::to_string(games), "--concurrency",
-                       std::to_string(config_.integer("gate_concurrency")), "--seed", seed(kind == "gate" ? 9 : 11),
-                       "--tc", "nodes=" + std::to_string(config_.integer("gate_nodes")), "--out", dir});
+                       "--engine", opponent, "--games", std::to_string(games), "--concurrency",
+                       std::to_string(config_.integer("gate_concurrency")), "--seed",
+                       seed(kind == "gate" ? 9 : kind == "eval_first" ? 11 : 13), "--tc", tc, "--out", dir});
     opening_args(a);
+    append(a, extra);
     if (sprt) a.insert(a.end(), {"--sprt", config_.str("gate_sprt")});
     const int code = phase(a, kind, kp, {0, 10, 11});
     if (code < 0) return nullptr;
@@ -466,7 +472,7 @@ class Loop {
       c["accepted"] = true;
       return "eval_first";
     }
-    json s = match("gate", best(), config_.integer("gate_games"), true, kp);
+    json s = match("gate", engine_spec("opponent", best()), config_.integer("gate_games"), gate_tc(), "", true, kp);
     if (s.is_null()) return "";
     const int code = s["exit_code"];
     const double score = s.contains("score") && s["score"].is_number() ? s["score"].get<double>() : 0.0;
@@ -479,12 +485,24 @@ class Loop {
   std::string step_eval_first(const std::string& kp) {
     const int64_t games = config_.integer("eval_first_games");
     if (games > 0) {
-      json s = match("eval_first", run_ + "/models/gen0000.jnn", games, false, kp);
+      json s = match("eval_first", engine_spec("opponent", run_ + "/models/gen0000.jnn"), games, gate_tc(), "", false, kp);
       if (s.is_null()) return "";
       current()["eval_first"] = s;
     }
+    return "eval_anchor";
+  }
+
+  std::string step_eval_anchor(const std::string& kp) {
+    const int64_t games = config_.integer("anchor_games");
+    if (games > 0) {
+      json s = match("eval_anchor", usi_spec("anchor", "anchor"), games, config_.str("anchor_tc"),
+                     config_.str("anchor_args"), false, kp);
+      if (s.is_null()) return "";
+      current()["eval_anchor"] = s;
+    }
     return "promote";
   }
+  std::string gate_tc() const { return "nodes=" + std::to_string(config_.integer("gate_nodes")); }
 
   std::string step_promote(const std::string& kp) {
     json& c = current();

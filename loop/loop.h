@@ -2,7 +2,7 @@
 // trained on a teacher's games (teacher_games, teacher_train); then generation after generation:
 // selfplay with the best network, holdout positions, train on a sliding window of the newest
 // positions, gate (a match of the candidate against the best), eval_first (against generation 0),
-// promote, record (metrics, TensorBoard, plots). Every phase is a child process; RUN/state.json
+// eval_anchor (against a fixed outside engine), promote, record (metrics, TensorBoard, plots). Every phase is a child process; RUN/state.json
 // (written atomically) names the step in flight, so a loop started again redoes only that step.
 #pragma once
 #include <atomic>

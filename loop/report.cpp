@@ -1,5 +1,6 @@
 #include "loop/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -61,11 +62,13 @@ std::vector<Scalar> generation_scalars(const json& record, const std::vector<jso
       {"gate/elo", "/gate/elo"},
       {"gate/promoted", "/promoted_number"},
       {"eval_first/elo", "/eval_first/elo"},
+      {"eval_anchor/elo", "/eval_anchor/elo"},
       {"seconds/selfplay", "/seconds/selfplay"},
       {"seconds/holdout", "/seconds/holdout"},
       {"seconds/train", "/seconds/train"},
       {"seconds/gate", "/seconds/gate"},
       {"seconds/eval_first", "/seconds/eval_first"},
+      {"seconds/eval_anchor", "/seconds/eval_anchor"},
   };
   json r = record;
   r["promoted_number"] = record.value("promoted", false) ? 1 : 0;
@@ -143,13 +146,14 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   // The data gnuplot reads: one row per generation, one per training step.
   std::ostringstream gens, steps;
   gens << "# generation gate_elo lo hi eval_first_elo lo hi positions_per_hour heldout_loss policy_accuracy "
-          "value_accuracy\n";
+          "value_accuracy anchor_elo lo hi\n";
   steps << "# global_step loss policy_loss value_loss\n";
   for (const json& r : history) {
     gens << r.value("generation", 0);
     for (const char* p : {"/gate/elo", "/gate/elo_95/0", "/gate/elo_95/1", "/eval_first/elo", "/eval_first/elo_95/0",
                           "/eval_first/elo_95/1", "/selfplay/positions_per_hour", "/train/test/loss",
-                          "/train/test/policy_accuracy", "/train/test/value_accuracy"})
+                          "/train/test/policy_accuracy", "/train/test/value_accuracy", "/eval_anchor/elo",
+                          "/eval_anchor/elo_95/0", "/eval_anchor/elo_95/1"})
       gens << ' ' << number_or_nan(r, p);
     gens << '\n';
     const int64_t base = r.value("train_step_base", int64_t(0));
@@ -162,6 +166,9 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   // One gnuplot run per plot (a plot with no data yet fails alone); each PNG is drawn to a
   // temporary name and renamed, so a kill leaves the previous plot whole.
   const std::string gens_file = "'" + dir + "/generations.dat'", steps_file = "'" + dir + "/steps.dat'";
+  // The anchor's curve only when some generation played it (gnuplot refuses a curve with no point).
+  const bool anchored = std::any_of(history.begin(), history.end(), [](const json& r) { return r.contains("eval_anchor"); });
+  const std::string anchor_curve = anchored ? ", '' using 1:12:13:14 with yerrorlines title 'candidate vs anchor'" : "";
   const std::pair<const char*, std::string> plots[] = {
       {"loss", "set title 'training loss'\nset xlabel 'training step (all generations)'\nset ylabel 'loss'\nplot " +
                    steps_file + " using 1:2 with lines title 'total', '' using 1:3 with lines title 'policy', '' using "
@@ -171,7 +178,7 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
                       "'policy top-1 accuracy', '' using 1:11 with linespoints title 'value accuracy'\n"},
       {"elo", "set title 'Elo by generation (95% interval)'\nset xlabel 'generation'\nset ylabel 'Elo'\nplot " +
                   gens_file + " using 1:2:3:4 with yerrorlines title 'candidate vs best (gate)', '' using 1:5:6:7 with "
-                  "yerrorlines title 'candidate vs generation 0'\n"},
+                  "yerrorlines title 'candidate vs generation 0'" + anchor_curve + "\n"},
       {"positions_per_hour", "set title 'self-play positions per hour'\nset xlabel 'generation'\nset ylabel "
                              "'positions/hour'\nplot " + gens_file + " using 1:8 with linespoints title 'positions/hour'\n"},
   };

@@ -315,6 +315,7 @@ TEST_CASE("loop config: defaults, overrides, and clear errors", "[loop]") {
   CHECK_THROWS_WITH(Config(json{{"gate", "yes"}}), Catch::Contains("'gate' takes a boolean"));
   CHECK_THROWS_WITH(Config(json{{"train_steps", 0}}), Catch::Contains("'train_steps' must be positive"));
   CHECK_THROWS_WITH(Config(json{{"backend", "tpu"}}), Catch::Contains("auto, cpu or cuda"));
+  CHECK_THROWS_WITH(Config(json{{"anchor_games", 4}}), Catch::Contains("'anchor_games' needs an 'anchor'"));
   // Every key is documented.
   for (const auto& k : config_keys()) CHECK(config_help().find(k.name) != std::string::npos);
 }
@@ -386,6 +387,47 @@ TEST_CASE("loop: two generations end to end; killed at 20 points and restarted e
     REQUIRE(rc == 0);
     check_finished_run(dir, 2);
     CHECK(read_json_file(dir + "/state.json")["best"] == "models/gen0002.jnn");
+  }
+}
+
+// The anchor: each candidate also plays a fixed outside engine, with the anchor's own time control
+// and options; its Elo is kept per generation, written to TensorBoard and drawn beside the others.
+TEST_CASE("loop anchor: every candidate plays the anchor engine, and its Elo is recorded and plotted", "[loop][cli]") {
+  const TempDir tmp("loop_anchor");
+  json c = tiny_config(fake_match(tmp), 2);
+  c["anchor"] = "/usr/games/gpsusi -N 1";
+  c["anchor_games"] = 2;
+  c["anchor_tc"] = "movetime=50";
+  c["anchor_args"] = "--margin 200";
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("FAKE_MATCH_EXIT=10", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  check_finished_run(dir, 2);
+  const json state = read_json_file(dir + "/state.json");
+  for (int g : {0, 1}) CHECK(state["history"][g]["eval_anchor"]["games"] == 4);  // the fake's summary, read back
+  const std::string calls = read_bytes(dir + "/eval_anchor/fake_match_calls.txt");
+  CHECK(calls.find("cmd=/usr/games/gpsusi name=anchor args=\"-N 1\"") != std::string::npos);
+  CHECK(calls.find("option.ModelFile=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
+  CHECK(calls.find("--tc movetime=50") != std::string::npos);
+  CHECK(calls.find("--margin 200") != std::string::npos);
+  // The gate and eval_first keep their playouts a move.
+  CHECK(read_bytes(dir + "/gate/fake_match_calls.txt").find("--tc nodes=4") != std::string::npos);
+  if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
+    // generations.dat: the anchor's Elo and interval in the last three columns (the fake's 0, -100, 100).
+    std::istringstream rows(read_bytes(dir + "/plots/generations.dat"));
+    std::string line;
+    std::getline(rows, line);  // the header
+    std::getline(rows, line);
+    std::istringstream fields(line);
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+    REQUIRE(f.size() == 14);
+    CHECK(f[11] == "0");
+    CHECK(f[12] == "-100");
+    CHECK(f[13] == "100");
+    CHECK(read_bytes(dir + "/plots/elo.gp").find("candidate vs anchor") != std::string::npos);
+    CHECK(read_bytes(dir + "/plots/elo.png").substr(1, 3) == "PNG");
   }
 }
 

@@ -25,6 +25,11 @@ machine
 step "build"
 build jiriki
 J=$PWD/build-device/jiriki
+# gpsshogi and fairy-stockfish in /tmp/gps when the config names an anchor or a teacher (carry .carry/debs).
+if [[ -d .carry/debs ]] && grep -qE '"(anchor|teacher)": *"[^"]' "$CONFIG"; then
+  source scripts/device/engines.sh
+  unpack_engines "$J"
+fi
 
 step "loop for at most $SECONDS_LIMIT s"
 ARGS=(--dir "$RUN")
@@ -47,10 +52,10 @@ cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     r = json.loads(line)
-    g, e = r.get("gate", {}), r.get("eval_first", {})
-    print("generation %d: positions %d (total %d, window %d), held-out policy %.3f value %.3f, gate %s Elo %.0f %s, vs gen 0 Elo %s %s, promoted %s, seconds %s" % (
+    g, e, k = r.get("gate", {}), r.get("eval_first", {}), r.get("eval_anchor", {})
+    print("generation %d: positions %d (total %d, window %d), held-out policy %.3f value %.3f, gate %s Elo %.0f %s, vs gen 0 Elo %s %s, vs anchor %s %s %s, promoted %s, seconds %s" % (
         r["generation"], r.get("selfplay", {}).get("positions", 0), r.get("positions_total", 0), r.get("window", 0),
         r.get("train", {}).get("test", {}).get("policy_accuracy", float("nan")),
         r.get("train", {}).get("test", {}).get("value_accuracy", float("nan")),
-        g.get("score"), g.get("elo", float("nan")), g.get("elo_95"), e.get("elo"), e.get("elo_95"), r.get("promoted"),
+        g.get("score"), g.get("elo", float("nan")), g.get("elo_95"), e.get("elo"), e.get("elo_95"), k.get("score"), k.get("elo"), k.get("elo_95"), r.get("promoted"),
         {k: round(v) for k, v in r.get("seconds", {}).items()}))'
