@@ -7,7 +7,8 @@
 # or CONFIG=FILE (scripts/device/loop_teacher.json: from a network trained on teacher games, which
 # stay in every generation's training data).
 #
-#   run with carry [".carry"] (scripts/device/prepare.sh fills it: Boost headers for jiriki match):
+#   run with carry [".carry"] (scripts/device/prepare.sh fills it: Boost headers for jiriki match;
+#   .carry/debs for an anchor or teacher engine; loop_teacher.json carries .carry/data and .carry/eval too):
 #     bash scripts/device/loop.sh [SECONDS]        (default 540, under the 10-minute call limit)
 #
 # TEACHER="CMD" bootstraps generation 0 from a USI engine (on the first call only); or set the
