@@ -3,7 +3,8 @@
 # build-device/loop-run for at most SECONDS, then stops it with SIGTERM (the phase in flight is
 # interrupted and redone by the next call: a warm machine keeps build-device between calls, so the
 # same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
-# to $OUT/loop-run.tar.gz, and the best network to $OUT/best.jnn. The config: scripts/device/loop.json,
+# to $OUT/loop-run.tar.gz, the best network to $OUT/best.jnn and the self-play records to
+# $OUT/selfplay.tar.xz (when under 16 MB). The config: scripts/device/loop.json,
 # or CONFIG=FILE (scripts/device/loop_teacher.json: from a network trained on teacher games, which
 # stay in every generation's training data).
 #
@@ -49,6 +50,13 @@ tar czf "$OUT/loop-run.tar.gz" --exclude='*.hcpe3' --exclude='*.hcpe' --exclude=
 # The best network so far (a few MB), to be matched elsewhere.
 BEST=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' "$RUN/state.json" 2>/dev/null)
 [[ -n "$BEST" && -f "$RUN/$BEST" ]] && cp "$RUN/$BEST" "$OUT/best.jnn"
+# The self-play records too, for training elsewhere, while they fit in one file that comes back
+# (16 MB; about 8 MB per 100,000 positions before compression).
+if [[ -d "$RUN/selfplay" ]]; then
+  tar cJf /tmp/selfplay.tar.xz -C "$RUN" selfplay
+  if (( $(stat -c %s /tmp/selfplay.tar.xz) < 16000000 )); then mv /tmp/selfplay.tar.xz "$OUT/"
+  else echo "the self-play records ($(du -h /tmp/selfplay.tar.xz | cut -f1) compressed) stay on the machine"; fi
+fi
 cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
