@@ -3,12 +3,15 @@
 # build-device/loop-run for at most SECONDS, then stops it with SIGTERM (the phase in flight is
 # interrupted and redone by the next call: a warm machine keeps build-device between calls, so the
 # same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
-# to $OUT/loop-run.tar.gz, the best network to $OUT/best.jnn and the self-play records to
-# $OUT/selfplay.tar.xz (when under 16 MB). The config: scripts/device/loop.json,
+# to $OUT/loop-run.tar.gz, the best network to $OUT/best.jnn, and the whole run a fresh machine
+# needs to continue it (records, generation 0, the best network, the phase in flight; xz, in parts
+# of 15 MB) to $OUT/resume.tar.xz.NN: copy those parts into .carry/resume/ here and carry
+# .carry/resume, and a machine without the run unpacks them first. The config: scripts/device/loop.json,
 # or CONFIG=FILE (scripts/device/loop_teacher.json: from a network trained on teacher games, which
 # stay in every generation's training data).
 #
 #   run with carry [".carry"] (scripts/device/prepare.sh fills it: Boost headers for jiriki match;
+#   .carry/resume to continue a run on a fresh machine;
 #   .carry/debs for an anchor or teacher engine; loop_teacher.json carries .carry/data and .carry/eval too):
 #     bash scripts/device/loop.sh [SECONDS]        (default 540, under the 10-minute call limit)
 #
@@ -33,6 +36,11 @@ if [[ -d .carry/debs ]] && grep -qE '"(anchor|teacher)": *"[^"]' "$CONFIG"; then
   unpack_engines "$J"
 fi
 
+if [[ ! -f "$RUN/state.json" ]] && compgen -G ".carry/resume/resume.tar.xz.*" > /dev/null; then
+  step "the run from .carry/resume"
+  cat .carry/resume/resume.tar.xz.* | tar xJf - -C "$(dirname "$RUN")" && ls "$RUN"
+fi
+
 step "loop for at most $SECONDS_LIMIT s"
 ARGS=(--dir "$RUN")
 [[ -f "$RUN/state.json" ]] || ARGS+=(--config "$CONFIG")
@@ -50,12 +58,19 @@ tar czf "$OUT/loop-run.tar.gz" --exclude='*.hcpe3' --exclude='*.hcpe' --exclude=
 # The best network so far (a few MB), to be matched elsewhere.
 BEST=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' "$RUN/state.json" 2>/dev/null)
 [[ -n "$BEST" && -f "$RUN/$BEST" ]] && cp "$RUN/$BEST" "$OUT/best.jnn"
-# The self-play records too, for training elsewhere, while they fit in one file that comes back
-# (16 MB; about 8 MB per 100,000 positions before compression).
-if [[ -d "$RUN/selfplay" ]]; then
-  XZ_OPT="-1 -T0" tar cJf /tmp/selfplay.tar.xz -C "$RUN" selfplay  # (seconds, on every core)
-  if (( $(stat -c %s /tmp/selfplay.tar.xz) < 16000000 )); then mv /tmp/selfplay.tar.xz "$OUT/"
-  else echo "the self-play records ($(du -h /tmp/selfplay.tar.xz | cut -f1) compressed) stay on the machine"; fi
+# The run for a fresh machine: everything but the networks of past generations (only generation 0
+# and the best are read again) and the checkpoints of finished generations' training.
+if [[ -f "$RUN/state.json" ]]; then
+  GEN=$(python3 -c 'import json, sys; print("gen%04d" % json.load(open(sys.argv[1]))["generation"])' "$RUN/state.json")
+  SKIP=()
+  for m in "$RUN"/models/*.jnn; do
+    [[ "models/$(basename "$m")" == models/gen0000.jnn || "models/$(basename "$m")" == "$BEST" ]] || SKIP+=(--exclude="$(basename "$RUN")/models/$(basename "$m")")
+  done
+  for t in "$RUN"/train/gen*; do
+    [[ "$(basename "$t")" == "$GEN" ]] || SKIP+=(--exclude="$(basename "$RUN")/train/$(basename "$t")/"{train.ckpt,candidate.jnn})
+  done
+  XZ_OPT="-1 -T0" tar cJf - "${SKIP[@]}" -C "$(dirname "$RUN")" "$(basename "$RUN")" | split -b 15000000 -d - "$OUT/resume.tar.xz."
+  ls -l "$OUT"/resume.tar.xz.*
 fi
 cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
 import json, sys
