@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: builds jiriki with CUDA and runs (or continues) `jiriki loop` in
-# build-device/loop-run for at most SECONDS, then stops it with SIGTERM (the phase in flight is
+# build-device/loop-run, the whole script taking at most SECONDS (the build's time and 60 s to stop
+# and pack the results come out of it), then stops it with SIGTERM (the phase in flight is
 # interrupted and redone by the next call: a warm machine keeps build-device between calls, so the
 # same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
 # to $OUT/loop-run.tar.gz, the best network to $OUT/best.jnn, and the whole run a fresh machine
@@ -41,13 +42,14 @@ if [[ ! -f "$RUN/state.json" ]] && compgen -G ".carry/resume/resume.tar.xz.*" > 
   cat .carry/resume/resume.tar.xz.* | tar xJf - -C "$(dirname "$RUN")" && ls "$RUN"
 fi
 
-step "loop for at most $SECONDS_LIMIT s"
+LOOP_SECONDS=$((SECONDS_LIMIT - SECONDS - 60))  # (bash's SECONDS: the time since the script started)
+step "loop for at most $LOOP_SECONDS s"
 ARGS=(--dir "$RUN")
 [[ -f "$RUN/state.json" ]] || ARGS+=(--config "$CONFIG")
 [[ -n "${TEACHER:-}" && ! -f "$RUN/state.json" ]] && ARGS+=(--teacher "$TEACHER")
 # --foreground: the signal goes to the loop alone, which passes it on to the phase as SIGINT (training
 # then writes its checkpoint); its phases die with it if it must be killed after 60 s more.
-timeout --foreground -s TERM -k 60 "$SECONDS_LIMIT" "$J" loop "${ARGS[@]}"
+timeout --foreground -s TERM -k 30 "$LOOP_SECONDS" "$J" loop "${ARGS[@]}"
 echo "loop exit code $? (0: all generations done, 130 or 124: stopped by the time limit, to be continued)"
 
 step "results"
