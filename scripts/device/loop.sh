@@ -48,7 +48,7 @@ ARGS=(--dir "$RUN")
 [[ -f "$RUN/state.json" ]] || ARGS+=(--config "$CONFIG")
 [[ -n "${TEACHER:-}" && ! -f "$RUN/state.json" ]] && ARGS+=(--teacher "$TEACHER")
 # --foreground: the signal goes to the loop alone, which passes it on to the phase as SIGINT (training
-# then writes its checkpoint); its phases die with it if it must be killed after 60 s more.
+# then writes its checkpoint); its phases die with it if it must be killed after 30 s more.
 timeout --foreground -s TERM -k 30 "$LOOP_SECONDS" "$J" loop "${ARGS[@]}"
 echo "loop exit code $? (0: all generations done, 130 or 124: stopped by the time limit, to be continued)"
 
