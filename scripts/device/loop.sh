@@ -5,7 +5,7 @@
 # interrupted and redone by the next call: a warm machine keeps build-device between calls, so the
 # same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
 # to $OUT/loop-run.tar.gz, the best network to $OUT/best.jnn, and the whole run a fresh machine
-# needs to continue it (records, generation 0, the best network, the phase in flight; xz, in parts
+# needs to continue it (records, every generation's network, the phase in flight; xz, in parts
 # of 15 MB) to $OUT/resume.tar.xz.NN: copy those parts into .carry/resume/ here and carry
 # .carry/resume, and a machine without the run unpacks them first. The config: scripts/device/loop.json,
 # or CONFIG=FILE (scripts/device/loop_teacher.json: from a network trained on teacher games, which
@@ -60,14 +60,11 @@ tar czf "$OUT/loop-run.tar.gz" --exclude='*.hcpe3' --exclude='*.hcpe' --exclude=
 # The best network so far (a few MB), to be matched elsewhere.
 BEST=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' "$RUN/state.json" 2>/dev/null)
 [[ -n "$BEST" && -f "$RUN/$BEST" ]] && cp "$RUN/$BEST" "$OUT/best.jnn"
-# The run for a fresh machine: everything but the networks of past generations (only generation 0
-# and the best are read again) and the checkpoints of finished generations' training.
+# The run for a fresh machine, or to evaluate its generations elsewhere (`jiriki loop eval`): all but
+# the checkpoints of finished generations' training.
 if [[ -f "$RUN/state.json" ]]; then
   GEN=$(python3 -c 'import json, sys; print("gen%04d" % json.load(open(sys.argv[1]))["generation"])' "$RUN/state.json")
   SKIP=()
-  for m in "$RUN"/models/*.jnn; do
-    [[ "models/$(basename "$m")" == models/gen0000.jnn || "models/$(basename "$m")" == "$BEST" ]] || SKIP+=(--exclude="$(basename "$RUN")/models/$(basename "$m")")
-  done
   for t in "$RUN"/train/gen*; do
     [[ "$(basename "$t")" == "$GEN" ]] || SKIP+=(--exclude="$(basename "$RUN")/train/$(basename "$t")/"{train.ckpt,candidate.jnn})
   done
