@@ -1,11 +1,13 @@
 // `jiriki loop`: the overnight self-play / train / gate loop (loop/ does the work), and
-// `jiriki loop worker`: self-play for a run from another host or GPU, and `jiriki loop plot`: the
-// plots of a run drawn again.
+// `jiriki loop worker`: self-play for a run from another host or GPU, `jiriki loop eval`: the
+// evaluation matches a run lacks, played elsewhere, and `jiriki loop plot`: the plots drawn again.
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include "command/commands.h"
 #include "common/args.h"
@@ -64,13 +66,44 @@ int loop_plot(int argc, char** argv) {
   std::cout << "plots drawn in " << args.str("dir") << "/plots\n";
   return 0;
 }
+int loop_eval(int argc, char** argv) {
+  Args args("jiriki loop eval --dir RUN [--games N] [--anchor-games N] [OPTIONS]",
+            "Plays the evaluation matches that a run's finished generations lack: each generation's network against\n"
+            "generation 0 (the Elo curve) and against the anchor engine, then writes the history, metrics.jsonl and\n"
+            "plots. For a run made without them (eval_first_games, anchor_games 0) on a busy GPU machine, evaluated\n"
+            "here on idle cores. The options replace the run's config keys for these matches only.");
+  args.option("dir", "", "the run directory (required)")
+      .option("games", "", "games against generation 0 per generation (eval_first_games)")
+      .option("anchor-games", "", "games against the anchor per generation (anchor_games)")
+      .option("anchor", "", "the anchor engine (anchor), e.g. \"cmd=/usr/games/gpsusi env.OSL_HOME=/tmp/gps\"")
+      .option("anchor-tc", "", "the anchor matches' time control (anchor_tc)")
+      .option("nodes", "", "playouts per move against generation 0 (gate_nodes)")
+      .option("concurrency", "", "games at once (gate_concurrency)")
+      .option("backend", "", "the engines' network backend: cpu, cuda or auto (backend)")
+      .option("engine-options", "", "more USI options of jiriki, e.g. \"option.Threads=1\" (engine_options)");
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (!args.has("dir")) throw std::invalid_argument("--dir RUN is required");
+  nlohmann::json overrides = nlohmann::json::object();
+  for (const auto& [option, key] : std::vector<std::pair<std::string, std::string>>{
+           {"games", "eval_first_games"}, {"anchor-games", "anchor_games"}, {"nodes", "gate_nodes"},
+           {"concurrency", "gate_concurrency"}})
+    if (args.has(option)) overrides[key] = args.integer(option);
+  for (const auto& [option, key] : std::vector<std::pair<std::string, std::string>>{
+           {"anchor", "anchor"}, {"anchor-tc", "anchor_tc"}, {"backend", "backend"}, {"engine-options", "engine_options"}})
+    if (args.has(option)) overrides[key] = args.str(option);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  return loop::evaluate_run(args.str("dir"), overrides, g_stop, std::cout);
+}
 }  // namespace
 
 int cmd_loop(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "worker") return loop_worker(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "plot") return loop_plot(argc - 1, argv + 1);
+  if (argc >= 2 && std::string(argv[1]) == "eval") return loop_eval(argc - 1, argv + 1);
   Args args("jiriki loop --dir RUN [--config FILE] [--teacher \"USI ENGINE COMMAND\"] [--generations N]\n"
             "       jiriki loop worker --dir RUN [OPTIONS]\n"
+            "       jiriki loop eval --dir RUN [OPTIONS]\n"
             "       jiriki loop plot --dir RUN",
             "The overnight loop: self-play with the best network, training on a sliding window of the newest\n"
             "positions, a gate match of the candidate against the best, promotion; generation after generation.\n"

@@ -160,6 +160,56 @@ class Loop {
     return 0;
   }
 
+  // `jiriki loop eval`: plays the evaluation matches (against generation 0, against the anchor) that
+  // finished generations lack, with `overrides` laid over the config in memory only; the history,
+  // metrics and plots are written after each match.
+  int evaluate(const json& overrides) {
+    for (const auto& [k, v] : overrides.items()) config_.set(k, v);
+    const int64_t first_games = config_.integer("eval_first_games"), anchor_games = config_.integer("anchor_games");
+    if (anchor_games > 0 && config_.str("anchor").empty())
+      throw std::invalid_argument("anchor games asked for, but the run names no anchor (--anchor)");
+    json history = state_["history"];
+    int played = 0;
+    for (json& r : history) {
+      const int64_t g = r["generation"].get<int64_t>();
+      const std::string model = run_ + "/" + (r.value("promoted", false) ? "models/" + gen_name(g) + ".jnn"
+                                                                          : r.value("candidate", std::string()));
+      const bool wants_first = first_games > 0 && !r.contains("eval_first"),
+                 wants_anchor = anchor_games > 0 && !r.contains("eval_anchor");
+      if (!wants_first && !wants_anchor) continue;
+      if (!fs::is_regular_file(model)) {
+        out_ << gen_name(g) << ": its network " << model << " is not here; not evaluated" << std::endl;
+        continue;
+      }
+      for (const char* kind : {"eval_first", "eval_anchor"}) {
+        const bool first = std::string(kind) == "eval_first";
+        if (!(first ? wants_first : wants_anchor)) continue;
+        out_ << gen_name(g) << ": " << kind << ", " << (first ? first_games : anchor_games) << " games" << std::endl;
+        json s = first ? match(kind, engine_spec("opponent", run_ + "/models/gen0000.jnn"), first_games, gate_tc(), "",
+                               false, "", g, model, &r)
+                       : match(kind, usi_spec("anchor", "anchor"), anchor_games, config_.str("anchor_tc"),
+                               config_.str("anchor_args"), false, "", g, model, &r);
+        if (s.is_null()) return 130;
+        r[kind] = s;
+        double total = 0;  // the generation's seconds, this match's included
+        for (const auto& [step, seconds] : r["seconds"].items())
+          if (step != "total") total += seconds.get<double>();
+        r["seconds"]["total"] = total;
+        out_ << gen_name(g) << ": " << kind << " score " << figure(s, "score") << " Elo " << figure(s, "elo") << std::endl;
+        state_["history"] = history;
+        save();
+        write_metrics(run_, history);
+        if (config_.flag("plots")) {
+          const std::string warning = draw_plots(run_, history);
+          if (!warning.empty()) out_ << "warning: " << warning << "\n";
+        }
+        ++played;
+      }
+    }
+    out_ << "loop eval: " << played << " matches played" << std::endl;
+    return 0;
+  }
+
  private:
   static std::string prepare(const std::string& run) {
     fs::create_directories(run);
@@ -179,14 +229,14 @@ class Loop {
     fs::create_directories(d);
     return d;
   }
-  std::string log_path(const std::string& step) const {
+  std::string log_path(const std::string& step, int64_t gen = -1) const {
     fs::create_directories(run_ + "/logs");
-    return run_ + "/logs/" + gen_name(generation()) + "-" + step + ".log";
+    return run_ + "/logs/" + gen_name(gen < 0 ? generation() : gen) + "-" + step + ".log";
   }
   // A seed per generation and step, and for games per attempt too (a redone step does not replay
   // the same games; a resumed training must keep its seed).
-  std::string seed(int salt, bool per_attempt = true) const {
-    return std::to_string(config_.integer("seed") * 1000003 + generation() * 1009 + salt * 101 +
+  std::string seed(int salt, bool per_attempt = true, int64_t gen = -1) const {
+    return std::to_string(config_.integer("seed") * 1000003 + (gen < 0 ? generation() : gen) * 1009 + salt * 101 +
                           (per_attempt ? state_["attempt"].get<int64_t>() : 0));
   }
 
@@ -203,11 +253,12 @@ class Loop {
     out_ << std::endl;
   }
 
-  // Runs a phase; an exit code outside `ok` is a failure naming the log. Returns the exit code,
-  // or -1 when it was interrupted by Ctrl-C.
+  // Runs a phase of generation `gen` (default: the one in flight), adding its seconds to `record`
+  // (default: the one in flight); an exit code outside `ok` is a failure naming the log. Returns the
+  // exit code, or -1 when it was interrupted by Ctrl-C.
   int phase(const std::vector<std::string>& argv, const std::string& step, const std::string& kill_point,
-            std::initializer_list<int> ok = {0}) {
-    const std::string log = log_path(step);
+            std::initializer_list<int> ok = {0}, int64_t gen = -1, json* record = nullptr) {
+    const std::string log = log_path(step, gen);
     {  // the command line heads its output, so that a failed phase can be rerun by hand
       std::ofstream head(log, std::ios::app);
       head << "$";
@@ -215,7 +266,7 @@ class Loop {
       head << '\n';
     }
     const ChildResult r = run_child(argv, log, kill_point);
-    json& seconds = current()["seconds"];
+    json& seconds = (record ? *record : current())["seconds"];
     if (!seconds.is_object()) seconds = json::object();
     seconds[step] = seconds.value(step, 0.0) + r.seconds;
     if (stop_ || r.exit_code == 130) return -1;
@@ -445,21 +496,25 @@ class Loop {
   }
 
   // A match of the candidate against `opponent` (an --engine spec) at `tc`, with `extra` options; its
-  // summary, or null when interrupted.
+  // summary, or null when interrupted. By default the candidate is the one in flight; `evaluate`
+  // names a finished generation's network and record instead.
   json match(const std::string& kind, const std::string& opponent, int64_t games, const std::string& tc,
-             const std::string& extra, bool sprt, const std::string& kp) {
-    const std::string dir = run_ + "/" + kind + "/" + gen_name(generation());
+             const std::string& extra, bool sprt, const std::string& kp, int64_t gen = -1, const std::string& model = "",
+             json* record = nullptr) {
+    if (gen < 0) gen = generation();
+    const std::string dir = run_ + "/" + kind + "/" + gen_name(gen);
     fs::remove_all(dir);  // a redone match starts over
     fs::create_directories(fs::path(dir).parent_path());
     auto a = match_command();
-    a.insert(a.end(), {"--engine", engine_spec("candidate", run_ + "/" + current()["candidate"].get<std::string>()),
+    const std::string candidate = model.empty() ? run_ + "/" + current()["candidate"].get<std::string>() : model;
+    a.insert(a.end(), {"--engine", engine_spec("candidate", candidate),
                        "--engine", opponent, "--games", std::to_string(games), "--concurrency",
                        std::to_string(config_.integer("gate_concurrency")), "--seed",
-                       seed(kind == "gate" ? 9 : kind == "eval_first" ? 11 : 13), "--tc", tc, "--out", dir});
+                       seed(kind == "gate" ? 9 : kind == "eval_first" ? 11 : 13, true, gen), "--tc", tc, "--out", dir});
     opening_args(a);
     append(a, extra);
     if (sprt) a.insert(a.end(), {"--sprt", config_.str("gate_sprt")});
-    const int code = phase(a, kind, kp, {0, 10, 11});
+    const int code = phase(a, kind, kp, {0, 10, 11}, gen, record);
     if (code < 0) return nullptr;
     json s = read_json(dir + "/summary.json");
     s["exit_code"] = code;
@@ -609,6 +664,13 @@ int64_t count_positions(const std::string& path) {
 int run_loop(const std::string& run_dir, const std::atomic<bool>& stop, std::ostream& out) {
   Loop loop(run_dir, stop, out);
   return loop.run();
+}
+
+int evaluate_run(const std::string& run_dir, const nlohmann::json& overrides, const std::atomic<bool>& stop,
+                 std::ostream& out) {
+  if (!fs::exists(run_dir + "/state.json")) throw std::runtime_error(run_dir + ": no loop run here (no state.json)");
+  Loop loop(run_dir, stop, out);
+  return loop.evaluate(overrides);
 }
 
 int run_worker(const std::string& run_dir, const std::string& name, const std::string& selfplay_extra,

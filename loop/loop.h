@@ -19,6 +19,13 @@ namespace jiriki::loop {
 // std::runtime_error on a failed phase (naming its log) or a bad run directory.
 int run_loop(const std::string& run_dir, const std::atomic<bool>& stop, std::ostream& out);
 
+// `jiriki loop eval`: plays the matches against generation 0 and against the anchor that the run's
+// finished generations lack (a run made with none, to be evaluated on other machines' idle cores),
+// with `overrides` (config keys such as eval_first_games, anchor, backend, gate_concurrency) laid
+// over RUN/config.json for these matches only. Returns 0, or 130 when stopped.
+int evaluate_run(const std::string& run_dir, const nlohmann::json& overrides, const std::atomic<bool>& stop,
+                 std::ostream& out);
+
 // `jiriki loop worker`: self-play with the run's current best network into
 // RUN/selfplay/workers/NAME, round after round of worker_positions, until the run's generations
 // are done or `stop` is set. `selfplay_extra` is passed to jiriki selfplay (e.g. "--gpus 1").

@@ -431,6 +431,63 @@ TEST_CASE("loop anchor: every candidate plays the anchor engine, and its Elo is 
   }
 }
 
+TEST_CASE("loop eval: a run made without evaluation matches gets them afterwards, with options over its config",
+          "[loop][cli]") {
+  const TempDir tmp("loop_eval");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["eval_first_games"] = 0;
+  c["anchor"] = "/usr/games/gpsusi -N 1";
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const std::string eval = std::string(JIRIKI_BINARY) + " loop eval --dir " + dir;
+  // No run there yet: a clear error, and no run directory made.
+  CHECK(std::system((eval + " > " + tmp.file("none.out") + " 2>&1").c_str()) != 0);
+  CHECK(read_bytes(tmp.file("none.out")).find("no loop run here") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/state.json"));
+  // Generation 1 rejected by its gate, generation 2 promoted.
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=11", dir, "--config " + tmp.file("config.json")) == 0);
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=0", dir, "--generations 2") == 0);
+  json state = read_json_file(dir + "/state.json");
+  REQUIRE(state["history"].size() == 2);
+  for (const auto& r : state["history"]) CHECK_FALSE((r.contains("eval_first") || r.contains("eval_anchor")));
+  CHECK_FALSE(fs::exists(dir + "/eval_first"));
+
+  const std::string args = " --games 2 --anchor-games 2 --anchor-tc movetime=50 --nodes 6 --concurrency 3 >> " + dir +
+                           ".out 2>&1";
+  REQUIRE(std::system(("FAKE_MATCH_EXIT=0 " + eval + args).c_str()) == 0);
+  INFO(run_output(dir));
+  state = read_json_file(dir + "/state.json");
+  for (const auto& r : state["history"]) {
+    CHECK(r["eval_first"]["games"] == 4);  // the fake's summary, read back
+    CHECK(r["eval_anchor"]["score"] == 0.625);
+    CHECK(r["seconds"]["eval_first"].get<double>() > 0);
+    double sum = 0;
+    for (const auto& [k, v] : r["seconds"].items())
+      if (k != "total") sum += v.get<double>();
+    CHECK(r["seconds"]["total"].get<double>() == Approx(sum));
+  }
+  // Each generation's own network: the rejected one's candidate, the promoted one's model file, against
+  // generation 0 at the playouts asked for; the anchor as the run names it, at the time control asked for.
+  const std::string first = read_bytes(dir + "/eval_first/fake_match_calls.txt");
+  CHECK(first.find("option.ModelFile=" + dir + "/train/gen0001/candidate.jnn") != std::string::npos);
+  CHECK(first.find("option.ModelFile=" + dir + "/models/gen0002.jnn") != std::string::npos);
+  CHECK(first.find("name=opponent option.ModelFile=" + dir + "/models/gen0000.jnn") != std::string::npos);
+  CHECK(first.find("--tc nodes=6") != std::string::npos);
+  CHECK(first.find("--concurrency 3") != std::string::npos);
+  const std::string anchor = read_bytes(dir + "/eval_anchor/fake_match_calls.txt");
+  CHECK(anchor.find("cmd=/usr/games/gpsusi name=anchor args=\"-N 1\"") != std::string::npos);
+  CHECK(anchor.find("--tc movetime=50") != std::string::npos);
+  // metrics.jsonl carries them; the config on disk is the run's own; a second call has nothing to play.
+  std::ifstream metrics(dir + "/metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line); ++lines) CHECK(json::parse(line).contains("eval_anchor"));
+  CHECK(lines == 2);
+  CHECK(read_json_file(dir + "/config.json")["eval_first_games"] == 0);
+  REQUIRE(std::system((eval + " --games 2 > " + tmp.file("again.out") + " 2>&1").c_str()) == 0);
+  CHECK(read_bytes(tmp.file("again.out")).find("0 matches played") != std::string::npos);
+}
+
 TEST_CASE("loop gate: a rejected candidate is not promoted; without a gate every candidate is", "[loop][cli]") {
   const TempDir tmp("loop_gate");
   const std::string match = fake_match(tmp);
