@@ -148,13 +148,34 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   gens << "# generation gate_elo lo hi eval_first_elo lo hi positions_per_hour heldout_loss policy_accuracy "
           "value_accuracy anchor_elo lo hi\n";
   steps << "# global_step loss policy_loss value_loss\n";
+  // An Elo interval open at one end (a side that scored every point, or nearly) has a null bound: it is
+  // written far off the chart (kUnbounded), whose range then follows the finite figures, so that the
+  // point is drawn with its bar running off the edge rather than left out.
+  constexpr double kUnbounded = 1e4;
+  double elo_low = 0, elo_high = 0;
+  bool open_interval = false;
   for (const json& r : history) {
     gens << r.value("generation", 0);
     for (const char* p : {"/gate/elo", "/gate/elo_95/0", "/gate/elo_95/1", "/eval_first/elo", "/eval_first/elo_95/0",
                           "/eval_first/elo_95/1", "/selfplay/positions_per_hour", "/train/test/loss",
                           "/train/test/policy_accuracy", "/train/test/value_accuracy", "/eval_anchor/elo",
-                          "/eval_anchor/elo_95/0", "/eval_anchor/elo_95/1"})
-      gens << ' ' << number_or_nan(r, p);
+                          "/eval_anchor/elo_95/0", "/eval_anchor/elo_95/1"}) {
+      const std::string pointer = p;
+      const bool elo = pointer.find("/elo") != std::string::npos;
+      const bool bound = pointer.find("/elo_95/") != std::string::npos;
+      double v, centre;
+      const std::string match = pointer.substr(0, pointer.find('/', 1));
+      if (bound && !number_at(r, pointer, v) && number_at(r, match + "/elo", centre)) {
+        gens << ' ' << (pointer.back() == '0' ? -kUnbounded : kUnbounded);
+        open_interval = true;
+        continue;
+      }
+      if (elo && number_at(r, pointer, v)) {
+        elo_low = std::min(elo_low, v);
+        elo_high = std::max(elo_high, v);
+      }
+      gens << ' ' << number_or_nan(r, pointer);
+    }
     gens << '\n';
     const int64_t base = r.value("train_step_base", int64_t(0));
     for (const json& t : read_train_log(run_dir + "/" + r.value("train_log", std::string()), "train"))
@@ -169,6 +190,13 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   // The anchor's curve only when some generation played it (gnuplot refuses a curve with no point).
   const bool anchored = std::any_of(history.begin(), history.end(), [](const json& r) { return r.contains("eval_anchor"); });
   const std::string anchor_curve = anchored ? ", '' using 1:12:13:14 with yerrorlines title 'candidate vs anchor'" : "";
+  std::string elo_range;
+  if (open_interval) {
+    const double pad = std::max(50.0, (elo_high - elo_low) * 0.1);
+    std::ostringstream range;
+    range << "set yrange [" << elo_low - pad << ":" << elo_high + pad << "]\n";
+    elo_range = range.str();
+  }
   const std::pair<const char*, std::string> plots[] = {
       {"loss", "set title 'training loss'\nset xlabel 'training step (all generations)'\nset ylabel 'loss'\nplot " +
                    steps_file + " using 1:2 with lines title 'total', '' using 1:3 with lines title 'policy', '' using "
@@ -176,7 +204,8 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
       {"heldout", "set title 'held-out positions'\nset xlabel 'generation'\nset ylabel 'loss / accuracy'\nplot " +
                       gens_file + " using 1:9 with linespoints title 'loss', '' using 1:10 with linespoints title "
                       "'policy top-1 accuracy', '' using 1:11 with linespoints title 'value accuracy'\n"},
-      {"elo", "set title 'Elo by generation (95% interval)'\nset xlabel 'generation'\nset ylabel 'Elo'\nplot " +
+      {"elo", "set title 'Elo by generation (95% interval)'\nset xlabel 'generation'\nset ylabel 'Elo'\n" + elo_range +
+                  "plot " +
                   gens_file + " using 1:2:3:4 with yerrorlines title 'candidate vs best (gate)', '' using 1:5:6:7 with "
                   "yerrorlines title 'candidate vs generation 0'" + anchor_curve + "\n"},
       {"positions_per_hour", "set title 'self-play positions per hour'\nset xlabel 'generation'\nset ylabel "

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -21,6 +22,7 @@
 
 #include "loop/config.h"
 #include "loop/loop.h"
+#include "loop/report.h"
 #include "loop/tensorboard.h"
 #include "loop/window.h"
 #include "nn/model_file.h"
@@ -486,6 +488,41 @@ TEST_CASE("loop eval: a run made without evaluation matches gets them afterwards
   CHECK(read_json_file(dir + "/config.json")["eval_first_games"] == 0);
   REQUIRE(std::system((eval + " --games 2 > " + tmp.file("again.out") + " 2>&1").c_str()) == 0);
   CHECK(read_bytes(tmp.file("again.out")).find("0 matches played") != std::string::npos);
+}
+
+TEST_CASE("loop plots: an Elo interval open at one end keeps its point, with its bar off the chart", "[loop]") {
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
+    WARN("gnuplot not installed: the plots are not drawn");
+    return;
+  }
+  const TempDir tmp("loop_plots");
+  // Generation 2 beat the anchor 18-2: its interval's upper end is open (null), as jiriki match writes it.
+  const json history = json::parse(R"([
+    {"generation": 1, "eval_anchor": {"elo": 147.2, "elo_95": [-0.6, 383.3]}, "eval_first": {"elo": 17.4, "elo_95": [-89.4, 127.6]}},
+    {"generation": 2, "eval_anchor": {"elo": 381.7, "elo_95": [208.5, null]}, "eval_first": {"elo": 157.7, "elo_95": [52.1, 302.2]}}
+  ])");
+  // (No training log nor held-out figures here: those plots are not drawn, and say so.)
+  REQUIRE(jiriki::loop::draw_plots(tmp.file("run"), history).find("elo.png") == std::string::npos);
+  std::istringstream rows(read_bytes(tmp.file("run/plots/generations.dat")));
+  std::vector<std::vector<std::string>> table;
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream fields(line);
+    table.emplace_back(std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>());
+  }
+  REQUIRE(table.size() == 3);  // the header and two generations
+  CHECK(table[1][12] == "-0.6");
+  CHECK(table[1][13] == "383.3");
+  CHECK(table[2][11] == "381.7");
+  CHECK(table[2][12] == "208.5");
+  CHECK(table[2][13] == "10000");  // off the chart, not NaN (gnuplot leaves out a row with NaN)
+  // The range follows the finite figures (-89.4 to 383.3, padded by 50), not the open end.
+  CHECK(read_bytes(tmp.file("run/plots/elo.gp")).find("set yrange [-139.4:433.3]") != std::string::npos);
+  CHECK(read_bytes(tmp.file("run/plots/elo.png")).substr(1, 3) == "PNG");
+  // Closed intervals only: gnuplot's own range.
+  json closed = history;
+  closed[1]["eval_anchor"]["elo_95"][1] = 500.0;
+  REQUIRE(jiriki::loop::draw_plots(tmp.file("run"), closed).find("elo.png") == std::string::npos);
+  CHECK(read_bytes(tmp.file("run/plots/elo.gp")).find("yrange") == std::string::npos);
 }
 
 TEST_CASE("loop gate: a rejected candidate is not promoted; without a gate every candidate is", "[loop][cli]") {
