@@ -5,7 +5,8 @@
 #   step TITLE    a section heading with the time
 #   machine       the GPUs, CPU count, cuDNN and NCCL found
 #   build T...    configures build-device (CUDA; the tests when .carry/catch2 is carried) and
-#                 builds the targets (default jiriki); on failure prints the errors and exits
+#                 builds the targets (default jiriki: the carried .carry/bin/jiriki when it fits);
+#                 on failure prints the errors and exits
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 CUDNN_INC=$(ls -d /usr/include/cudnn.h /usr/local/cuda/include/cudnn.h 2>/dev/null | head -1 | xargs -r dirname)
 CUDNN_LIB=$(ls /usr/lib/x86_64-linux-gnu/libcudnn.so.9 /usr/local/cuda/lib64/libcudnn.so.9 2>/dev/null | head -1)
@@ -65,7 +66,17 @@ machine() {
   echo "NCCL: ${NCCL_INC:-none}, ${NCCL_LIB:-none}"
 }
 
+# build: takes .carry/bin/jiriki (scripts/device/prebuild.sh) when only jiriki is asked for and it was
+# built from these very sources and runs here; else configures and builds.
+source scripts/device/sources.sh
 build() {
+  if [[ "${*:-jiriki}" == jiriki && -x .carry/bin/jiriki && "$(cat .carry/bin/jiriki.sources 2>/dev/null)" == "$(sources_hash)" ]]; then
+    export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/usr/local/cuda/lib64
+    mkdir -p build-device && cp .carry/bin/jiriki build-device/jiriki
+    if build-device/jiriki help > /dev/null 2>&1; then echo "build: the carried .carry/bin/jiriki"; return 0; fi
+    echo "build: the carried .carry/bin/jiriki does not run here:"; build-device/jiriki help 2>&1 | head -3
+    rm -f build-device/jiriki
+  fi
   configure || exit 1
   if ! cmake --build build-device -j "$(nproc)" --target "${@:-jiriki}" > "$OUT/build.log" 2>&1; then
     grep -E "error|FAILED" "$OUT/build.log" | head -30
