@@ -58,7 +58,7 @@ int cmd_train(int argc, char** argv) {
       .option("checkpoint-every", "0", "steps between checkpoints (0: only on Ctrl-C and at the end)")
       .flag("resume", "continue from the checkpoint")
       .option("stop-after", "0", "stop after N steps of this invocation, as on Ctrl-C (time-sliced jobs)")
-      .option("loader-threads", "1", "data loader threads")
+      .option("loader-threads", "0", "data loader threads per replica (0: up to 4 on a GPU, 1 on the CPU)")
       .option("log", "", "JSON-lines log (default: MODEL-OUT.log.jsonl)")
       .option("log-every", "100", "steps between progress lines")
       .option("replicas", "1", "data parallelism on the CPU: replicas on threads (--backend cpu)")
@@ -139,7 +139,7 @@ int cmd_train(int argc, char** argv) {
   c.lr_ramp_steps = args.integer("lr-ramp-steps");
   c.threads = options::threads(args);
   c.loader_threads = int(args.integer("loader-threads"));
-  if (c.loader_threads < 1) throw std::invalid_argument("--loader-threads must be at least 1");
+  if (c.loader_threads < 0) throw std::invalid_argument("--loader-threads must be 0 (auto) or more");
   c.log = args.has("log") ? args.str("log") : c.model_out.empty() ? "" : c.model_out + ".log.jsonl";
   c.log_every = args.integer("log-every");
 

@@ -71,7 +71,7 @@ struct TrainConfig {
   int64_t lr_ramp_steps = 50;   // steps over which the learning rate moves to a new batch's
   int tune_reps = 10;           // timed steps per candidate batch
   int threads = 0;  // compute threads (0: every hardware thread)
-  int loader_threads = 1;
+  int loader_threads = 0;  // data loader threads per replica (0: up to 4 on a GPU, whose host cores idle; 1 on the CPU)
   std::string log;           // JSON-lines log file ("" : none); appended to
   int64_t log_every = 100;   // steps between progress lines and log records
   bool quiet = false;        // no progress lines on stderr
