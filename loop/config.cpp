@@ -40,6 +40,8 @@ const std::vector<ConfigKey>& config_keys() {
       {"window_taper_exponent", 0.65, "sliding window: the window grows as total^this (-taper-window-exponent)"},
       {"window_taper_scale", 0, "sliding window: where the power law takes over (0: window_min_rows)"},
       {"window_max_rows", 0, "sliding window: a cap (0: none)"},
+      {"prune_records", false, "delete a generation's self-play records once the window no longer reaches them (a "
+                               "bounded disk; their positions still count towards the window's growth)"},
       {"gate", true, "play each candidate against the best and promote only a winner (false: always promote)"},
       {"gate_nodes", 100, "playouts per move in gate and evaluation matches"},
       {"gate_games", 100, "most games of a gate match (SPRT may stop it earlier)"},

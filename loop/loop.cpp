@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -131,6 +132,8 @@ class Loop {
     remove_temporaries(run_);
     if (fs::exists(state_path())) {
       state_ = read_json(state_path());
+      if (state_.contains("pruned"))  // a prune killed between its state and its deletion
+        for (const auto& [name, n] : state_["pruned"].items()) fs::remove_all(run_ + "/selfplay/" + name);
     } else {
       state_ = {{"version", 1},           {"generation", 0},  {"step", config_.str("teacher").empty() ? "init" : "teacher_games"},
                 {"best", ""},             {"best_generation", 0}, {"current", json::object()},
@@ -479,7 +482,7 @@ class Loop {
     if (fs::exists(run_ + "/teacher/games.hcpe3")) data.push_back(run_ + "/teacher");
     for (const auto& d : split_list(config_.str("extra_data"))) data.push_back(d);
     if (!c.contains("window")) {  // fixed at the first attempt: a resumed training must see the same settings
-      int64_t total = 0;
+      int64_t total = state_.value("pruned_positions", int64_t(0));
       for (const auto& d : data) total += count_hcpe(d) + count_positions(d);
       c["positions_total"] = total;
       c["window"] = window_rows(total, config_.window());
@@ -593,6 +596,7 @@ class Loop {
       const std::string warning = draw_plots(run_, history);
       if (!warning.empty()) out_ << "warning: " << warning << "\n";
     }
+    if (config_.flag("prune_records") && r.contains("window")) prune_records(r["window"].get<int64_t>());
     state_["history"] = history;
     state_["train_steps_total"] = r["train_step_base"].get<int64_t>() + r["train"].value("step", int64_t(0));
     state_["generation"] = generation() + 1;
@@ -603,6 +607,37 @@ class Loop {
       out_ << ", held-out policy accuracy " << figure(r["train"]["test"], "policy_accuracy");
     out_ << "\n";
     return "selfplay";
+  }
+
+  // Deletes the oldest generations' self-play directories while the newer ones still hold `window`
+  // positions: no later window reaches them, since a window grows by less than the positions added
+  // (expand_per_row < 1). Their counts go to the state first, so that the totals (and so the window's
+  // growth) stay as if they were there; a directory the state already names was deleted by a killed
+  // prune and is deleted again.
+  void prune_records(int64_t window) {
+    const std::string root = run_ + "/selfplay";
+    if (!fs::is_directory(root)) return;
+    std::vector<fs::path> gens;
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.is_directory() && e.path().filename().string().rfind("gen", 0) == 0) gens.push_back(e.path());
+    std::sort(gens.begin(), gens.end());
+    json& pruned = state_["pruned"];
+    if (!pruned.is_object()) pruned = json::object();
+    int64_t kept = count_positions(root);
+    for (size_t i = 0; i + 1 < gens.size(); ++i) {
+      const std::string name = gens[i].filename().string();
+      const int64_t n = count_positions(gens[i].string());
+      if (!pruned.contains(name)) {
+        if (kept - n < window) break;
+        pruned[name] = n;
+        state_["pruned_positions"] = state_.value("pruned_positions", int64_t(0)) + n;
+        save();
+        out_ << "pruned " << name << "'s self-play records (" << n << " positions, outside the window of " << window
+             << ")\n";
+      }
+      fs::remove_all(gens[i]);
+      kept -= n;
+    }
   }
 
   std::string run_;

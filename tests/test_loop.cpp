@@ -553,6 +553,44 @@ TEST_CASE("loop gate: a rejected candidate is not promoted; without a gate every
   CHECK(state["best"] == "models/gen0003.jnn");
 }
 
+TEST_CASE("loop prune_records: the window's past generations are deleted, and the totals keep their positions",
+          "[loop][cli]") {
+  const TempDir tmp("loop_prune");
+  json c = tiny_config(fake_match(tmp), 4);
+  c["plots"] = false;
+  c["gate"] = false;
+  c["eval_first_games"] = 0;
+  c["prune_records"] = true;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  const json state = read_json_file(dir + "/state.json");
+  REQUIRE(state["history"].size() == 4);
+  // Each generation's total is the positions made so far, deleted or not, and its window is the formula's.
+  int64_t made = 0;
+  for (const json& r : state["history"]) {
+    made += r["selfplay"]["positions"].get<int64_t>();
+    CHECK(r["positions_total"] == made);
+    CHECK(r["window"] == window_rows(made, Config(c).window()));
+  }
+  // With 60-odd positions a generation against windows of 54-105, generation 1 goes at the end of
+  // generation 3 (its 3 x 60 positions, less generation 1's, still cover the window of 92 or so).
+  CHECK_FALSE(fs::exists(dir + "/selfplay/gen0001"));
+  CHECK(state["pruned"]["gen0001"] == state["history"][0]["selfplay"]["positions"]);
+  CHECK(fs::exists(dir + "/selfplay/gen0004"));
+  // What is left still holds the last window, and the deleted counts add up to the rest.
+  const int64_t left = count_positions(dir + "/selfplay");
+  CHECK(left >= state["history"][3]["window"].get<int64_t>());
+  CHECK(left + state["pruned_positions"].get<int64_t>() == made);
+  // A prune killed before its deletion: the next start deletes what the state names.
+  fs::create_directories(dir + "/selfplay/gen0001");
+  fs::copy(dir + "/selfplay/gen0004", dir + "/selfplay/gen0001", fs::copy_options::recursive);
+  REQUIRE(run_loop_cli("", dir) == 0);
+  CHECK_FALSE(fs::exists(dir + "/selfplay/gen0001"));
+}
+
 TEST_CASE("loop teacher: generation 0 learns from the teacher's games, whose positions stay in the window",
           "[loop][cli]") {
   const TempDir tmp("loop_teacher");

@@ -41,6 +41,7 @@ if [[ ! -f "$RUN/state.json" ]] && compgen -G ".carry/resume/resume.tar.xz.*" > 
   step "the run from .carry/resume"
   cat .carry/resume/resume.tar.xz.* | tar xJf - -C "$(dirname "$RUN")" && ls "$RUN"
 fi
+CARRIED_MODELS=$(ls "$RUN/models" 2>/dev/null)  # already on the machine they came from
 
 LOOP_SECONDS=$((SECONDS_LIMIT - SECONDS - 60))  # (bash's SECONDS: the time since the script started)
 step "loop for at most $LOOP_SECONDS s"
@@ -61,12 +62,17 @@ tar czf "$OUT/loop-run.tar.gz" --exclude='*.hcpe3' --exclude='*.hcpe' --exclude=
 BEST=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' "$RUN/state.json" 2>/dev/null)
 [[ -n "$BEST" && -f "$RUN/$BEST" ]] && cp "$RUN/$BEST" "$OUT/best.jnn"
 # The run for a fresh machine, or to evaluate its generations elsewhere (`jiriki loop eval`): all but
-# the checkpoints of finished generations' training.
+# the checkpoints of finished generations' training (and the networks carried in, but for the two it needs).
 if [[ -f "$RUN/state.json" ]]; then
   GEN=$(python3 -c 'import json, sys; print("gen%04d" % json.load(open(sys.argv[1]))["generation"])' "$RUN/state.json")
   SKIP=()
   for t in "$RUN"/train/gen*; do
     [[ "$(basename "$t")" == "$GEN" ]] || SKIP+=(--exclude="$(basename "$RUN")/train/$(basename "$t")/"{train.ckpt,candidate.jnn})
+  done
+  # Networks that came in .carry/resume go back only when the run needs them (generation 0, the best):
+  # what comes back from a call is limited to 64 MiB in all.
+  for m in $CARRIED_MODELS; do
+    [[ "$m" == gen0000.jnn || "models/$m" == "$BEST" ]] || SKIP+=(--exclude="$(basename "$RUN")/models/$m")
   done
   XZ_OPT="-1 -T0" tar cJf - "${SKIP[@]}" -C "$(dirname "$RUN")" "$(basename "$RUN")" | split -b 15000000 -d - "$OUT/resume.tar.xz."
   ls -l "$OUT"/resume.tar.xz.*
