@@ -22,6 +22,7 @@ nlohmann::json pairing_json(const TournamentConfig& config, const PairingResult&
       {"losses", pr.losses},
       {"draws", pr.draws},
       {"score", e.score},
+      {"score_95", {e.score_lo, e.score_hi}},
       {"elo", number(e.elo)},
       {"elo_95", {number(e.lo), number(e.hi)}},
       {"los", e.los},
@@ -98,7 +99,7 @@ std::string final_table(const TournamentConfig& config, const TournamentResult& 
     EloEstimate p = estimate_penta(pr.penta);
     s += name(pr.first) + " vs " + name(pr.second) + ": " + std::to_string(pr.games()) + " games, +" +
          std::to_string(pr.wins) + " -" + std::to_string(pr.losses) + " =" + std::to_string(pr.draws) +
-         fmt(", score %.3f\n", e.score);
+         fmt(", score %.3f [%.3f, %.3f]\n", e.score, e.score_lo, e.score_hi);
     s += fmt("  Elo %.1f [%.1f, %.1f]", e.elo, e.lo, e.hi) + fmt(", LOS %.1f%%\n", 100 * e.los);
     s += "  pairs LL LD DD/WL WD WW: " + std::to_string(pr.penta[0]) + " " + std::to_string(pr.penta[1]) + " " +
          std::to_string(pr.penta[2]) + " " + std::to_string(pr.penta[3]) + " " + std::to_string(pr.penta[4]) +

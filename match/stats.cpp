@@ -41,6 +41,12 @@ EloEstimate estimate(const std::array<double, N>& scores, const std::array<int64
   e.elo = elo_from_score(m.mean);
   e.lo = elo_from_score(m.mean - Z95 * se);
   e.hi = elo_from_score(m.mean + Z95 * se);
+  // Wilson's interval treats the score as a proportion of n outcomes; unlike the normal one above it
+  // keeps a width when every outcome is alike.
+  const double z2n = Z95 * Z95 / n, centre = (m.mean + z2n / 2) / (1 + z2n);
+  const double half = Z95 / (1 + z2n) * std::sqrt(m.mean * (1 - m.mean) / n + z2n / (4 * n));
+  e.score_lo = std::max(0.0, centre - half);
+  e.score_hi = std::min(1.0, centre + half);
   e.los = se > 0 ? 0.5 * (1 + std::erf((m.mean - 0.5) / (std::sqrt(2.0) * se))) : (m.mean > 0.5 ? 1.0 : m.mean < 0.5 ? 0.0 : 0.5);
   const double inf = std::numeric_limits<double>::infinity();
   if (m.var > 0) e.nelo = (m.mean - 0.5) / std::sqrt(pair_factor * m.var) * NELO_UNIT;

@@ -16,6 +16,8 @@ struct EloEstimate {
   double score = 0.5;            // mean points per game
   double elo = 0, lo = 0, hi = 0; // logistic Elo and its 95% interval (infinite at a score of 0 or 1)
   double los = 0.5;              // likelihood of superiority
+  double score_lo = 0, score_hi = 1;  // Wilson 95% interval of the score: finite where the Elo one is
+                                      // not (0 of 20 still bounds the score by 0.161)
   double nelo = 0;               // normalized Elo: (score - 1/2) / sigma in Elo units
 };
 

@@ -95,6 +95,17 @@ TEST_CASE("match stats: Elo, interval and LOS from wins, draws and losses", "[ma
   CHECK(e.nelo == Approx(24.09032).epsilon(1e-5));
   CHECK(elo_from_score(0.75) == Approx(190.8485).epsilon(1e-6));  // 400 log10(3)
   CHECK(std::isinf(estimate_wdl(5, 0, 0).elo));
+  // Wilson's score interval, by hand (python3): centre (p + z^2/2n) / (1 + z^2/n), half-width
+  // z / (1 + z^2/n) sqrt(p (1 - p) / n + z^2 / 4n^2).
+  CHECK(e.score_lo == Approx(0.4268535).epsilon(1e-5));
+  CHECK(e.score_hi == Approx(0.6237326).epsilon(1e-5));
+  const EloEstimate swept = estimate_wdl(0, 0, 20);  // 0 of 20: no Elo interval, still a score bound
+  CHECK(std::isinf(swept.lo));
+  CHECK(swept.score_lo == 0);
+  CHECK(swept.score_hi == Approx(0.1611252).epsilon(1e-5));
+  const EloEstimate w14 = estimate_wdl(14, 0, 6);
+  CHECK(w14.score_lo == Approx(0.4810272).epsilon(1e-5));
+  CHECK(w14.score_hi == Approx(0.8545228).epsilon(1e-5));
 }
 
 TEST_CASE("match stats: pentanomial Elo from pair counts", "[match]") {
