@@ -192,6 +192,17 @@ int run_loop_cli(const std::string& env, const std::string& dir, const std::stri
 
 std::string run_output(const std::string& dir) { return read_bytes(dir + ".out"); }
 
+// Writes `c` as the config of a run in TMP/run and runs the loop until it ends, which it must do
+// cleanly; the run's directory.
+std::string run_to_end(const TempDir& tmp, const json& c) {
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc = run_loop_cli("", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  return dir;
+}
+
 json read_json_file(const fs::path& p) {
   std::ifstream in(p);
   return json::parse(in);
@@ -561,11 +572,7 @@ TEST_CASE("loop prune_records: the window's past generations are deleted, and th
   c["gate"] = false;
   c["eval_first_games"] = 0;
   c["prune_records"] = true;
-  std::ofstream(tmp.file("config.json")) << c.dump();
-  const std::string dir = tmp.file("run");
-  const int rc = run_loop_cli("", dir, "--config " + tmp.file("config.json"));
-  INFO(run_output(dir));
-  REQUIRE(rc == 0);
+  const std::string dir = run_to_end(tmp, c);
   const json state = read_json_file(dir + "/state.json");
   REQUIRE(state["history"].size() == 4);
   // Each generation's total is the positions made so far, deleted or not, and its window is the formula's.
@@ -674,11 +681,7 @@ TEST_CASE("loop gate with the real jiriki match: its command line and summary ro
   c["plots"] = false;
   c["gate_games"] = 2;
   c["eval_first_games"] = 2;
-  std::ofstream(tmp.file("config.json")) << c.dump();
-  const std::string dir = tmp.file("run");
-  const int rc = run_loop_cli("", dir, "--config " + tmp.file("config.json"));
-  INFO(run_output(dir));
-  REQUIRE(rc == 0);
+  const std::string dir = run_to_end(tmp, c);
   check_finished_run(dir, 1);
   const json r = read_json_file(dir + "/state.json")["history"][0];
   for (const char* m : {"gate", "eval_first"}) {
@@ -735,11 +738,7 @@ TEST_CASE("loop gate with the real jiriki match: a worsened candidate loses and 
   c["train_launcher"] = "sh " + worsen;
   c["gate_games"] = 4;
   c["plots"] = false;
-  std::ofstream(tmp.file("config.json")) << c.dump();
-  const std::string dir = tmp.file("run");
-  const int rc = run_loop_cli("", dir, "--config " + tmp.file("config.json"));
-  INFO(run_output(dir));
-  REQUIRE(rc == 0);
+  const std::string dir = run_to_end(tmp, c);
   const json r = read_json_file(dir + "/state.json")["history"][0];
   INFO(r.dump());
   CHECK(r["gate"]["games"].get<int>() >= 2);
