@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.h"
 #include "loop/child.h"
+#include "match/stats.h"
 
 namespace jiriki::loop {
 
@@ -39,6 +40,21 @@ bool number_at(const json& j, const std::string& pointer, double& out) {
   if (!j.contains(p) || !j.at(p).is_number()) return false;
   out = j.at(p).get<double>();
   return true;
+}
+
+// A match that one side won outright has no finite Elo: the Elo of the Wilson 95% bound of its
+// score stands for it (the lower bound when the candidate won every game, the upper when it lost
+// them all), drawn apart as "at least" / "at most"; NaN for any other match, or none played.
+std::string unbounded_elo_or_nan(const json& record, const std::string& match) {
+  double elo;
+  if (!record.contains(match) || number_at(record, "/" + match + "/elo", elo)) return "NaN";
+  const json& m = record[match];
+  const auto e = jiriki::match::estimate_wdl(m.value("wins", int64_t(0)), m.value("draws", int64_t(0)),
+                                             m.value("losses", int64_t(0)));
+  if (m.value("games", int64_t(0)) == 0 || (e.score > 0 && e.score < 1)) return "NaN";
+  std::ostringstream s;
+  s << jiriki::match::elo_from_score(e.score >= 1 ? e.score_lo : e.score_hi);
+  return s.str();
 }
 
 }  // namespace
@@ -146,14 +162,14 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   // The data gnuplot reads: one row per generation, one per training step.
   std::ostringstream gens, steps;
   gens << "# generation gate_elo lo hi eval_first_elo lo hi positions_per_hour heldout_loss policy_accuracy "
-          "value_accuracy anchor_elo lo hi\n";
+          "value_accuracy anchor_elo lo hi eval_first_bound anchor_bound\n";
   steps << "# global_step loss policy_loss value_loss\n";
   // An Elo interval open at one end (a side that scored every point, or nearly) has a null bound: it is
   // written far off the chart (kUnbounded), whose range then follows the finite figures, so that the
   // point is drawn with its bar running off the edge rather than left out.
   constexpr double kUnbounded = 1e4;
   double elo_low = 0, elo_high = 0;
-  bool open_interval = false;
+  bool open_interval = false, first_bounds = false, anchor_bounds = false;
   for (const json& r : history) {
     gens << r.value("generation", 0);
     for (const char* p : {"/gate/elo", "/gate/elo_95/0", "/gate/elo_95/1", "/eval_first/elo", "/eval_first/elo_95/0",
@@ -176,6 +192,15 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
       }
       gens << ' ' << number_or_nan(r, pointer);
     }
+    for (const char* match : {"eval_first", "eval_anchor"}) {
+      const std::string bound = unbounded_elo_or_nan(r, match);
+      if (bound != "NaN") {
+        (match == std::string("eval_first") ? first_bounds : anchor_bounds) = true;
+        elo_low = std::min(elo_low, std::stod(bound));
+        elo_high = std::max(elo_high, std::stod(bound));
+      }
+      gens << ' ' << bound;
+    }
     gens << '\n';
     const int64_t base = r.value("train_step_base", int64_t(0));
     for (const json& t : read_train_log(run_dir + "/" + r.value("train_log", std::string()), "train"))
@@ -190,6 +215,12 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   // The anchor's curve only when some generation played it (gnuplot refuses a curve with no point).
   const bool anchored = std::any_of(history.begin(), history.end(), [](const json& r) { return r.contains("eval_anchor"); });
   const std::string anchor_curve = anchored ? ", '' using 1:12:13:14 with yerrorlines title 'candidate vs anchor'" : "";
+  // Matches one side won outright: a triangle at the Elo of the score's bound (up: at least, down: at most).
+  std::string bound_curves;
+  if (first_bounds)
+    bound_curves += ", '' using 1:15 with points pt 8 ps 1.5 title 'vs generation 0, won or lost outright: Elo of the score bound'";
+  if (anchor_bounds)
+    bound_curves += ", '' using 1:16 with points pt 10 ps 1.5 title 'vs anchor, won or lost outright: Elo of the score bound'";
   std::string elo_range;
   if (open_interval) {
     const double pad = std::max(50.0, (elo_high - elo_low) * 0.1);
@@ -207,7 +238,7 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
       {"elo", "set title 'Elo by generation (95% interval)'\nset xlabel 'generation'\nset ylabel 'Elo'\n" + elo_range +
                   "plot " +
                   gens_file + " using 1:2:3:4 with yerrorlines title 'candidate vs best (gate)', '' using 1:5:6:7 with "
-                  "yerrorlines title 'candidate vs generation 0'" + anchor_curve + "\n"},
+                  "yerrorlines title 'candidate vs generation 0'" + anchor_curve + bound_curves + "\n"},
       {"positions_per_hour", "set title 'self-play positions per hour'\nset xlabel 'generation'\nset ylabel "
                              "'positions/hour'\nplot " + gens_file + " using 1:8 with linespoints title 'positions/hour'\n"},
   };

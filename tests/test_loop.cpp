@@ -536,6 +536,39 @@ TEST_CASE("loop plots: an Elo interval open at one end keeps its point, with its
   CHECK(read_bytes(tmp.file("run/plots/elo.gp")).find("yrange") == std::string::npos);
 }
 
+TEST_CASE("loop plots: a match won or lost outright is drawn at the Elo of its score's Wilson bound", "[loop]") {
+  if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
+    WARN("gnuplot not installed: the plots are not drawn");
+    return;
+  }
+  const TempDir tmp("loop_plots_outright");
+  // Generation 2 won 40-0 against generation 0 and lost 0-20 to the anchor: jiriki match writes a
+  // null Elo for both. Expected (Wilson, z = 1.96): 40 of 40 -> score >= 0.91238, Elo 407.0;
+  // 0 of 20 -> score <= 0.16113, Elo -286.6.
+  const json history = json::parse(R"([
+    {"generation": 1, "eval_first": {"elo": 17.4, "elo_95": [-89.4, 127.6], "games": 40, "wins": 20, "losses": 18, "draws": 2}},
+    {"generation": 2, "eval_first": {"elo": null, "elo_95": [null, null], "games": 40, "wins": 40, "losses": 0, "draws": 0},
+     "eval_anchor": {"elo": null, "elo_95": [null, null], "games": 20, "wins": 0, "losses": 20, "draws": 0}}
+  ])");
+  REQUIRE(jiriki::loop::draw_plots(tmp.file("run"), history).find("elo.png") == std::string::npos);
+  std::istringstream rows(read_bytes(tmp.file("run/plots/generations.dat")));
+  std::vector<std::vector<std::string>> table;
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream fields(line);
+    table.emplace_back(std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>());
+  }
+  REQUIRE(table.size() == 3);
+  REQUIRE(table[2].size() == 16);  // generation, 13 figures, 2 bounds (gnuplot's columns 15, 16)
+  CHECK(table[1][14] == "NaN");  // a finite Elo: no bound drawn
+  CHECK(table[2][4] == "NaN");   // no point estimate for 40-0
+  CHECK(std::stod(table[2][14]) == Approx(407.03).margin(0.05));
+  CHECK(std::stod(table[2][15]) == Approx(-286.61).margin(0.05));
+  const std::string script = read_bytes(tmp.file("run/plots/elo.gp"));
+  CHECK(script.find("using 1:15") != std::string::npos);
+  CHECK(script.find("using 1:16") != std::string::npos);
+  CHECK(read_bytes(tmp.file("run/plots/elo.png")).substr(1, 3) == "PNG");
+}
+
 TEST_CASE("loop gate: a rejected candidate is not promoted; without a gate every candidate is", "[loop][cli]") {
   const TempDir tmp("loop_gate");
   const std::string match = fake_match(tmp);
