@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# On the GPU machine: trains a larger network for GPUs (BLOCKS x CHANNELS, fresh) on the self-play
-# records carried in .carry/records.tar.xz (the loop's generations, one folder each; the newest
-# file of the newest folder is held out), then matches it against the network it should replace
-# (SMALL, e.g. the loop's best 6x64) on the GPU at equal time: both through `jiriki match`,
-# byoyomi BYOYOMI ms, CONC games at once sharing the GPU, THREADS search threads each, openings from
-# gpsshogi's book. The new network comes back as $OUT/gpu.jnn, the training log and the match's
-# summary with it.
+# On the GPU machine: networks trained on the self-play records carried in .carry/records.tar.xz
+# (the loop's generations, one folder each; the newest file of the newest folder is held out and
+# every network's held-out loss is printed), training taking seconds here where the games cost hours:
+#   gpu.jnn        a larger network for GPUs, BLOCKS x CHANNELS, fresh, EPOCHS passes over all records
+#   VARIANTS       more networks, each "NAME:ARGS" (separated by ';'): `jiriki train ARGS` on the
+#                  records, where ARGS may name the small network as SMALL (e.g. "lr02:--init SMALL
+#                  --lr 0.02 --steps 1000 --window 160000"); they come back as NAME.jnn, to be
+#                  matched elsewhere
+# then matches gpu.jnn against the network it should replace (SMALL, e.g. the loop's best 6x64) on
+# the GPU at equal time: `jiriki match`, byoyomi BYOYOMI ms, CONC games at once sharing the GPU,
+# THREADS search threads each, openings from gpsshogi's book. The networks, the log and the
+# match's summary come back in $OUT (at most 8 files: up to 5 variants).
 #
-#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", ".carry/debs",
+#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", ".carry/book" (or .carry/debs),
 #                   ".carry/records.tar.xz", DIR_OF_SMALL]:
 #     bash scripts/device/gpunet.sh SMALL [GAMES]
-# Environment: BLOCKS (10), CHANNELS (128), EPOCHS (4), BATCH (512), LR (0.1), CONC (8), THREADS (1),
-# BYOYOMI (300), SEED (1).
+# Environment: BLOCKS (10), CHANNELS (128), EPOCHS (4), BATCH (512), LR (0.1), VARIANTS (none),
+# CONC (8), THREADS (1), BYOYOMI (300), SEED (1); GAMES 0 plays no match.
 set -uo pipefail
 source scripts/device/env.sh
 SMALL=$1 GAMES=${2:-40}
 BLOCKS=${BLOCKS:-10} CHANNELS=${CHANNELS:-128} EPOCHS=${EPOCHS:-4} BATCH=${BATCH:-512} LR=${LR:-0.1}
-CONC=${CONC:-8} THREADS=${THREADS:-1} BYOYOMI=${BYOYOMI:-300} SEED=${SEED:-1}
+CONC=${CONC:-8} THREADS=${THREADS:-1} BYOYOMI=${BYOYOMI:-300} SEED=${SEED:-1} VARIANTS=${VARIANTS:-}
 [[ -f $SMALL ]] || { echo "no network $SMALL"; exit 1; }
 SMALL=$(realpath "$SMALL")
 start gpunet.log
@@ -29,18 +34,31 @@ rm -rf /tmp/records /tmp/heldout && mkdir -p /tmp/records /tmp/heldout
 tar xJf .carry/records.tar.xz -C /tmp/records || exit 1
 HELD=$(ls /tmp/records/*/*.hcpe3 | sort | tail -1)
 mv "$HELD" /tmp/heldout/
-"$J" records summary /tmp/records 2>&1 | tail -3
+echo "generations: $(ls /tmp/records | tr "\n" " ")"
 echo "held out: $(basename "$HELD")"
 
-step "train ${BLOCKS}x${CHANNELS}: $EPOCHS epochs, batch $BATCH, lr $LR"
-time "$J" train --data /tmp/records --test /tmp/heldout --blocks "$BLOCKS" --channels "$CHANNELS" --epochs "$EPOCHS" \
-  --batch "$BATCH" --lr "$LR" --warmup-steps 200 --seed "$SEED" --log-every 500 --model-out /tmp/gpu.jnn 2>&1 | grep -v "^step .*data wait" | tail -25
-[[ -f /tmp/gpu.jnn ]] || { echo "training wrote no network"; exit 1; }
-cp /tmp/gpu.jnn "$OUT/gpu.jnn"
-cp /tmp/gpu.jnn.log.jsonl "$OUT/gpu_train.log.jsonl" 2>/dev/null
+# train NAME ARGS...: one network on the records, the held-out metrics printed, the network and its
+# file kept in $OUT.
+train() {
+  local name=$1; shift
+  step "train $name: $*"
+  "$J" train --data /tmp/records --test /tmp/heldout --seed "$SEED" --log-every 1000 --model-out "/tmp/$name.jnn" "$@" 2>&1 |
+    grep -E "^(training|test|wrote|error)" | tail -6
+  [[ -f /tmp/$name.jnn ]] || { echo "training $name wrote no network"; return 1; }
+  cp "/tmp/$name.jnn" "$OUT/$name.jnn"
+}
 
-step "the small network on the held-out file (the same metrics, no training)"
-"$J" train --data /tmp/heldout --test /tmp/heldout --init "$SMALL" --steps 1 --lr 1e-30 --bn-momentum 0 --model-out /tmp/small_eval.jnn 2>&1 | grep -iE "test|held" | tail -3
+step "the small network on the held-out file (its metrics: one step at a learning rate of 1e-30, no statistics update)"
+"$J" train --data /tmp/heldout --test /tmp/heldout --init "$SMALL" --steps 1 --lr 1e-30 --bn-momentum 0 \
+  --model-out /tmp/small_eval.jnn 2>&1 | grep -E "^test"
+
+time train gpu --blocks "$BLOCKS" --channels "$CHANNELS" --epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --warmup-steps 200 || exit 1
+IFS=';' read -ra VARIANT_LIST <<< "$VARIANTS"
+for v in "${VARIANT_LIST[@]}"; do
+  read -ra ARGS <<< "${v#*:}"
+  train "${v%%:*}" "${ARGS[@]/#SMALL/$SMALL}"
+done
+[[ $GAMES -gt 0 ]] || exit 0
 
 # Each network through isready once: cuDNN's choices for its shapes are kept on disk for the games.
 for net in /tmp/gpu.jnn "$SMALL"; do
@@ -48,11 +66,16 @@ for net in /tmp/gpu.jnn "$SMALL"; do
   printf 'usi\nsetoption name ModelFile value %s\nsetoption name Backend value cuda\nsetoption name Threads value %s\nisready\nquit\n' \
     "$net" "$THREADS" | "$J" | grep -E "readyok|info string" | tail -2
 done
-source scripts/device/engines.sh
-unpack_engines "$J" > /dev/null
+# The openings: gpsshogi's book, carried converted (.carry/book/joseki.db.xz, 0.2 MB) or made from its .deb.
+if [[ -f .carry/book/joseki.db.xz ]]; then
+  xz -dc .carry/book/joseki.db.xz > /tmp/joseki.db
+else
+  source scripts/device/engines.sh
+  unpack_engines "$J" > /dev/null
+fi
 
 step "gpu.jnn against $(basename "$SMALL"): $GAMES games, $CONC at once, byoyomi $BYOYOMI ms, $THREADS threads each"
-"$J" match --engine "cmd=$J name=big option.ModelFile=/tmp/gpu.jnn option.Backend=cuda option.Threads=$THREADS" \
+"$J" match --engine "cmd=$J name=gpu option.ModelFile=/tmp/gpu.jnn option.Backend=cuda option.Threads=$THREADS" \
   --engine "cmd=$J name=small option.ModelFile=$SMALL option.Backend=cuda option.Threads=$THREADS" \
   --games "$GAMES" --concurrency "$CONC" --tc byoyomi="$BYOYOMI" --margin 1000 --book /tmp/joseki.db --book-plies 16 \
   --seed "$SEED" --out /tmp/match-gpunet 2>&1 | grep -v "^games "
