@@ -9,7 +9,9 @@
 #
 #   run with carry [".carry/debs", ".carry/include.tar.xz", ".carry/lib", DIR_OF_NET]:
 #     bash scripts/device/strength.sh NET GAMES [OPPONENT...]      OPPONENT: gpsshogi (default),
-#                                                                  gpsshogi8 (8 threads), fairy-stockfish
+#                                                                  gpsshogi8 (8 threads), fairy-stockfish,
+#                                                                  or a .jnn file: jiriki with that network
+#                                                                  on the GPU, as NET (carry its folder)
 # Environment: CONC (4), THREADS (jiriki's search threads, 3), BYOYOMI (1000), BOOK_PLIES (16),
 # SEED (1), NAME (jiriki's name in the results, the network's file name).
 set -uo pipefail
@@ -27,9 +29,11 @@ J=$PWD/build-device/jiriki
 # One engine through isready first: it tunes cuDNN's choices for the network's shapes and keeps them
 # on disk (~/.cache/jiriki), so the CONC engines of the first games start from the file instead of
 # tuning all at once against the runner's start-up timeout.
-step "warm-up: $NAME through isready"
-time printf 'usi\nsetoption name ModelFile value %s\nsetoption name Backend value cuda\nsetoption name Threads value %s\nisready\nquit\n' \
-  "$NET" "$THREADS" | "$J" | grep -E "readyok|info string" | tail -3
+for net in "$NET" $(printf '%s\n' "$@" | grep '\.jnn$'); do
+  step "warm-up: $(basename "$net") through isready"
+  time printf 'usi\nsetoption name ModelFile value %s\nsetoption name Backend value cuda\nsetoption name Threads value %s\nisready\nquit\n' \
+    "$(realpath "$net")" "$THREADS" | "$J" | grep -E "readyok|info string" | tail -3
+done
 source scripts/device/engines.sh
 unpack_engines "$J"
 for opp in $OPPONENTS; do
@@ -37,11 +41,13 @@ for opp in $OPPONENTS; do
     gpsshogi) ENGINE="cmd=$GPS/gpsusi name=gpsshogi env.GPS_THREADS=1" ;;
     gpsshogi8) ENGINE="cmd=$GPS/gpsusi name=gpsshogi8 env.GPS_THREADS=8" ;;
     fairy-stockfish) ENGINE="cmd=$GPS/fairy-stockfish name=fairy-stockfish option.Threads=1" ;;
+    *.jnn) [[ -f $opp ]] || { echo "no network $opp"; exit 1; }
+      ENGINE="cmd=$J name=$(basename "$opp" .jnn) option.ModelFile=$(realpath "$opp") option.Backend=cuda option.Threads=$THREADS" ;;
     *) echo "unknown opponent $opp"; exit 1 ;;
   esac
   step "$NAME (GPU, $THREADS threads) against $opp: $GAMES games, $CONC at once, byoyomi $BYOYOMI ms"
   "$J" match --engine "cmd=$J name=$NAME option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS" \
     --engine "$ENGINE" --games "$GAMES" --concurrency "$CONC" --tc byoyomi="$BYOYOMI" --margin 1000 --book /tmp/joseki.db \
-    --book-plies "$BOOK_PLIES" --seed "$SEED" --out "/tmp/matches/$opp" 2>&1 | grep -v "^games "
+    --book-plies "$BOOK_PLIES" --seed "$SEED" --out "/tmp/matches/$(basename "$opp" .jnn)" 2>&1 | grep -v "^games "
   tar czf "$OUT/matches.tar.gz" -C /tmp matches
 done
