@@ -32,6 +32,8 @@ const std::vector<ConfigKey>& config_keys() {
       {"train_steps", 200, "training steps per generation"},
       {"train_batch", "auto", "positions per step per replica, or auto (tuned for goodput)"},
       {"train_lr", "auto", "peak learning rate (auto: jiriki train's default)"},
+      {"train_fresh", false, "train each candidate from a fresh network (blocks x channels) on the window instead of "
+                             "from the best (fine-tuning stalled: bench/results/loop_rl_h200)"},
       {"val_lambda", 0.333, "self-play training: weight of the search's eval in the value target (the rest: the result)"},
       {"train_launcher", "", "a command in front of `jiriki train`, e.g. \"mpirun -np 8 -H host1:4,host2:4\" (training across hosts)"},
       {"train_args", "", "more `jiriki train` options, e.g. \"--optimizer adamw\""},

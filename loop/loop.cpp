@@ -396,7 +396,7 @@ class Loop {
     if (config_.backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
     if (fs::exists(ckpt)) {
       a.push_back("--resume");  // a redone training step continues from its checkpoint
-    } else if (!state_["best"].get<std::string>().empty()) {
+    } else if (!state_["best"].get<std::string>().empty() && !config_.flag("train_fresh")) {
       a.insert(a.end(), {"--init", best()});
     } else {
       a.insert(a.end(), {"--blocks", std::to_string(config_.integer("blocks")), "--channels",

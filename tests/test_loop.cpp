@@ -759,6 +759,38 @@ TEST_CASE("loop: generation 0 from a model file, and extra training data in ever
   CHECK(run_output(tmp.file("run_bad")).find("bad.jnn") != std::string::npos);
 }
 
+TEST_CASE("loop train_fresh: every candidate is a fresh network of the config's size, not the best fine-tuned",
+          "[loop][cli]") {
+  const TempDir tmp("loop_train_fresh");
+  const std::string bin = JIRIKI_BINARY;
+  // Generation 0 is a 1x16 network; the config asks for 2x8, which only a fresh network can be.
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null").c_str()) == 0);
+  json c = tiny_config(fake_match(tmp), 2);
+  c["init_model"] = tmp.file("init.jnn");
+  c["blocks"] = 2;
+  c["channels"] = 8;
+  c["plots"] = false;
+  c["train_fresh"] = true;
+  const std::string dir = run_to_end(tmp, c);
+  check_finished_run(dir, 2);
+  for (const char* gen : {"gen0001", "gen0002"}) {
+    INFO(gen);
+    const std::string log = read_bytes(dir + "/logs/" + gen + "-train.log");
+    CHECK(log.find("--init") == std::string::npos);
+    CHECK(log.find("--blocks 2 --channels 8") != std::string::npos);
+    const auto arch = jiriki::nn::load_model(dir + "/models/" + gen + ".jnn").arch;
+    CHECK(arch.blocks == 2);
+    CHECK(arch.channels == 8);
+  }
+  // Off (the default): generation 1 fine-tunes generation 0 and keeps its size.
+  c["train_fresh"] = false;
+  c["generations"] = 1;
+  const TempDir tmp2("loop_train_fresh_off");
+  const std::string dir2 = run_to_end(tmp2, c);
+  CHECK(read_bytes(dir2 + "/logs/gen0001-train.log").find("--init " + dir2 + "/models/gen0000.jnn") != std::string::npos);
+  CHECK(jiriki::nn::load_model(dir2 + "/models/gen0001.jnn").arch.channels == 16);
+}
+
 TEST_CASE("loop gate with the real jiriki match: a worsened candidate loses and is not promoted", "[loop][cli]") {
   const TempDir tmp("loop_worsened");
   // The training "launcher" trains as usual, then spoils the candidate's file: the engine cannot load
