@@ -428,17 +428,20 @@ TEST_CASE("loop anchor: every candidate plays the anchor engine, and its Elo is 
   // The gate and eval_first keep their playouts a move.
   CHECK(read_bytes(dir + "/gate/fake_match_calls.txt").find("--tc nodes=4") != std::string::npos);
   if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
-    // generations.dat: the anchor's Elo and interval in the last three columns (the fake's 0, -100, 100).
+    // generations.dat: the anchor's Elo and interval in columns 12-14 (the fake's 0, -100, 100); the
+    // last two, the Elo of an outright result's bound, NaN (the fake's Elo is finite).
     std::istringstream rows(read_bytes(dir + "/plots/generations.dat"));
     std::string line;
     std::getline(rows, line);  // the header
     std::getline(rows, line);
     std::istringstream fields(line);
     std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
-    REQUIRE(f.size() == 14);
+    REQUIRE(f.size() == 16);
     CHECK(f[11] == "0");
     CHECK(f[12] == "-100");
     CHECK(f[13] == "100");
+    CHECK(f[14] == "NaN");
+    CHECK(f[15] == "NaN");
     CHECK(read_bytes(dir + "/plots/elo.gp").find("candidate vs anchor") != std::string::npos);
     CHECK(read_bytes(dir + "/plots/elo.png").substr(1, 3) == "PNG");
   }
