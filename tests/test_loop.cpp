@@ -208,6 +208,17 @@ json read_json_file(const fs::path& p) {
   return json::parse(in);
 }
 
+// The rows of a run's plots/generations.dat (the header first), each split into its fields.
+std::vector<std::vector<std::string>> plot_rows(const std::string& run_dir) {
+  std::istringstream rows(read_bytes(run_dir + "/plots/generations.dat"));
+  std::vector<std::vector<std::string>> table;
+  for (std::string line; std::getline(rows, line);) {
+    std::istringstream fields(line);
+    table.emplace_back(std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>());
+  }
+  return table;
+}
+
 // The run directory is consistent: the state names the step after the last generation, every
 // record and model file reads back, the metrics and TensorBoard files hold one entry per generation,
 // no temporary file is left in the loop's own directories.
@@ -430,12 +441,9 @@ TEST_CASE("loop anchor: every candidate plays the anchor engine, and its Elo is 
   if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
     // generations.dat: the anchor's Elo and interval in columns 12-14 (the fake's 0, -100, 100); the
     // last two, the Elo of an outright result's bound, NaN (the fake's Elo is finite).
-    std::istringstream rows(read_bytes(dir + "/plots/generations.dat"));
-    std::string line;
-    std::getline(rows, line);  // the header
-    std::getline(rows, line);
-    std::istringstream fields(line);
-    std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+    const auto table = plot_rows(dir);
+    REQUIRE(table.size() == 3);  // the header and two generations
+    const auto& f = table[1];
     REQUIRE(f.size() == 16);
     CHECK(f[11] == "0");
     CHECK(f[12] == "-100");
@@ -517,12 +525,7 @@ TEST_CASE("loop plots: an Elo interval open at one end keeps its point, with its
   ])");
   // (No training log nor held-out figures here: those plots are not drawn, and say so.)
   REQUIRE(jiriki::loop::draw_plots(tmp.file("run"), history).find("elo.png") == std::string::npos);
-  std::istringstream rows(read_bytes(tmp.file("run/plots/generations.dat")));
-  std::vector<std::vector<std::string>> table;
-  for (std::string line; std::getline(rows, line);) {
-    std::istringstream fields(line);
-    table.emplace_back(std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>());
-  }
+  const auto table = plot_rows(tmp.file("run"));
   REQUIRE(table.size() == 3);  // the header and two generations
   CHECK(table[1][12] == "-0.6");
   CHECK(table[1][13] == "383.3");
@@ -554,12 +557,7 @@ TEST_CASE("loop plots: a match won or lost outright is drawn at the Elo of its s
      "eval_anchor": {"elo": null, "elo_95": [null, null], "games": 20, "wins": 0, "losses": 20, "draws": 0}}
   ])");
   REQUIRE(jiriki::loop::draw_plots(tmp.file("run"), history).find("elo.png") == std::string::npos);
-  std::istringstream rows(read_bytes(tmp.file("run/plots/generations.dat")));
-  std::vector<std::vector<std::string>> table;
-  for (std::string line; std::getline(rows, line);) {
-    std::istringstream fields(line);
-    table.emplace_back(std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>());
-  }
+  const auto table = plot_rows(tmp.file("run"));
   REQUIRE(table.size() == 3);
   REQUIRE(table[2].size() == 16);  // generation, 13 figures, 2 bounds (gnuplot's columns 15, 16)
   CHECK(table[1][14] == "NaN");  // a finite Elo: no bound drawn
