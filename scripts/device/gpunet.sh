@@ -15,13 +15,17 @@
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", ".carry/book" (or .carry/debs),
 #                   ".carry/records.tar.xz", DIR_OF_SMALL]:
 #     bash scripts/device/gpunet.sh SMALL [GAMES]
-# Environment: BLOCKS (10), CHANNELS (128), EPOCHS (4), BATCH (512), LR (0.1), VARIANTS (none),
-# CONC (8), THREADS (1), BYOYOMI (300), SEED (1); GAMES 0 plays no match.
+# Environment: BLOCKS (10; 0 trains no gpu.jnn, only the variants), CHANNELS (128), EPOCHS (4),
+# BATCH (512), LR (0.1), VARIANTS (none), KEEP (1; 0 brings back no variant's network, only the
+# log), RECORDS (the records' archives: .tar.xz files, or the first part NAME.tar.xz.00 of one split
+# by gendata.sh; default .carry/records.tar.xz), CONC (8), THREADS (1), BYOYOMI (300), SEED (1);
+# GAMES 0 plays no match.
 set -uo pipefail
 source scripts/device/env.sh
 SMALL=$1 GAMES=${2:-40}
 BLOCKS=${BLOCKS:-10} CHANNELS=${CHANNELS:-128} EPOCHS=${EPOCHS:-4} BATCH=${BATCH:-512} LR=${LR:-0.1}
 CONC=${CONC:-8} THREADS=${THREADS:-1} BYOYOMI=${BYOYOMI:-300} SEED=${SEED:-1} VARIANTS=${VARIANTS:-}
+KEEP=${KEEP:-1} RECORDS=${RECORDS:-.carry/records.tar.xz}
 [[ -f $SMALL ]] || { echo "no network $SMALL"; exit 1; }
 SMALL=$(realpath "$SMALL")
 start gpunet.log
@@ -31,8 +35,11 @@ J=$PWD/build-device/jiriki
 
 step "records"
 rm -rf /tmp/records /tmp/heldout && mkdir -p /tmp/records /tmp/heldout
-tar xJf .carry/records.tar.xz -C /tmp/records || exit 1
-HELD=$(ls /tmp/records/*/*.hcpe3 | sort | tail -1)
+for r in $RECORDS; do
+  if [[ $r == *.00 ]]; then cat "${r%.00}".?? | tar xJf - -C /tmp/records || exit 1
+  else tar xJf "$r" -C /tmp/records || exit 1; fi
+done
+HELD=$(ls /tmp/records/gen*/*.hcpe3 | sort | tail -1)  # the loop's newest generation: the same file as more records come
 mv "$HELD" /tmp/heldout/
 echo "generations: $(ls /tmp/records | tr "\n" " ")"
 echo "held out: $(basename "$HELD")"
@@ -45,14 +52,14 @@ train() {
   "$J" train --data /tmp/records --test /tmp/heldout --seed "$SEED" --log-every 1000 --model-out "/tmp/$name.jnn" "$@" 2>&1 |
     grep -E "^(training|test|wrote|error)" | tail -6
   [[ -f /tmp/$name.jnn ]] || { echo "training $name wrote no network"; return 1; }
-  cp "/tmp/$name.jnn" "$OUT/$name.jnn"
+  [[ $name == gpu || $KEEP == 1 ]] && cp "/tmp/$name.jnn" "$OUT/$name.jnn"
 }
 
 step "the small network on the held-out file (its metrics: one step at a learning rate of 1e-30, no statistics update)"
 "$J" train --data /tmp/heldout --test /tmp/heldout --init "$SMALL" --steps 1 --lr 1e-30 --bn-momentum 0 \
   --model-out /tmp/small_eval.jnn 2>&1 | grep -E "^test"
 
-time train gpu --blocks "$BLOCKS" --channels "$CHANNELS" --epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --warmup-steps 200 || exit 1
+[[ $BLOCKS -gt 0 ]] && { time train gpu --blocks "$BLOCKS" --channels "$CHANNELS" --epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --warmup-steps 200 || exit 1; }
 IFS=';' read -ra VARIANT_LIST <<< "$VARIANTS"
 for v in "${VARIANT_LIST[@]}"; do
   read -ra ARGS <<< "${v#*:}"
