@@ -49,6 +49,7 @@ int cmd_train(int argc, char** argv) {
       .option("lr-step-gamma", "0.1", "step: factor of each decay")
       .option("clip-grad-norm", "0", "clip the global gradient norm to this (0: off)")
       .option("val-lambda", "0.333", "weight of the eval target in the value loss (dlshogi)")
+      .flag("mirror", "train on left-right mirror images of half the positions (the rules are symmetric)")
       .option("bn-momentum", "0.1", "batch-norm running statistics momentum")
       .option("window", "0", "train on the newest N positions only (0: all)")
       .option("test", "", "held-out data for metrics", true)
@@ -115,6 +116,7 @@ int cmd_train(int argc, char** argv) {
   c.schedule.gamma = args.real("lr-step-gamma");
   c.clip_grad_norm = args.real("clip-grad-norm");
   c.val_lambda = float(args.real("val-lambda"));
+  c.mirror = args.has("mirror");
   c.bn_momentum = float(args.real("bn-momentum"));
   c.window = args.integer("window");
   c.test_positions = args.integer("test-positions");

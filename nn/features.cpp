@@ -82,4 +82,22 @@ int move_to_label(Move m, Color us) {
   return SQUARES * label + to;
 }
 
+int mirror_policy_index(int index) {
+  // Directions by label: up, up-left, up-right, left, right, down, down-left, down-right,
+  // knight-left, knight-right; the image of each.
+  static constexpr int MIRRORED_DIRECTION[NUM_DIRECTION_LABELS] = {0, 2, 1, 4, 3, 5, 7, 6, 9, 8};
+  int label = index / SQUARES;
+  const Square to = Square(index % SQUARES);
+  if (label < DROP_LABEL) label = label - label % NUM_DIRECTION_LABELS + MIRRORED_DIRECTION[label % NUM_DIRECTION_LABELS];
+  return SQUARES * label + mirror_square(to);
+}
+
+void mirror_features(float* planes) {
+  for (int p = 0; p < INPUT_PLANES; ++p) {
+    float* plane = planes + p * SQUARES;
+    for (int file = 0; file < 4; ++file)
+      for (int rank = 0; rank < 9; ++rank) std::swap(plane[make_square(file, rank)], plane[make_square(8 - file, rank)]);
+  }
+}
+
 }  // namespace jiriki::nn

@@ -57,4 +57,13 @@ void unpack_features(const uint8_t* bits, int n, float* planes);
 // Policy index (0..2186) of a move (board move or drop) made by side `us`.
 int move_to_label(Move m, Color us);
 
+// Left-right mirror images, a data augmentation: shogi's rules are symmetric under file f -> 10 - f
+// (only the start position is not), so the mirror image of a position has the mirrored value and
+// policy. mirror_square maps a square to its image; mirror_policy_index maps a policy index to the
+// index of the mirrored move (left and right swapped, drops unchanged); mirror_features flips every
+// plane of one position's INPUT_SIZE floats in place (hand and check planes are uniform).
+constexpr Square mirror_square(Square s) { return make_square(8 - file_of(s), rank_of(s)); }
+int mirror_policy_index(int index);
+void mirror_features(float* planes);
+
 }  // namespace jiriki::nn

@@ -82,6 +82,42 @@ Move mirror_move(Move m) {
   return make_move(rotate180(move_from(m)), rotate180(move_to(m)), is_promotion(m));
 }
 
+// The SFEN of the left-right image: each rank's squares in reverse order (file f -> 10 - f); the
+// side to move and hands unchanged.
+std::string left_right_sfen(const std::string& sfen) {
+  std::istringstream in(sfen);
+  std::string board, rest, word;
+  in >> board;
+  while (in >> word) rest += " " + word;
+  std::string out;
+  std::vector<std::string> cells;
+  auto flush = [&] {
+    int empty = 0;
+    for (auto it = cells.rbegin(); it != cells.rend(); ++it) {
+      if (it->empty()) { ++empty; continue; }
+      if (empty) out += char('0' + empty), empty = 0;
+      out += *it;
+    }
+    if (empty) out += char('0' + empty);
+    cells.clear();
+  };
+  for (size_t i = 0; i < board.size(); ++i) {
+    char ch = board[i];
+    if (ch == '/') flush(), out += '/';
+    else if (std::isdigit(ch)) cells.insert(cells.end(), ch - '0', "");
+    else if (ch == '+') cells.push_back(std::string("+") + board[++i]);
+    else cells.push_back(std::string(1, ch));
+  }
+  flush();
+  return out + rest;
+}
+
+Move left_right_move(Move m) {
+  auto image = [](Square s) { return make_square(8 - file_of(s), rank_of(s)); };
+  if (is_drop(m)) return make_drop(drop_type(m), image(move_to(m)));
+  return make_move(image(move_from(m)), image(move_to(m)), is_promotion(m));
+}
+
 }  // namespace
 
 TEST_CASE("features: start position, Black to move", "[nn][features]") {
@@ -251,4 +287,43 @@ TEST_CASE("packed features: the same planes as bits, pad bits zero, expanded bac
   CHECK(positions > 100);
   CHECK(ones > positions * 50);  // real positions: many planes set, so the comparison means something
   CHECK(PACKED_INPUT_BYTES == 1216);  // 9639 bits in 16-byte units
+}
+
+TEST_CASE("left-right images: flipped planes and mirrored policy indices match the image position's", "[nn][features][random]") {
+  std::vector<int> seen(POLICY_SIZE, 0);
+  for (int i = 0; i < POLICY_SIZE; ++i) {
+    const int j = mirror_policy_index(i);
+    REQUIRE(j >= 0);
+    REQUIRE(j < POLICY_SIZE);
+    REQUIRE(mirror_policy_index(j) == i);
+    ++seen[j];
+  }
+  REQUIRE(std::count(seen.begin(), seen.end(), 1) == POLICY_SIZE);  // a permutation
+  CHECK(left_right_sfen("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1") ==
+        "lnsgkgsnl/1b5r1/ppppppppp/9/9/9/PPPPPPPPP/1R5B1/LNSGKGSNL b - 1");
+
+  std::mt19937_64 rng(11);
+  int moves_checked = 0;
+  for (int game = 0; game < 4; ++game) {
+    Position pos;
+    for (int ply = 0; ply < 160; ++ply) {
+      MoveList moves = legal_moves(pos);
+      if (moves.size() == 0) break;
+      const std::string isfen = left_right_sfen(pos.sfen());
+      Position image = from_sfen(isfen);
+      INFO(pos.sfen() << " / image " << isfen);
+      auto f = features_of(pos);
+      mirror_features(f.data());
+      REQUIRE(f == features_of(image));
+      REQUIRE(legal_moves(image).size() == moves.size());
+      for (Move m : moves) {
+        REQUIRE(image.is_legal(left_right_move(m)));
+        REQUIRE(mirror_policy_index(move_to_label(m, pos.side_to_move())) ==
+                move_to_label(left_right_move(m), image.side_to_move()));
+        ++moves_checked;
+      }
+      pos.do_move(moves.moves[rng() % moves.size()]);
+    }
+  }
+  CHECK(moves_checked > 10000);
 }

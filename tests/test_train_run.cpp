@@ -220,6 +220,26 @@ TEST_CASE("loader: every epoch is a permutation, the same for any thread count a
   }
   CHECK(batches == 4);
   CHECK(positions == 50);
+
+  // Mirror images: each sample is its position or that position's image, about half of them
+  // images, the same for any thread count.
+  std::set<uint64_t> images;
+  for (uint32_t i = 0; i < n; ++i) {
+    build_sample(d, i, one, 0, scratch, true);
+    images.insert(sample_hash(one, 0));
+  }
+  o = {.batch_size = 8, .seed = 3, .threads = 1, .mirror = true};
+  const auto m1 = stream_hashes(d, o, 20);
+  int imaged = 0;
+  for (uint64_t h : m1) {
+    const bool plain = all.count(h) > 0, image = images.count(h) > 0;
+    CHECK((plain || image));
+    imaged += image && !plain;
+  }
+  CHECK(imaged > 50);
+  CHECK(imaged < 110);
+  o.threads = 3;
+  CHECK(stream_hashes(d, o, 20) == m1);
 }
 
 TEST_CASE("data: a window keeps the newest positions", "[train][data]") {

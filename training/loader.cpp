@@ -21,22 +21,27 @@ struct SplitMix : SplitMix64 {
 
 }  // namespace
 
-void build_sample(const Dataset& data, uint32_t index, Batch& batch, int row, Position& pos) {
+void build_sample(const Dataset& data, uint32_t index, Batch& batch, int row, Position& pos, bool mirror) {
   const TrainingPosition& tp = data.positions[index];
   if (auto err = decode_hcp(tp.record.hcp, pos)) throw std::logic_error("a checked position fails to decode: " + *err);
   const Color us = pos.side_to_move();
-  nn::encode_features(pos, batch.features + int64_t(row) * nn::INPUT_SIZE);
+  float* features = batch.features + int64_t(row) * nn::INPUT_SIZE;
+  nn::encode_features(pos, features);
+  if (mirror) nn::mirror_features(features);
+  auto index_of = [&](uint16_t move16) {
+    const int i = nn::move_to_label(Move(move16), us);
+    return mirror ? nn::mirror_policy_index(i) : i;
+  };
 
   float* target = batch.policy_target + int64_t(row) * nn::POLICY_SIZE;
   std::fill(target, target + nn::POLICY_SIZE, 0.0f);
   if (tp.candidate_count == 0) {
-    target[nn::move_to_label(Move(tp.record.move16), us)] = 1.0f;
+    target[index_of(tp.record.move16)] = 1.0f;
   } else {
     const Hcpe3Candidate* c = &data.candidates[tp.candidate_begin];
     uint32_t total = 0;
     for (int i = 0; i < tp.candidate_count; ++i) total += c[i].visits;
-    for (int i = 0; i < tp.candidate_count; ++i)
-      target[nn::move_to_label(Move(c[i].move16), us)] += float(c[i].visits) / float(total);
+    for (int i = 0; i < tp.candidate_count; ++i) target[index_of(c[i].move16)] += float(c[i].visits) / float(total);
   }
 
   const GameResult result = GameResult(tp.record.result & hcpe3::RESULT_MASK);
@@ -88,22 +93,28 @@ const std::vector<uint32_t>& Loader::permutation(uint64_t epoch) {
   return p;
 }
 
-void Loader::positions_of(uint64_t job, std::vector<uint32_t>& out) {
+void Loader::positions_of(uint64_t job, std::vector<uint32_t>& out, std::vector<uint8_t>& mirrored) {
   const uint64_t n = data_.positions.size();
   const uint64_t first = opt_.start + job * opt_.stride + opt_.offset;
   const uint64_t last = std::min(first + opt_.batch_size, opt_.end);
   out.clear();
-  for (uint64_t s = first; s < last; ++s) out.push_back(permutation(s / n)[s % n]);
+  mirrored.clear();
+  for (uint64_t s = first; s < last; ++s) {
+    out.push_back(permutation(s / n)[s % n]);
+    mirrored.push_back(opt_.mirror && (splitmix64(opt_.seed * 0x9e3779b97f4a7c15ULL ^ s) & 1));
+  }
 }
 
-void Loader::build(const std::vector<uint32_t>& positions, Batch& batch, Position& scratch) {
-  for (size_t i = 0; i < positions.size(); ++i) build_sample(data_, positions[i], batch, int(i), scratch);
+void Loader::build(const std::vector<uint32_t>& positions, const std::vector<uint8_t>& mirrored, Batch& batch,
+                   Position& scratch) {
+  for (size_t i = 0; i < positions.size(); ++i) build_sample(data_, positions[i], batch, int(i), scratch, mirrored[i]);
   batch.size = int(positions.size());
 }
 
 void Loader::worker_loop() {
   Position scratch;
   std::vector<uint32_t> positions;
+  std::vector<uint8_t> mirrored;
   for (;;) {
     uint64_t job;
     Slot* slot;
@@ -111,14 +122,14 @@ void Loader::worker_loop() {
       std::unique_lock lock(mutex_);
       if (stopping_ || next_job_ >= batches_) return;
       job = next_job_++;
-      positions_of(job, positions);
+      positions_of(job, positions, mirrored);
       slot = &slots_[job % slots_.size()];
       slot_free_.wait(lock, [&] { return stopping_ || (slot->job == job && !slot->filled); });
       if (stopping_) return;
     }
     auto t0 = std::chrono::steady_clock::now();
     try {
-      build(positions, slot->batch, scratch);
+      build(positions, mirrored, slot->batch, scratch);
     } catch (...) {
       std::lock_guard lock(mutex_);
       if (!error_) error_ = std::current_exception();

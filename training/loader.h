@@ -37,6 +37,9 @@ struct LoaderOptions {
   uint64_t stride = 0;
   uint64_t offset = 0;
   int threads = 1;            // worker threads
+  // Left-right mirror images of half the positions (nn::mirror_features): which ones depends only on
+  // (seed, stream position), like the shuffle.
+  bool mirror = false;
   int queue = 0;              // batches built ahead (0: 2 x threads + 1)
   HostAllocator* allocator = nullptr;  // memory of the batches (null: the heap); must outlive the loader
 };
@@ -66,9 +69,11 @@ class Loader {
     bool filled = false;  // built and not yet released
   };
   void worker_loop();
-  void positions_of(uint64_t job, std::vector<uint32_t>& out);  // under mutex_
+  // The dataset positions of batch `job` and whether each is mirrored; under mutex_.
+  void positions_of(uint64_t job, std::vector<uint32_t>& out, std::vector<uint8_t>& mirrored);
   const std::vector<uint32_t>& permutation(uint64_t epoch);     // under mutex_
-  void build(const std::vector<uint32_t>& positions, Batch& batch, Position& scratch);
+  void build(const std::vector<uint32_t>& positions, const std::vector<uint8_t>& mirrored, Batch& batch,
+             Position& scratch);
 
   const Dataset& data_;
   LoaderOptions opt_;
@@ -84,7 +89,8 @@ class Loader {
   std::vector<std::thread> workers_;
 };
 
-// Writes the inputs and targets of dataset position `index` into row `row` of `batch`.
-void build_sample(const Dataset& data, uint32_t index, Batch& batch, int row, Position& scratch);
+// Writes the inputs and targets of dataset position `index` into row `row` of `batch`, or those of
+// its left-right mirror image when `mirror`.
+void build_sample(const Dataset& data, uint32_t index, Batch& batch, int row, Position& scratch, bool mirror = false);
 
 }  // namespace jiriki::training

@@ -122,7 +122,7 @@ void check_config(const TrainConfig& c) {
 json run_signature(const TrainConfig& c) {
   const OptimizerConfig& o = c.optimizer;
   const Schedule& s = c.schedule;
-  return {{"batch", c.batch},
+  json sig = {{"batch", c.batch},
           {"batch_auto", c.batch_auto},
           {"replicas", std::max<size_t>({c.gpus.size(), size_t(c.replicas), size_t(process_layout().size)})},
           {"seed", c.seed},
@@ -143,6 +143,8 @@ json run_signature(const TrainConfig& c) {
           {"val_lambda", c.val_lambda},
           {"bn_momentum", c.bn_momentum},
           {"window", c.window}};
+  if (c.mirror) sig["mirror"] = true;  // (absent when off: checkpoints from before the option resume)
+  return sig;
 }
 
 void check_resume(const json& meta, const TrainConfig& c, int64_t total_steps, uint64_t fingerprint) {
@@ -331,6 +333,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                                                           .stride = uint64_t(batch) * uint64_t(replicas),
                                                           .offset = rank * uint64_t(batch),
                                                           .threads = c.loader_threads,
+                                                          .mirror = c.mirror,
                                                           .allocator = device->allocator()});
   };
 

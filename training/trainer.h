@@ -36,6 +36,7 @@ struct TrainConfig {
   double clip_grad_norm = 0.0;  // 0: no clipping
   float val_lambda = 0.333f;    // weight of the eval target in the value loss (dlshogi's)
   float bn_momentum = 0.1f;     // batch-norm running statistics (PyTorch's default)
+  bool mirror = false;          // left-right mirror images of half the positions (training/loader.h)
 
   int64_t window = 0;          // train on the newest N positions only (0: all)
   int64_t test_positions = 0;  // evaluate on the first N held-out positions (0: all)
