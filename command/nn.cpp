@@ -1,4 +1,4 @@
-// `jiriki nn init|info|eval` and `jiriki bench nn`: create, inspect, evaluate and time networks.
+// `jiriki nn init|info|convert|eval` and `jiriki bench nn`: create, inspect, evaluate and time networks.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -78,14 +78,33 @@ static int nn_info(int argc, char** argv) {
   args.flag("tensors", "list every tensor with its shape").positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (args.rest().size() != 1) throw std::invalid_argument("expected one model file");
-  Model model = load_model(args.rest()[0]);
+  ModelFileSummary file;
+  Model model = load_model(args.rest()[0], &file);
   size_t params = 0, tensors = 0;
   for (const auto& [name, t, trainable] : model.tensors()) params += t->size(), ++tensors;
-  std::cout << args.rest()[0] << ": model format version " << MODEL_FORMAT_VERSION << ", checksum ok\n"
+  std::cout << args.rest()[0] << ": model format version " << file.version << ", checksum ok\n"
             << "architecture: " << describe(model.arch) << "\n"
-            << "tensors: " << tensors << ", " << params << " floats (BN statistics included)\n";
+            << "tensors: " << tensors << ", " << params << " floats (BN statistics included); "
+            << (file.bf16_tensors ? std::to_string(file.bf16_tensors) + " stored in bf16, the rest in f32\n"
+                                  : std::string("all stored in f32\n"));
   if (args.has("tensors"))
     for (const auto& [name, t, trainable] : model.tensors()) std::cout << "  " << name << " " << shape_string(t->shape) << "\n";
+  return 0;
+}
+
+static int nn_convert(int argc, char** argv) {
+  Args args("jiriki nn convert FILE -o OUT [--weights bf16|f32]",
+            "Rewrites a model file in the current format, its weights stored in bf16 (half the size: how the\n"
+            "shipped networks are kept) or f32. Biases and batch-norm parameters stay f32.");
+  args.option("o", "", "model file to write").option("weights", "bf16", "bf16 or f32").positionals();
+  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (args.rest().size() != 1) throw std::invalid_argument("expected one model file");
+  if (!args.has("o")) throw std::invalid_argument("-o OUT is required");
+  const std::string weights = args.str("weights");
+  if (weights != "bf16" && weights != "f32") throw std::invalid_argument("--weights must be bf16 or f32");
+  Model model = load_model(args.rest()[0]);
+  save_model(model, args.str("o"), weights == "bf16" ? WeightStorage::BF16 : WeightStorage::F32);
+  std::cout << "wrote " << args.str("o") << ": " << describe(model.arch) << ", weights in " << weights << "\n";
   return 0;
 }
 
@@ -139,11 +158,13 @@ int cmd_nn(int argc, char** argv) {
   const std::string sub = argc >= 2 ? argv[1] : "";
   if (sub == "init") return nn_init(argc - 1, argv + 1);
   if (sub == "info") return nn_info(argc - 1, argv + 1);
+  if (sub == "convert") return nn_convert(argc - 1, argv + 1);
   if (sub == "eval") return nn_eval(argc - 1, argv + 1);
-  std::cout << "usage: jiriki nn init|info|eval [OPTIONS]\n\n"
-               "  init   write a freshly initialised network\n"
-               "  info   check a model file and print its architecture\n"
-               "  eval   evaluate one position\n";
+  std::cout << "usage: jiriki nn init|info|convert|eval [OPTIONS]\n\n"
+               "  init     write a freshly initialised network\n"
+               "  info     check a model file and print its architecture\n"
+               "  convert  rewrite a model file with bf16 (or f32) weights\n"
+               "  eval     evaluate one position\n";
   return sub == "--help" || sub == "-h" ? 0 : 2;
 }
 

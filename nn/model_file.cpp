@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/bf16.h"
 #include "common/fnv1a.h"
 
 namespace jiriki::nn {
@@ -48,7 +49,7 @@ struct Reader {
 
 }  // namespace
 
-std::vector<uint8_t> serialize_model(const Model& model) {
+std::vector<uint8_t> serialize_model(const Model& model, WeightStorage storage) {
   std::vector<uint8_t> payload;
   const Architecture& a = model.arch;
   put<uint32_t>(payload, uint32_t(a.feature_set));
@@ -63,8 +64,14 @@ std::vector<uint8_t> serialize_model(const Model& model) {
     payload.insert(payload.end(), name.begin(), name.end());
     put<uint32_t>(payload, uint32_t(t->shape.size()));
     for (int d : t->shape) put<uint32_t>(payload, uint32_t(d));
-    const auto* bytes = reinterpret_cast<const uint8_t*>(t->data.data());
-    payload.insert(payload.end(), bytes, bytes + t->data.size() * sizeof(float));
+    const bool bf16 = storage == WeightStorage::BF16 && trainable && t->shape.size() >= 2;  // conv and fc weights
+    put<uint32_t>(payload, bf16 ? 1 : 0);
+    if (bf16) {
+      for (float v : t->data) put<uint16_t>(payload, to_bf16(v));
+    } else {
+      const auto* bytes = reinterpret_cast<const uint8_t*>(t->data.data());
+      payload.insert(payload.end(), bytes, bytes + t->data.size() * sizeof(float));
+    }
   }
 
   std::vector<uint8_t> out(MODEL_MAGIC, MODEL_MAGIC + 8);
@@ -75,7 +82,7 @@ std::vector<uint8_t> serialize_model(const Model& model) {
   return out;
 }
 
-Model deserialize_model(const uint8_t* data, size_t size, const std::string& source) {
+Model deserialize_model(const uint8_t* data, size_t size, const std::string& source, ModelFileSummary* summary) {
   auto fail = [&](const std::string& what) { return ModelFileError(source + ": " + what); };
   if (size < 8 || std::memcmp(data, MODEL_MAGIC, 8) != 0)
     throw fail("wrong magic: not a jiriki model file (it must start with \"JIRIKINN\")");
@@ -84,8 +91,8 @@ Model deserialize_model(const uint8_t* data, size_t size, const std::string& sou
   uint64_t payload_size;
   std::memcpy(&version, data + 8, 4);
   std::memcpy(&payload_size, data + 12, 8);
-  if (version != MODEL_FORMAT_VERSION)
-    throw fail("unsupported model format version " + std::to_string(version) + " (this build reads version " +
+  if (version < 1 || version > MODEL_FORMAT_VERSION)
+    throw fail("unsupported model format version " + std::to_string(version) + " (this build reads versions 1 to " +
                std::to_string(MODEL_FORMAT_VERSION) + ")");
   const uint64_t expected = HEADER_SIZE + payload_size + CHECKSUM_SIZE;
   if (payload_size > size || size < expected)
@@ -115,7 +122,7 @@ Model deserialize_model(const uint8_t* data, size_t size, const std::string& sou
   a.channels = int(channels);
   a.activation = Activation(activation);
   // Checked before allocating, so that a bad header cannot ask for terabytes.
-  const uint64_t needed = uint64_t(tensor_floats(a)) * sizeof(float);
+  const uint64_t needed = uint64_t(tensor_floats(a)) * (version == 1 ? sizeof(float) : sizeof(uint16_t));
   if (needed > payload_size)
     throw fail("shape mismatch: a network of " + std::to_string(blocks) + " blocks and " + std::to_string(channels) +
                " channels has " + std::to_string(needed) + " bytes of tensors, the payload only " +
@@ -141,30 +148,43 @@ Model deserialize_model(const uint8_t* data, size_t size, const std::string& sou
     if (shape != t.tensor->shape)
       throw fail("shape mismatch: tensor '" + name + "' is " + shape_string(shape) + " in the file, the architecture needs " +
                  shape_string(t.tensor->shape));
-    size_t bytes = t.tensor->data.size() * sizeof(float);
+    const uint32_t stored = version == 1 ? 0 : r.get<uint32_t>("a tensor's storage");
+    if (stored > 1) throw fail("unknown storage " + std::to_string(stored) + " of tensor '" + name + "' (0: f32, 1: bf16)");
+    std::vector<float>& values = t.tensor->data;
+    const size_t bytes = values.size() * (stored == 1 ? sizeof(uint16_t) : sizeof(float));
     r.need(bytes, "tensor data");
-    std::memcpy(t.tensor->data.data(), r.p, bytes);
+    if (stored == 1) {
+      for (size_t i = 0; i < values.size(); ++i) {
+        uint16_t b;
+        std::memcpy(&b, r.p + 2 * i, 2);
+        values[i] = from_bf16(b);
+      }
+      if (summary) ++summary->bf16_tensors;
+    } else {
+      std::memcpy(values.data(), r.p, bytes);
+    }
     r.p += bytes;
     r.left -= bytes;
   }
   if (r.left != 0) throw fail("malformed payload: " + std::to_string(r.left) + " bytes after the last tensor");
+  if (summary) summary->version = version;
   return model;
 }
 
-void save_model(const Model& model, const std::string& path) {
-  std::vector<uint8_t> bytes = serialize_model(model);
+void save_model(const Model& model, const std::string& path, WeightStorage storage) {
+  std::vector<uint8_t> bytes = serialize_model(model, storage);
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) throw ModelFileError(path + ": cannot open for writing");
   f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   if (!f.flush()) throw ModelFileError(path + ": write failed");
 }
 
-Model load_model(const std::string& path) {
+Model load_model(const std::string& path, ModelFileSummary* summary) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw ModelFileError(path + ": cannot open");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (f.bad()) throw ModelFileError(path + ": read failed");
-  return deserialize_model(bytes.data(), bytes.size(), path);
+  return deserialize_model(bytes.data(), bytes.size(), path, summary);
 }
 
 }  // namespace jiriki::nn

@@ -152,6 +152,69 @@ TEST_CASE("model file: round trip keeps every tensor bit for bit", "[nn][model][
   CHECK(serialize_model(back) == serialize_model(m));
 }
 
+// Format version 1, written here from its description (no storage field, every tensor f32): files
+// from before bf16 storage must keep loading.
+std::vector<uint8_t> version1_bytes(Model& m) {
+  std::vector<uint8_t> payload;
+  auto put32 = [&](uint32_t v) { payload.insert(payload.end(), (uint8_t*)&v, (uint8_t*)&v + 4); };
+  put32(uint32_t(m.arch.feature_set)), put32(uint32_t(m.arch.blocks)), put32(uint32_t(m.arch.channels));
+  put32(uint32_t(m.arch.activation));
+  payload.insert(payload.end(), (uint8_t*)&m.arch.bn_eps, (uint8_t*)&m.arch.bn_eps + 4);
+  put32(uint32_t(m.tensors().size()));
+  for (const auto& [name, t, trainable] : m.tensors()) {
+    put32(uint32_t(name.size()));
+    payload.insert(payload.end(), name.begin(), name.end());
+    put32(uint32_t(t->shape.size()));
+    for (int d : t->shape) put32(uint32_t(d));
+    payload.insert(payload.end(), (uint8_t*)t->ptr(), (uint8_t*)t->ptr() + t->size() * 4);
+  }
+  std::vector<uint8_t> out = {'J', 'I', 'R', 'I', 'K', 'I', 'N', 'N', 1, 0, 0, 0};
+  const uint64_t size = payload.size(), sum = jiriki::fnv1a64(payload.data(), payload.size());
+  out.insert(out.end(), (uint8_t*)&size, (uint8_t*)&size + 8);
+  out.insert(out.end(), payload.begin(), payload.end());
+  out.insert(out.end(), (uint8_t*)&sum, (uint8_t*)&sum + 8);
+  return out;
+}
+
+TEST_CASE("model file: bf16 storage rounds the weights only, halving the file; version 1 still loads", "[nn][model][file]") {
+  Model m = small_model(Activation::RELU, 9);
+  for (auto& t : m.tensors())  // non-trivial BN statistics and biases, which must survive exactly
+    if (t.tensor->shape.size() == 1)
+      for (size_t i = 0; i < t.tensor->size(); ++i) t.tensor->data[i] = 0.1f + 0.37f * float(i % 7) + 1e-7f * float(i);
+  const std::vector<uint8_t> f32 = serialize_model(m), bf16 = serialize_model(m, WeightStorage::BF16);
+  CHECK(double(bf16.size()) < 0.6 * double(f32.size()));
+  ModelFileSummary summary;
+  Model back = deserialize_model(bf16.data(), bf16.size(), "bf16", &summary);
+  CHECK(summary.version == 2);
+  int rounded = 0;
+  auto ta = m.tensors(), tb = back.tensors();
+  for (size_t i = 0; i < ta.size(); ++i) {
+    INFO(ta[i].name);
+    const bool weight = ta[i].trainable && ta[i].tensor->shape.size() >= 2;
+    rounded += weight;
+    for (size_t k = 0; k < ta[i].tensor->size(); ++k) {
+      const float a = ta[i].tensor->data[k], b = tb[i].tensor->data[k];
+      if (!weight) {
+        REQUIRE(std::memcmp(&a, &b, 4) == 0);
+        continue;
+      }
+      uint32_t bits;
+      std::memcpy(&bits, &b, 4);
+      REQUIRE((bits & 0xffff) == 0);                     // a bf16 number
+      REQUIRE(std::fabs(a - b) <= std::fabs(a) / 256);  // the nearest one: within half of bf16's 2^-7 step
+    }
+  }
+  CHECK(summary.bf16_tensors == rounded);
+  CHECK(rounded == 2 * m.arch.blocks + 5);  // stem, 2 per block, policy head, value head's conv and 2 fc
+
+  std::vector<uint8_t> v1 = version1_bytes(m);
+  ModelFileSummary s1;
+  Model old = deserialize_model(v1.data(), v1.size(), "v1", &s1);
+  CHECK(s1.version == 1);
+  CHECK(s1.bf16_tensors == 0);
+  CHECK(serialize_model(old) == f32);
+}
+
 TEST_CASE("model file: each kind of corruption is rejected with its message", "[nn][model][file]") {
   const std::vector<uint8_t> good = serialize_model(small_model());
   REQUIRE(load_error(good).empty());
@@ -162,8 +225,8 @@ TEST_CASE("model file: each kind of corruption is rejected with its message", "[
   CHECK_THAT(load_error({'J', 'I', 'R'}), Contains("wrong magic"));
 
   bad = good;
-  bad[8] = 2;  // format version 2
-  CHECK_THAT(load_error(bad), Contains("unsupported model format version 2"));
+  bad[8] = 3;  // format version 3
+  CHECK_THAT(load_error(bad), Contains("unsupported model format version 3"));
 
   CHECK_THAT(load_error(std::vector<uint8_t>(good.begin(), good.begin() + 14)), Contains("truncated"));
   CHECK_THAT(load_error(std::vector<uint8_t>(good.begin(), good.end() - 1)), Contains("truncated"));
@@ -223,6 +286,18 @@ TEST_CASE("jiriki nn init, info and eval", "[nn][model][cli]") {
   CHECK_THAT(out, Contains("probability that white, to move, wins"));
   CHECK_THAT(out, Contains("30 legal moves, top 5"));
 
+  std::tie(rc, out) = run_jiriki("nn convert " + path + " -o " + path + ".bf16");
+  CHECK(rc == 0);
+  std::tie(rc, out) = run_jiriki("nn info " + path + ".bf16");
+  CHECK(rc == 0);
+  CHECK_THAT(out, Contains("model format version 2") && Contains("stored in bf16"));
+  std::tie(rc, out) = run_jiriki("nn eval " + path + ".bf16 --backend reference --top 5");
+  CHECK(rc == 0);
+  CHECK_THAT(out, Contains("30 legal moves, top 5"));
+  std::tie(rc, out) = run_jiriki("nn convert " + path + " -o " + path + ".x --weights f16");
+  CHECK(rc != 0);
+  CHECK_THAT(out, Contains("--weights must be bf16 or f32"));
+  std::filesystem::remove(path + ".bf16");
   auto bytes = serialize_model(load_model(path));
   bytes[bytes.size() - 3] ^= 1;  // inside the checksum
   write_bytes(path, bytes);

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cstdint>
 
+#include "common/bf16.h"
 #include "nn/model.h"
 
 namespace jiriki::nn::cuda {
@@ -25,14 +26,7 @@ constexpr int VALUE_HEAD_OFFSET = POLICY_LABELS;  // value channels follow the p
 // The value head's flattened input (2187) padded to a multiple of 8 for the same reason.
 constexpr int VALUE_FC1_IN_PADDED = 2192;
 
-// fp32 -> bf16 with round-to-nearest-even (NaN stays NaN), as __float2bfloat16_rn on the device.
-// Branch-free, so that loops over it vectorize.
-inline uint16_t to_bf16(float f) {
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
+using jiriki::to_bf16;  // common/bf16.h
 
 // Order of the rows of activations: [n][81][c] (NHWC, cuDNN's) or [81][n][c] (square-major, the
 // Hopper convolution's, nn/cuda/square_conv.h).
