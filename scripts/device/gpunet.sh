@@ -7,17 +7,20 @@
 #                  records, where ARGS may name the small network as SMALL (e.g. "lr02:--init SMALL
 #                  --lr 0.02 --steps 1000 --window 160000"); they come back as NAME.jnn, to be
 #                  matched elsewhere
-# then matches gpu.jnn against the network it should replace (SMALL, e.g. the loop's best 6x64) on
-# the GPU at equal time: `jiriki match`, byoyomi BYOYOMI ms, CONC games at once sharing the GPU,
-# THREADS search threads each, openings from gpsshogi's book. The networks, the log and the
-# match's summary come back in $OUT (at most 8 files: up to 5 variants).
+# then plays MATCHES on the GPU (default: gpu.jnn against SMALL, the network it should replace, e.g.
+# the loop's best 6x64): each "NAME:REF" (separated by ';') plays the trained NAME.jnn against the
+# network file REF with `jiriki match`, GAMES games at TC (byoyomi BYOYOMI ms, or e.g. nodes=800),
+# CONC games at once sharing the GPU, THREADS search threads each, openings from gpsshogi's book.
+# The networks (in bf16 with BF16=1, as shipped; the matches play those files), the log and each
+# match's summary come back in $OUT (at most 8 files).
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", ".carry/book" (or .carry/debs),
 #                   ".carry/records.tar.xz", DIR_OF_SMALL]:
 #     bash scripts/device/gpunet.sh SMALL [GAMES]
 # Environment: BLOCKS (10; 0 trains no gpu.jnn, only the variants), CHANNELS (128), EPOCHS (4),
 # BATCH (512), LR (0.1), VARIANTS (none), KEEP (1; 0 brings back no variant's network, only the
-# log), RECORDS (the records' archives: .tar.xz files, or the first part NAME.tar.xz.00 of one split
+# log), BF16 (0; 1 stores every network trained here with bf16 weights, `jiriki nn convert`), MATCHES,
+# TC, RECORDS (the records' archives: .tar.xz files, or the first part NAME.tar.xz.00 of one split
 # by gendata.sh; default .carry/records.tar.xz), CONC (8), THREADS (1), BYOYOMI (300), SEED (1);
 # GAMES 0 plays no match.
 set -uo pipefail
@@ -25,7 +28,8 @@ source scripts/device/env.sh
 SMALL=$1 GAMES=${2:-40}
 BLOCKS=${BLOCKS:-10} CHANNELS=${CHANNELS:-128} EPOCHS=${EPOCHS:-4} BATCH=${BATCH:-512} LR=${LR:-0.1}
 CONC=${CONC:-8} THREADS=${THREADS:-1} BYOYOMI=${BYOYOMI:-300} SEED=${SEED:-1} VARIANTS=${VARIANTS:-}
-KEEP=${KEEP:-1} RECORDS=${RECORDS:-.carry/records.tar.xz}
+KEEP=${KEEP:-1} RECORDS=${RECORDS:-.carry/records.tar.xz} BF16=${BF16:-0}
+MATCHES=${MATCHES-$([[ $BLOCKS -gt 0 ]] && echo "gpu:$(realpath "$SMALL")")} TC=${TC:-byoyomi=$BYOYOMI}
 [[ -f $SMALL ]] || { echo "no network $SMALL"; exit 1; }
 SMALL=$(realpath "$SMALL")
 start gpunet.log
@@ -52,6 +56,7 @@ train() {
   "$J" train --data /tmp/records --test /tmp/heldout --seed "$SEED" --log-every 1000 --model-out "/tmp/$name.jnn" "$@" 2>&1 |
     grep -E "^(training|test|wrote|error)" | tail -6
   [[ -f /tmp/$name.jnn ]] || { echo "training $name wrote no network"; return 1; }
+  [[ $BF16 == 1 ]] && "$J" nn convert "/tmp/$name.jnn" -o "/tmp/$name.jnn" --weights bf16
   [[ $name == gpu || $KEEP == 1 ]] && cp "/tmp/$name.jnn" "$OUT/$name.jnn"
 }
 
@@ -65,10 +70,13 @@ for v in "${VARIANT_LIST[@]}"; do
   read -ra ARGS <<< "${v#*:}"
   train "${v%%:*}" "${ARGS[@]/#SMALL/$SMALL}"
 done
-[[ $GAMES -gt 0 ]] || exit 0
+[[ $GAMES -gt 0 && -n $MATCHES ]] || exit 0
 
 # Each network through isready once: cuDNN's choices for its shapes are kept on disk for the games.
-for net in /tmp/gpu.jnn "$SMALL"; do
+declare -A NETS=()
+IFS=';' read -ra MATCH_LIST <<< "$MATCHES"
+for m in "${MATCH_LIST[@]}"; do NETS[/tmp/${m%%:*}.jnn]=1 NETS[${m#*:}]=1; done
+for net in "${!NETS[@]}"; do
   step "warm-up: $(basename "$net") through isready"
   printf 'usi\nsetoption name ModelFile value %s\nsetoption name Backend value cuda\nsetoption name Threads value %s\nisready\nquit\n' \
     "$net" "$THREADS" | "$J" | grep -E "readyok|info string" | tail -2
@@ -81,9 +89,12 @@ else
   unpack_engines "$J" > /dev/null
 fi
 
-step "gpu.jnn against $(basename "$SMALL"): $GAMES games, $CONC at once, byoyomi $BYOYOMI ms, $THREADS threads each"
-"$J" match --engine "cmd=$J name=gpu option.ModelFile=/tmp/gpu.jnn option.Backend=cuda option.Threads=$THREADS" \
-  --engine "cmd=$J name=small option.ModelFile=$SMALL option.Backend=cuda option.Threads=$THREADS" \
-  --games "$GAMES" --concurrency "$CONC" --tc byoyomi="$BYOYOMI" --margin 1000 --book /tmp/joseki.db --book-plies 16 \
-  --seed "$SEED" --out /tmp/match-gpunet 2>&1 | grep -v "^games "
-cp /tmp/match-gpunet/summary.json "$OUT/match_summary.json" 2>/dev/null
+for m in "${MATCH_LIST[@]}"; do
+  name=${m%%:*} ref=${m#*:}
+  step "$name.jnn against $(basename "$ref"): $GAMES games, $CONC at once, $TC, $THREADS threads each"
+  "$J" match --engine "cmd=$J name=$name option.ModelFile=/tmp/$name.jnn option.Backend=cuda option.Threads=$THREADS" \
+    --engine "cmd=$J name=$(basename "$ref" .jnn) option.ModelFile=$ref option.Backend=cuda option.Threads=$THREADS" \
+    --games "$GAMES" --concurrency "$CONC" --tc $TC --margin 1000 --book /tmp/joseki.db --book-plies 16 \
+    --seed "$SEED" --out "/tmp/match-$name" 2>&1 | grep -v "^games "
+  cp "/tmp/match-$name/summary.json" "$OUT/match_$name.json" 2>/dev/null
+done
