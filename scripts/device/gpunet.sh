@@ -43,7 +43,7 @@ for r in $RECORDS; do
   if [[ $r == *.00 ]]; then cat "${r%.00}".?? | tar xJf - -C /tmp/records || exit 1
   else tar xJf "$r" -C /tmp/records || exit 1; fi
 done
-HELD=$(ls /tmp/records/gen*/*.hcpe3 | sort | tail -1)  # the loop's newest generation: the same file as more records come
+HELD=$(ls /tmp/records/gen[0-9]*/*.hcpe3 | sort | tail -1)  # the loop's newest generation: the same file as more records come
 mv "$HELD" /tmp/heldout/
 echo "generations: $(ls /tmp/records | tr "\n" " ")"
 echo "held out: $(basename "$HELD")"
