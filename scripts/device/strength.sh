@@ -12,17 +12,20 @@
 #                                                                  gpsshogi8 (8 threads), fairy-stockfish,
 #                                                                  or a .jnn file: jiriki with that network
 #                                                                  on the GPU, as NET (carry its folder)
-# Environment: CONC (4), THREADS (jiriki's search threads, 3), BYOYOMI (1000), BOOK_PLIES (16),
-# SEED (1), NAME (jiriki's name in the results, the network's file name).
+# Environment: CONC (4), THREADS (jiriki's search threads, 3), BYOYOMI (1000), TC (the time control,
+# byoyomi=BYOYOMI; e.g. nodes=800 between two networks), BOOK_PLIES (16), SEED (1), NAME (jiriki's
+# name in the results, the network's file name), LOG (strength.log: another name keeps two runs'
+# logs apart).
 set -uo pipefail
 source scripts/device/env.sh
 NET=$1 GAMES=$2; shift 2
 OPPONENTS=${*:-gpsshogi}
 CONC=${CONC:-4} THREADS=${THREADS:-3} BYOYOMI=${BYOYOMI:-1000} BOOK_PLIES=${BOOK_PLIES:-16} SEED=${SEED:-1}
+TC=${TC:-byoyomi=$BYOYOMI}
 NAME=${NAME:-$(basename "$NET" .jnn)}
 [[ -f $NET ]] || { echo "no network $NET"; exit 1; }
 NET=$(realpath "$NET")
-start strength.log
+start "${LOG:-strength.log}"
 step "machine"; machine
 step "build"; build jiriki
 J=$PWD/build-device/jiriki
@@ -45,9 +48,9 @@ for opp in $OPPONENTS; do
       ENGINE="cmd=$J name=$(basename "$opp" .jnn) option.ModelFile=$(realpath "$opp") option.Backend=cuda option.Threads=$THREADS" ;;
     *) echo "unknown opponent $opp"; exit 1 ;;
   esac
-  step "$NAME (GPU, $THREADS threads) against $opp: $GAMES games, $CONC at once, byoyomi $BYOYOMI ms"
+  step "$NAME (GPU, $THREADS threads) against $opp: $GAMES games, $CONC at once, $TC"
   "$J" match --engine "cmd=$J name=$NAME option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS" \
-    --engine "$ENGINE" --games "$GAMES" --concurrency "$CONC" --tc byoyomi="$BYOYOMI" --margin 1000 --book /tmp/joseki.db \
+    --engine "$ENGINE" --games "$GAMES" --concurrency "$CONC" --tc "$TC" --margin 1000 --book /tmp/joseki.db \
     --book-plies "$BOOK_PLIES" --seed "$SEED" --out "/tmp/matches/$(basename "$opp" .jnn)" 2>&1 | grep -v "^games "
   tar czf "$OUT/matches.tar.gz" -C /tmp matches
 done
