@@ -30,6 +30,9 @@ const std::vector<ConfigKey>& config_keys() {
       {"selfplay_args", "", "more `jiriki selfplay` options, e.g. \"--resign 0.05 --dirichlet-alpha 0.2\""},
       {"holdout_positions", 200, "held-out self-play positions per generation for the test metrics (0: none)"},
       {"train_steps", 200, "training steps per generation"},
+      {"train_epochs", 0, "instead of train_steps: passes over the generation's window (steps = epochs x window / "
+                          "(train_batch x GPUs); needs a numeric train_batch; with train_fresh, the recipe of "
+                          "bench/results/gpunet_2026-11-27_stop35_*)"},
       {"train_batch", "auto", "positions per step per replica, or auto (tuned for goodput)"},
       {"train_lr", "auto", "peak learning rate (auto: jiriki train's default)"},
       {"train_fresh", false, "train each candidate from a fresh network (blocks x channels) on the window instead of "
@@ -128,8 +131,13 @@ void Config::check() const {
     positive(k);
   for (const char* k : {"generations", "holdout_positions", "selfplay_playout_cap_full", "window_min_rows",
                         "window_taper_scale", "window_max_rows", "gate_random_plies", "eval_first_games", "anchor_games", "val_lambda",
-                        "teacher_val_lambda"})
+                        "teacher_val_lambda", "train_epochs"})
     non_negative(k);
+  if (real("train_epochs") > 0) {
+    const std::string b = str("train_batch");
+    if (b.empty() || b.find_first_not_of("0123456789") != std::string::npos || std::stoll(b) < 1)
+      throw std::invalid_argument("loop config key 'train_epochs' needs a numeric 'train_batch', not \"" + b + "\"");
+  }
   if (real("val_lambda") > 1 || real("teacher_val_lambda") > 1)
     throw std::invalid_argument("loop config keys 'val_lambda' and 'teacher_val_lambda' must be between 0 and 1");
   const std::string b = str("backend");

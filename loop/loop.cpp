@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -475,6 +476,16 @@ class Loop {
     return next;
   }
 
+  // Steps of a generation's training: train_steps, or train_epochs passes over a window of `window`
+  // positions, each step taking train_batch positions on each GPU.
+  int64_t train_steps(int64_t window) const {
+    const double epochs = config_.real("train_epochs");
+    if (epochs <= 0) return config_.integer("train_steps");
+    const int64_t gpus = config_.backend() == "cuda" ? int64_t(split_list(config_.str("gpus")).size()) : 1;
+    const double per_step = double(std::stoll(config_.str("train_batch"))) * double(std::max<int64_t>(1, gpus));
+    return std::max<int64_t>(1, int64_t(std::ceil(epochs * double(window) / per_step)));
+  }
+
   std::string step_train(const std::string& kp) {
     const std::string dir = gen_dir("train");
     json& c = current();
@@ -488,7 +499,11 @@ class Loop {
       c["window"] = window_rows(total, config_.window());
       save();
     }
-    auto a = train_command(dir, data, config_.integer("train_steps"), config_.real("val_lambda"));
+    if (!c.contains("train_steps")) {  // (as the window; absent from the records of earlier versions)
+      c["train_steps"] = train_steps(c["window"].get<int64_t>());
+      save();
+    }
+    auto a = train_command(dir, data, c["train_steps"].get<int64_t>(), config_.real("val_lambda"));
     a.insert(a.end(), {"--window", std::to_string(c["window"].get<int64_t>())});
     if (config_.integer("holdout_positions") > 0) a.insert(a.end(), {"--test", run_ + "/holdout/" + gen_name(generation())});
     if (!c.contains("train_wall_time")) c["train_wall_time"] = unix_time();

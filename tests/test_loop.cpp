@@ -222,7 +222,8 @@ std::vector<std::vector<std::string>> plot_rows(const std::string& run_dir) {
 // The run directory is consistent: the state names the step after the last generation, every
 // record and model file reads back, the metrics and TensorBoard files hold one entry per generation,
 // no temporary file is left in the loop's own directories.
-void check_finished_run(const std::string& dir, int generations) {
+// `steps`: each generation's training steps (tiny_config's 8; 0: as recorded, for train_epochs).
+void check_finished_run(const std::string& dir, int generations, int64_t steps = 8) {
   const json state = read_json_file(dir + "/state.json");
   CHECK(state["generation"] == generations + 1);
   CHECK(state["step"] == "selfplay");
@@ -242,7 +243,8 @@ void check_finished_run(const std::string& dir, int generations) {
     const json r = json::parse(line);
     CHECK(r["generation"] == ++n);
     CHECK(r["selfplay"]["positions"].get<int64_t>() >= 60);
-    CHECK(r["train"]["step"] == 8);
+    CHECK(r["train"]["step"] == r["train_steps"]);
+    if (steps > 0) CHECK(r["train_steps"] == steps);
     CHECK(r["train"]["test"]["samples"].get<int64_t>() >= 10);
     // The window the training used is the formula's for the positions made so far.
     CHECK(r["window"] == window_rows(r["positions_total"], Config(tiny_config("", 0)).window()));
@@ -790,6 +792,33 @@ TEST_CASE("loop train_fresh: every candidate is a fresh network of the config's 
   const std::string dir2 = run_to_end(tmp2, c);
   CHECK(read_bytes(dir2 + "/logs/gen0001-train.log").find("--init " + dir2 + "/models/gen0000.jnn") != std::string::npos);
   CHECK(jiriki::nn::load_model(dir2 + "/models/gen0001.jnn").arch.channels == 16);
+}
+
+TEST_CASE("loop train_epochs: each generation trains that many passes over its window", "[loop][cli]") {
+  const TempDir tmp("loop_train_epochs");
+  json c = tiny_config(fake_match(tmp), 2);
+  c["plots"] = false;
+  c["train_epochs"] = 2.5;
+  c["train_batch"] = "16";
+  const std::string dir = run_to_end(tmp, c);
+  check_finished_run(dir, 2, 0);
+  const json history = read_json_file(dir + "/state.json")["history"];
+  REQUIRE(history.size() == 2);
+  for (const json& r : history) {
+    INFO(r.dump());
+    const int64_t window = r["window"].get<int64_t>();
+    // ceil(2.5 x window / 16), worked out here from the recorded window.
+    const int64_t steps = (5 * window + 31) / 32;
+    CHECK(r["train_steps"] == steps);
+    char gen[16];
+    std::snprintf(gen, sizeof gen, "gen%04d", r["generation"].get<int>());
+    CHECK(read_bytes(dir + "/logs/" + gen + "-train.log").find("--steps " + std::to_string(steps) + " ") !=
+          std::string::npos);
+  }
+  CHECK(history[1]["window"].get<int64_t>() > history[0]["window"].get<int64_t>());  // the steps follow the window
+
+  c["train_batch"] = "auto";
+  CHECK_THROWS_WITH(Config(c), Catch::Contains("'train_epochs' needs a numeric 'train_batch', not \"auto\""));
 }
 
 TEST_CASE("loop gate with the real jiriki match: a worsened candidate loses and is not promoted", "[loop][cli]") {
