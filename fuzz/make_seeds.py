@@ -79,6 +79,11 @@ with tempfile.TemporaryDirectory() as tmp:
     write("model", "header_only", b"\x00" + data[:20])
     write("model", "payload_head", b"\x01" + data[20:4096])
     write("model", "payload_arch", b"\x01" + data[20:44])
+    bf16 = os.path.join(tmp, "tiny_bf16.jnn")  # the same network with bf16 weights (jiriki nn convert)
+    subprocess.run([JIRIKI, "nn", "convert", model, "-o", bf16], check=True, capture_output=True)
+    data = open(bf16, "rb").read()
+    write("model", "file_head_bf16", b"\x00" + data[:4096])
+    write("model", "payload_head_bf16", b"\x01" + data[20:4096])
 
 rules = open(os.path.join(ROOT, "tests", "test_rules.cpp"), encoding="utf-8").read()
 sfens = sorted(set(re.findall(r'"([1-9+A-Za-z/]+ [bw] [-0-9A-Za-z]+(?: \d+)?)"', rules)))
