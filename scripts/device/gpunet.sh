@@ -21,7 +21,8 @@
 # BATCH (512), LR (0.1), VARIANTS (none), KEEP (1; 0 brings back no variant's network, only the
 # log), BF16 (0; 1 stores every network trained here with bf16 weights, `jiriki nn convert`), MATCHES,
 # TC, RECORDS (the records' archives: .tar.xz files, or the first part NAME.tar.xz.00 of one split
-# by gendata.sh; default .carry/records.tar.xz), CONC (8), THREADS (1), BYOYOMI (300), SEED (1);
+# by gendata.sh; default .carry/records.tar.xz; ".carry/pack/*.tar.xz" takes what pack_records.sh
+# picked), CONC (8), THREADS (1), BYOYOMI (300), SEED (1);
 # GAMES 0 plays no match.
 set -uo pipefail
 source scripts/device/env.sh
@@ -43,7 +44,9 @@ for r in $RECORDS; do
   if [[ $r == *.00 ]]; then cat "${r%.00}".?? | tar xJf - -C /tmp/records || exit 1
   else tar xJf "$r" -C /tmp/records || exit 1; fi
 done
-HELD=$(ls /tmp/records/gen[0-9]*/*.hcpe3 | sort | tail -1)  # the loop's newest generation: the same file as more records come
+# The held-out file: the newest of the loop's newest generation (the same file as more records come),
+# else the newest of all.
+HELD=$( (ls /tmp/records/gen[0-9]*/*.hcpe3 2>/dev/null || ls /tmp/records/*/*.hcpe3) | sort | tail -1)
 mv "$HELD" /tmp/heldout/
 echo "generations: $(ls /tmp/records | tr "\n" " ")"
 echo "held out: $(basename "$HELD")"
