@@ -4,7 +4,8 @@
 # resignation below 5%), brought back as $OUT/gendata-TAG.tar.xz.NN parts of at most 15 MB each
 # (the device returns files up to 16 MiB). Unpack here with
 #   cat gendata-TAG.tar.xz.* | tar xJf - -C .carry/records
-# which adds one folder, gendata-TAG, beside the loop's generations: gpunet.sh trains on every folder.
+# which adds one folder, gendata-TAG, beside the loop's generations (pack_records.sh then packs it
+# for gpunet.sh). In the same call, gpunet.sh can train on it at once: RECORDS="... $OUT/gendata-TAG.tar.xz.00".
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", DIR_OF_NET]:
 #     bash scripts/device/gendata.sh NET SECONDS

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# On the GPU machine: networks trained on the self-play records carried in .carry/records.tar.xz
-# (the loop's generations, one folder each; the newest file of the newest folder is held out and
-# every network's held-out loss is printed), training taking seconds here where the games cost hours:
+# On the GPU machine: networks trained on the records carried in .carry/pack (the newest record
+# folders of .carry/records that fit, one archive each, picked by pack_records.sh: the loop's
+# generations, gendata.sh's self-play, teacher games; the newest file of the newest loop generation
+# is held out and every network's held-out loss is printed), training taking seconds here where the
+# games cost hours:
 #   gpu.jnn        a larger network for GPUs, BLOCKS x CHANNELS, fresh, EPOCHS passes over all records
 #   VARIANTS       more networks, each "NAME:ARGS" (separated by ';'): `jiriki train ARGS` on the
 #                  records, where ARGS may name the small network as SMALL (e.g. "lr02:--init SMALL
@@ -15,21 +17,20 @@
 # match's summary come back in $OUT (at most 8 files).
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", ".carry/book" (or .carry/debs),
-#                   ".carry/records.tar.xz", DIR_OF_SMALL]:
+#                   ".carry/pack", DIR_OF_SMALL]:
 #     bash scripts/device/gpunet.sh SMALL [GAMES]
 # Environment: BLOCKS (10; 0 trains no gpu.jnn, only the variants), CHANNELS (128), EPOCHS (4),
 # BATCH (512), LR (0.1), VARIANTS (none), KEEP (1; 0 brings back no variant's network, only the
 # log), BF16 (0; 1 stores every network trained here with bf16 weights, `jiriki nn convert`), MATCHES,
 # TC, RECORDS (the records' archives: .tar.xz files, or the first part NAME.tar.xz.00 of one split
-# by gendata.sh; default .carry/records.tar.xz; ".carry/pack/*.tar.xz" takes what pack_records.sh
-# picked), CONC (8), THREADS (1), BYOYOMI (300), SEED (1);
+# by gendata.sh; default ".carry/pack/*.tar.xz", what pack_records.sh picked), CONC (8), THREADS (1), BYOYOMI (300), SEED (1);
 # GAMES 0 plays no match.
 set -uo pipefail
 source scripts/device/env.sh
 SMALL=$1 GAMES=${2:-40}
 BLOCKS=${BLOCKS:-10} CHANNELS=${CHANNELS:-128} EPOCHS=${EPOCHS:-4} BATCH=${BATCH:-512} LR=${LR:-0.1}
 CONC=${CONC:-8} THREADS=${THREADS:-1} BYOYOMI=${BYOYOMI:-300} SEED=${SEED:-1} VARIANTS=${VARIANTS:-}
-KEEP=${KEEP:-1} RECORDS=${RECORDS:-.carry/records.tar.xz} BF16=${BF16:-0}
+KEEP=${KEEP:-1} RECORDS=${RECORDS:-.carry/pack/*.tar.xz} BF16=${BF16:-0}
 MATCHES=${MATCHES-$([[ $BLOCKS -gt 0 ]] && echo "gpu:$(realpath "$SMALL")")} TC=${TC:-byoyomi=$BYOYOMI}
 [[ -f $SMALL ]] || { echo "no network $SMALL"; exit 1; }
 SMALL=$(realpath "$SMALL")
