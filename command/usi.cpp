@@ -25,7 +25,7 @@ int cmd_usi(int argc, char** argv) {
 }
 
 int bench_search(int argc, char** argv) {
-  Args args("jiriki bench search [--model FILE | --blocks N --channels C] [--backend B] [--threads T] [--batch B] [--seconds S]",
+  Args args("jiriki bench search [--model FILE | --blocks N --channels C] [--backend B] [--precision P] [--threads T] [--batch B] [--seconds S]",
             "Searches one position for a fixed time and reports playouts per second and how full the network's "
             "batches were. Without --model the network has random weights of the given size (the network's "
             "speed does not depend on its weights, though the tree's shape does).");
@@ -36,7 +36,8 @@ int bench_search(int argc, char** argv) {
       .option("seconds", "10", "search time")
       .option("hash", "8192", "node pool in MiB")
       .option("leaf-mate", "1", "mate search plies at new leaves: 0, 1, 3 or 5")
-      .option("sfen", "startpos", "position to search");
+      .option("sfen", "startpos", "position to search")
+      .option("precision", "auto", "auto, fp32 or bf16 (auto: what the engine uses, bf16 on the GPU and on CPUs with AVX-512 bf16)");
   options::add_backend(args, nn::BackendUse::INFERENCE);
   options::add_gpus(args, "the CUDA device");
   options::add_threads(args, "search threads", "2");
@@ -68,8 +69,8 @@ int bench_search(int argc, char** argv) {
     network = "random weights (seed " + std::to_string(usi::DEFAULT_MODEL_SEED) + ")";
   }
   std::string backend;
-  auto queue =
-      usi::make_backend_queue(model, args.str("backend"), options::gpu(args), batch, threads, nullptr, &backend);
+  auto queue = usi::make_backend_queue(model, args.str("backend"), options::gpu(args), batch, threads, nullptr,
+                                      &backend, nn::parse_precision(args.str("precision")));
 
   search::Searcher searcher(size_t(args.integer("hash")) << 20);
   search::SearchParams params;

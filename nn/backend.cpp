@@ -98,6 +98,10 @@ void check_batch_size(int n, int max_batch) {
                                 std::to_string(max_batch));
 }
 
+#if !JIRIKI_HAVE_DNNL
+bool cpu_has_native_bf16() { return false; }
+#endif
+
 void Evaluator::evaluate_packed(const uint8_t* packed, int n, float* policy_logits, float* value) {
   check_batch_size(n, max_batch());
   thread_local std::vector<float> planes;  // one evaluator is used by one thread at a time

@@ -41,10 +41,14 @@ BackendChoice resolve_backend(const std::string& name, BackendUse use = BackendU
 // the reason in `why` (when given).
 int cuda_device_count(std::string* why = nullptr);
 
-// Arithmetic the backend computes in. AUTO: fp32 on the CPU, bf16 on the GPU.
+// Arithmetic the backend computes in. AUTO: bf16 on the GPU; on the CPU bf16 where it has AVX-512
+// bf16 instructions, else fp32.
 enum class Precision { AUTO, FP32, FP16, BF16 };
 Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16"; throws
 const char* precision_name(Precision p);
+// Whether oneDNN computes bf16 natively on this CPU (AVX-512 bf16; emulation is slower than fp32).
+// False when built without oneDNN.
+bool cpu_has_native_bf16();
 
 // Settings of the CUDA backend's convolutions (nn/cuda/) and of the GPU trainer's, typed and passed
 // down (BackendOptions::cuda, training::TrainConfig::cuda). A default-constructed one keeps no file

@@ -1,5 +1,10 @@
 // The CPU backend: oneDNN primitives on the BN-folded network.
 //
+// Precision: fp32, or bf16 (weights and the residual stream in bf16, accumulation, biases and the
+// heads' outputs in fp32), which computes the convolutions about twice as fast where the CPU has
+// AVX-512 bf16 instructions (AMD Zen 4, Intel Cooper Lake and later); AUTO takes bf16 there, fp32
+// elsewhere.
+//
 // Each convolution carries its bias and activation as post-ops, and the second convolution of a
 // residual block adds the skip with a sum post-op: it writes into the buffer that holds the block's
 // input, so a block is two primitive calls and no extra pass over memory. oneDNN chooses the
@@ -34,9 +39,10 @@ namespace {
 
 using dnnl::memory;
 using Tag = memory::format_tag;
-constexpr auto F32 = memory::data_type::f32;
+using DataType = memory::data_type;
+constexpr auto F32 = DataType::f32;
 
-memory::desc md(const memory::dims& dims, Tag tag) { return memory::desc(dims, F32, tag); }
+memory::desc md(const memory::dims& dims, Tag tag, DataType type = F32) { return memory::desc(dims, type, tag); }
 
 // Weights and bias of one layer in their file layout, plus copies in the layouts primitives chose.
 struct LayerWeights {
@@ -56,8 +62,10 @@ class CpuEvaluator : public Evaluator {
  public:
   CpuEvaluator(const FoldedModel& m, const BackendOptions& o)
       : m_(m), eng_(dnnl::engine::kind::cpu, 0), stream_(eng_), max_batch_(o.max_batch) {
-    if (o.precision != Precision::AUTO && o.precision != Precision::FP32)
-      throw std::invalid_argument(std::string("the cpu backend computes in fp32, not ") + precision_name(o.precision));
+    if (o.precision == Precision::FP16)
+      throw std::invalid_argument("the cpu backend computes in fp32 or bf16, not fp16");
+    bf16_ = o.precision == Precision::BF16 || (o.precision == Precision::AUTO && cpu_has_native_bf16());
+    act_type_ = bf16_ ? DataType::bf16 : F32;
     threads_ = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
     const int c = m_.arch.channels;
     stem_ = conv_weights(m_.stem);
@@ -109,7 +117,7 @@ class CpuEvaluator : public Evaluator {
   std::string name() const override {
     const dnnl_version_t* v = dnnl_version();
     return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + ", " +
-           std::to_string(threads_) + " threads, fp32)";
+           std::to_string(threads_) + " threads, " + (bf16_ ? "bf16" : "fp32") + ")";
   }
 
  private:
@@ -147,15 +155,22 @@ class CpuEvaluator : public Evaluator {
     return ops;
   }
 
-  // The primitive descriptor of a convolution between the given layouts (Tag::any: oneDNN chooses).
+  // The primitive descriptor of a convolution between the given layouts (Tag::any: oneDNN chooses),
+  // its weights in the precision of the activations.
   dnnl::convolution_forward::primitive_desc conv_pd(const FoldedConv& conv, const memory::desc& src,
                                                     const memory::desc& dst, const dnnl::post_ops* ops) {
     const memory::dim pad = conv.kernel / 2;
     dnnl::convolution_forward::desc d(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-        md({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::any), md({conv.out_channels}, Tag::x),
-        dst, {1, 1}, {pad, pad}, {pad, pad});
-    return dnnl::convolution_forward::primitive_desc(d, attrs(ops), eng_);
+        md({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::any, act_type_),
+        md({conv.out_channels}, Tag::x), dst, {1, 1}, {pad, pad}, {pad, pad});
+    try {
+      return dnnl::convolution_forward::primitive_desc(d, attrs(ops), eng_);
+    } catch (const dnnl::error& e) {
+      if (!bf16_) throw;
+      throw std::runtime_error(std::string("cpu backend: oneDNN has no bf16 convolution on this CPU (") + e.what() +
+                               "); use fp32");
+    }
   }
 
   static dnnl::primitive_attr attrs(const dnnl::post_ops* ops) {
@@ -194,7 +209,8 @@ class CpuEvaluator : public Evaluator {
     const auto act = activation_ops(false), act_skip = activation_ops(true);
 
     p.input = memory(md(in_dims, Tag::nchw), eng_, nullptr);
-    auto stem_pd = conv_pd(m_.stem, md(in_dims, Tag::any), md(h_dims, Tag::any), &act);
+    // The residual stream (and the stem's input) in the activations' precision; the heads' outputs in fp32.
+    auto stem_pd = conv_pd(m_.stem, md(in_dims, Tag::any, act_type_), md(h_dims, Tag::any, act_type_), &act);
     memory stem_src = p.input;
     if (stem_pd.src_desc() != p.input.get_desc()) {
       stem_src = on_buffer(stem_pd.src_desc(), input_);
@@ -244,6 +260,8 @@ class CpuEvaluator : public Evaluator {
   dnnl::engine eng_;
   dnnl::stream stream_;
   int max_batch_, threads_ = 1;
+  bool bf16_ = false;
+  DataType act_type_ = F32;
   LayerWeights stem_, policy_, value_, fc1_;
   std::vector<LayerWeights> conv1_, conv2_;
   std::vector<float> input_, h_, t_, policy_buf_, value_buf_, value_flat_, hidden_;
@@ -252,6 +270,11 @@ class CpuEvaluator : public Evaluator {
 };
 
 }  // namespace
+
+bool cpu_has_native_bf16() {
+  const auto bf16 = unsigned(dnnl::cpu_isa::avx512_core_bf16);
+  return (unsigned(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
+}
 
 std::unique_ptr<Evaluator> make_cpu_evaluator(const FoldedModel& model, const BackendOptions& options) {
   return std::make_unique<CpuEvaluator>(model, options);

@@ -1,10 +1,13 @@
 // Random networks and real encoded positions for the tests that hold one backend against another.
 #pragma once
+#include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
 #include "shogi/movegen.h"
+#include "nn/backend.h"
 #include "nn/features.h"
 #include "nn/model.h"
 
@@ -57,6 +60,47 @@ inline std::vector<uint8_t> pack_planes(const std::vector<float>& planes, int n)
     for (int i = 0; i < INPUT_SIZE; ++i)
       if (planes[size_t(p) * INPUT_SIZE + i] != 0.0f) bits[size_t(p) * PACKED_INPUT_BYTES + i / 8] |= uint8_t(1 << (i % 8));
   return bits;
+}
+
+// A batch's outputs.
+struct Output {
+  std::vector<float> policy, value;
+};
+
+// Outputs poisoned with NaN first, so that an element the backend fails to write cannot pass.
+inline Output run(Evaluator& e, const std::vector<float>& features, int n) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Output o{std::vector<float>(size_t(n) * POLICY_SIZE, nan), std::vector<float>(n, nan)};
+  e.evaluate(features.data(), n, o.policy.data(), o.value.data());
+  return o;
+}
+
+// ||got - want|| / ||want|| in the L2 norm.
+inline double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return std::sqrt(diff / norm);  // NaN anywhere in got makes this NaN, which fails every bound
+}
+
+// A backend computing in bf16 (8-bit mantissa, rounding error 2^-9 a value, fp32 accumulation)
+// against fp32: policy logits within 2e-2 in relative L2 norm over the batch and 0.1 + 5e-2 |want|
+// each; win probabilities within 0.02.
+inline void require_close_bf16(const Output& got, const Output& want) {
+  REQUIRE(got.policy.size() == want.policy.size());
+  double err = relative_error(got.policy, want.policy);
+  INFO("policy relative L2 error " << err);
+  REQUIRE(err < 2e-2);
+  for (size_t i = 0; i < want.policy.size(); ++i) {
+    INFO("policy logit " << i << ": " << got.policy[i] << " vs " << want.policy[i]);
+    REQUIRE(std::abs(got.policy[i] - want.policy[i]) <= 0.1f + 5e-2f * std::abs(want.policy[i]));
+  }
+  for (size_t i = 0; i < want.value.size(); ++i) {
+    INFO("value " << i << ": " << got.value[i] << " vs " << want.value[i]);
+    REQUIRE(std::abs(got.value[i] - want.value[i]) <= 0.02f);
+  }
 }
 
 }  // namespace jiriki::nn::testing

@@ -14,18 +14,9 @@ using namespace jiriki;
 using namespace jiriki::nn;
 using jiriki::nn::testing::random_features;
 using jiriki::nn::testing::random_model;
+using namespace jiriki::nn::testing;
 
 namespace {
-
-struct Output {
-  std::vector<float> policy, value;
-};
-
-Output run(Evaluator& e, const std::vector<float>& features, int n) {
-  Output o{std::vector<float>(size_t(n) * POLICY_SIZE), std::vector<float>(n)};
-  e.evaluate(features.data(), n, o.policy.data(), o.value.data());
-  return o;
-}
 
 // |got - want| <= 1e-4 * max(|want|, 1): relative for large values, absolute near zero.
 void require_close(const Output& got, const Output& want) {
@@ -40,11 +31,13 @@ void require_close(const Output& got, const Output& want) {
   }
 }
 
-BackendOptions options(BackendKind kind, int max_batch, int threads = 0) {
+// fp32 unless asked: AUTO is bf16 on a CPU with AVX-512 bf16 instructions.
+BackendOptions options(BackendKind kind, int max_batch, int threads = 0, Precision precision = Precision::FP32) {
   BackendOptions o;
   o.kind = kind;
   o.max_batch = max_batch;
   o.threads = threads;
+  o.precision = precision;
   return o;
 }
 
@@ -112,6 +105,40 @@ TEST_CASE("cpu backend equals the reference on random networks and positions", "
     Output o = run(*cpu, features, 2);
     CHECK(o.value[0] != o.value[1]);
   }
+}
+
+TEST_CASE("cpu backend in bf16 equals the reference within bf16 tolerance", "[nn][cpu]") {
+  // A 6x64 network as shipped for the CPU and a small odd one, on real positions: where oneDNN has
+  // no bf16 convolution, asking for bf16 says so.
+  struct Case { int blocks, channels; Activation act; };
+  const Case cases[] = {{6, 64, Activation::RELU}, {1, 12, Activation::SWISH}};
+  uint64_t seed = 300;
+  for (const Case& c : cases) {
+    Model m = random_model(c.blocks, c.channels, c.act, ++seed);
+    auto reference = make_evaluator(m, options(BackendKind::REFERENCE, 8));
+    std::unique_ptr<Evaluator> cpu;
+    try {
+      cpu = make_evaluator(m, options(BackendKind::CPU, 8, 0, Precision::BF16));
+      run(*cpu, random_features(1, seed), 1);
+    } catch (const std::runtime_error& e) {
+      INFO(e.what());
+      CHECK_THAT(e.what(), Catch::Matchers::Contains("no bf16 convolution on this CPU"));
+      return;
+    }
+    INFO(c.blocks << " blocks, " << c.channels << " channels, " << cpu->name());
+    CHECK_THAT(cpu->name(), Catch::Matchers::Contains("bf16"));
+    const auto features = random_features(8, seed);
+    for (int n : {8, 3}) {
+      INFO("batch " << n);
+      require_close_bf16(run(*cpu, features, n), run(*reference, features, n));
+    }
+  }
+  // AUTO is bf16 exactly where the CPU computes it natively; fp16 is refused.
+  Model m = random_model(0, 8, Activation::RELU, 1);
+  const std::string name = make_evaluator(m, options(BackendKind::CPU, 1, 0, Precision::AUTO))->name();
+  CHECK_THAT(name, Catch::Matchers::Contains(cpu_has_native_bf16() ? "bf16" : "fp32"));
+  CHECK_THROWS_WITH(make_evaluator(m, options(BackendKind::CPU, 1, 0, Precision::FP16)),
+                    Catch::Matchers::Contains("not fp16"));
 }
 
 TEST_CASE("evaluate_packed expands the bits and gives what evaluate gives", "[nn][reference]") {

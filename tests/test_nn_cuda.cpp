@@ -31,6 +31,7 @@ using namespace jiriki;
 using namespace jiriki::nn;
 using jiriki::nn::testing::random_features;
 using jiriki::nn::testing::random_model;
+using namespace jiriki::nn::testing;
 using jiriki::testing::require_gpu;
 
 namespace {
@@ -46,44 +47,6 @@ BackendOptions cuda_options(int max_batch, int gpu = 0) {
   o.max_batch = max_batch;
   o.gpu = gpu;
   return o;
-}
-
-struct Output {
-  std::vector<float> policy, value;
-};
-
-// Outputs poisoned with NaN first, so that an element the backend fails to write cannot pass.
-Output run(Evaluator& e, const std::vector<float>& features, int n) {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  Output o{std::vector<float>(size_t(n) * POLICY_SIZE, nan), std::vector<float>(n, nan)};
-  e.evaluate(features.data(), n, o.policy.data(), o.value.data());
-  return o;
-}
-
-double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(diff / norm);  // NaN anywhere in got makes this NaN, which fails every bound
-}
-
-// Policy logits within 2e-2 in relative L2 norm over the batch and 0.1 + 5e-2 |want| each; win
-// probabilities within 0.02.
-void require_close_bf16(const Output& got, const Output& want) {
-  REQUIRE(got.policy.size() == want.policy.size());
-  double err = relative_error(got.policy, want.policy);
-  INFO("policy relative L2 error " << err);
-  REQUIRE(err < 2e-2);
-  for (size_t i = 0; i < want.policy.size(); ++i) {
-    INFO("policy logit " << i << ": " << got.policy[i] << " vs " << want.policy[i]);
-    REQUIRE(std::abs(got.policy[i] - want.policy[i]) <= 0.1f + 5e-2f * std::abs(want.policy[i]));
-  }
-  for (size_t i = 0; i < want.value.size(); ++i) {
-    INFO("value " << i << ": " << got.value[i] << " vs " << want.value[i]);
-    REQUIRE(std::abs(got.value[i] - want.value[i]) <= 0.02f);
-  }
 }
 
 }  // namespace

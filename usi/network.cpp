@@ -47,9 +47,10 @@ std::string describe_network(const std::string& model_file, const std::string& b
 
 std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, const std::string& backend, int gpu,
                                                       int max_batch, int search_threads, int* threads_used,
-                                                      std::string* description) {
+                                                      std::string* description, nn::Precision precision) {
   nn::BackendOptions o;
   o.gpu = gpu;
+  o.precision = precision;
   o.cuda = nn::CudaSettings::from_environment();  // the JIRIKI_* overrides of the README
   int evaluators = 1;
   // One evaluator per search thread; on a CPU each gets an equal share of the cores.

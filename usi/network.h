@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/search/eval_queue.h"
+#include "nn/backend.h"
 #include "nn/model.h"
 
 namespace jiriki::usi {
@@ -35,10 +36,11 @@ std::string describe_network(const std::string& model_file, const std::string& b
 // share of the cores, so that no OpenMP team spins against the search threads for the same core.
 // `max_batch` 0 picks the batch for the backend: 128 on the GPU, 16 on a CPU; `search_threads` 0
 // the threads: 8 on the GPU, 2 on a CPU. `threads_used` receives the search threads the queue
-// serves, `description` the backend actually used. Throws std::runtime_error when the backend
-// asked for is not available.
+// serves, `description` the backend actually used; `precision` AUTO is the backend's best (see
+// nn::Precision). Throws std::runtime_error when the backend asked for is not available.
 std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, const std::string& backend, int gpu,
                                                       int max_batch, int search_threads, int* threads_used,
-                                                      std::string* description);
+                                                      std::string* description,
+                                                      nn::Precision precision = nn::Precision::AUTO);
 
 }  // namespace jiriki::usi
