@@ -15,14 +15,18 @@
 # Environment: CONC (4), THREADS (jiriki's search threads, 3), BYOYOMI (1000), TC (the time control,
 # byoyomi=BYOYOMI; e.g. nodes=800 between two networks), BOOK_PLIES (16), SEED (1), NAME (jiriki's
 # name in the results, the network's file name), LOG (strength.log: another name keeps two runs'
-# logs apart).
+# logs apart), OPTIONS (more USI options for NET's engine only, as `jiriki match --engine` fields, e.g.
+# "option.Softmax_Temperature=120": with the same network as the opponent and another NAME, a match
+# of search settings).
+#   e.g. TC=nodes=800 CONC=14 THREADS=1 NAME=t120 OPTIONS=option.Softmax_Temperature=120 \
+#        bash scripts/device/strength.sh networks/gpu.jnn 100 networks/gpu.jnn
 set -uo pipefail
 source scripts/device/env.sh
 NET=$1 GAMES=$2; shift 2
 OPPONENTS=${*:-gpsshogi}
 CONC=${CONC:-4} THREADS=${THREADS:-3} BYOYOMI=${BYOYOMI:-1000} BOOK_PLIES=${BOOK_PLIES:-16} SEED=${SEED:-1}
 TC=${TC:-byoyomi=$BYOYOMI}
-NAME=${NAME:-$(basename "$NET" .jnn)}
+NAME=${NAME:-$(basename "$NET" .jnn)} OPTIONS=${OPTIONS:-}
 [[ -f $NET ]] || { echo "no network $NET"; exit 1; }
 NET=$(realpath "$NET")
 start "${LOG:-strength.log}"
@@ -48,8 +52,8 @@ for opp in $OPPONENTS; do
       ENGINE="cmd=$J name=$(basename "$opp" .jnn) option.ModelFile=$(realpath "$opp") option.Backend=cuda option.Threads=$THREADS" ;;
     *) echo "unknown opponent $opp"; exit 1 ;;
   esac
-  step "$NAME (GPU, $THREADS threads) against $opp: $GAMES games, $CONC at once, $TC"
-  "$J" match --engine "cmd=$J name=$NAME option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS" \
+  step "$NAME (GPU, $THREADS threads${OPTIONS:+, $OPTIONS}) against $opp: $GAMES games, $CONC at once, $TC"
+  "$J" match --engine "cmd=$J name=$NAME option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS${OPTIONS:+ $OPTIONS}" \
     --engine "$ENGINE" --games "$GAMES" --concurrency "$CONC" --tc "$TC" --margin 1000 --book /tmp/joseki.db \
     --book-plies "$BOOK_PLIES" --seed "$SEED" --out "/tmp/matches/$(basename "$opp" .jnn)" 2>&1 | grep -v "^games "
   tar czf "$OUT/matches.tar.gz" -C /tmp matches
