@@ -111,7 +111,7 @@ int cmd_match(int argc, char** argv) {
             "the first against each other one). Each opening is played twice with colours swapped. Results are\n"
             "judged by jiriki's own rules code. Exit code: 0 finished (or SPRT undecided), 10 SPRT accepted H1,\n"
             "11 SPRT accepted H0, 2 bad usage, 1 failure (an engine that cannot start).");
-  args.option("engine", "", "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [env.VAR=VALUE ...] [option.NAME=VALUE ...]\" (repeat)", true)
+  args.option("engine", "", "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [nodes=N] [env.VAR=VALUE ...] [option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes)", true)
       .flag("gauntlet", "the first engine against each other one")
       .flag("round-robin", "every engine against every other one (the default with more than two)")
       .option("games", "10", "games per pairing (pairs of colour-swapped games; an odd count is rounded up)")
@@ -157,6 +157,9 @@ int cmd_match(int argc, char** argv) {
       std::cerr << "note: --games rounded up to " << config.games << " (games come in colour-swapped pairs)\n";
     }
     config.game.tc = parse_tc(args.str("tc"));
+    for (const auto& e : config.engines)
+      if (e.nodes > 0 && config.game.tc.nodes == 0)
+        throw std::invalid_argument("engine '" + e.name + "': nodes= applies under --tc nodes=N only");
     config.game.margin_ms = whole("margin", "margin", args.str("margin"));
     config.game.timeout_ms = whole("timeout", "timeout", args.str("timeout"));
     config.game.max_plies = int(whole("max-plies", "max-plies", args.str("max-plies")));

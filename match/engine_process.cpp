@@ -2,6 +2,8 @@
 #include "match/engine_process.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <csignal>
 #include <fcntl.h>
 #include <cstdio>
@@ -54,8 +56,14 @@ std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec
       spec.options.emplace_back(key.substr(7), value);
     } else if (key.rfind("env.", 0) == 0 && key.size() > 4) {
       spec.env.emplace_back(key.substr(4), value);
+    } else if (key == "nodes") {
+      char* end = nullptr;
+      errno = 0;
+      const long long n = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || errno == ERANGE || n < 1) return "nodes=" + value + " is not a positive count";
+      spec.nodes = n;
     } else {
-      return "unknown engine field '" + key + "' (expected cmd, name, dir, args, env.VAR or option.NAME)";
+      return "unknown engine field '" + key + "' (expected cmd, name, dir, args, nodes, env.VAR or option.NAME)";
     }
   }
   if (spec.cmd.empty()) return "cmd=PATH is required";

@@ -29,6 +29,8 @@ struct EngineSpec {
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;      // added to the runner's environment
   std::vector<std::pair<std::string, std::string>> options;  // sent as setoption after usiok
+  int64_t nodes = 0;  // nodes=N: this engine's count under --tc nodes (0: the match's), e.g. to give a
+                      // faster network proportionally more, as at equal time on slower hardware
 };
 
 // Parses an --engine value; returns an error naming the bad field. Values may be double-quoted.

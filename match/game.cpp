@@ -118,7 +118,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
       else if (tc.inc_ms > 0) go += " binc " + std::to_string(tc.inc_ms) + " winc " + std::to_string(tc.inc_ms);
       limit_ms = remaining[us] + tc.byoyomi_ms;
     } else {
-      go = "go nodes " + std::to_string(tc.nodes);
+      go = "go nodes " + std::to_string(e.spec().nodes > 0 ? e.spec().nodes : tc.nodes);
       limit_ms = settings.timeout_ms;
     }
     e.send(moves_text.empty() ? position_base : position_base + " moves" + moves_text);

@@ -171,6 +171,33 @@ TEST_CASE("match: engine spec parsing", "[match]") {
   CHECK(s.name == "jiriki");
   CHECK(parse_engine_spec("name=x", s));
   CHECK(parse_engine_spec("cmd=x colour=red", s));
+  CHECK(s.nodes == 0);
+  REQUIRE_FALSE(parse_engine_spec("cmd=x nodes=4190", s));
+  CHECK(s.nodes == 4190);
+  for (const char* bad : {"cmd=x nodes=0", "cmd=x nodes=-3", "cmd=x nodes=12k", "cmd=x nodes=", "cmd=x nodes=99999999999999999999"})
+    CHECK_THAT(parse_engine_spec(bad, s).value_or(""), Catch::Matchers::Contains("not a positive count"));
+}
+
+TEST_CASE("match: an engine's own node count under --tc nodes", "[match]") {
+  // Black searches 300 nodes a move by its nodes= field, White the match's 100: the traffic log
+  // shows each side's go.
+  TempDir dir("match_nodes");
+  EngineSpec spec = fake(dir, "fake", {"7g7f", "3c3d", "resign"});
+  EngineSpec own = spec;
+  own.nodes = 300;
+  TrafficLog log(dir.file("traffic.log"));
+  EngineProcess black(own, &log, "b"), white(spec, &log, "w");
+  REQUIRE_FALSE(black.start(std::chrono::milliseconds(20000)));
+  REQUIRE_FALSE(white.start(std::chrono::milliseconds(20000)));
+  GameSettings s = fast_settings();
+  s.tc = TimeControl{};
+  s.tc.nodes = 100;
+  PlayedGame g = play_game(black, white, opening("startpos"), s);
+  CHECK(g.verdict.reason == "resign");
+  const std::string traffic = slurp(dir.file("traffic.log"));
+  CHECK(traffic.find("b < go nodes 300") != std::string::npos);
+  CHECK(traffic.find("w < go nodes 100") != std::string::npos);
+  CHECK(traffic.find("b < go nodes 100") == std::string::npos);
 }
 
 // ---- adjudication through scripted engines ---------------------------------------------------
@@ -492,6 +519,10 @@ TEST_CASE("match command: exit codes and summary.json", "[match]") {
   const std::string weak = "--engine \"cmd=" + FAKE + " name=weak args=" + dir.file("weak.script") + "\"";
   const std::string quiet = " >/dev/null 2>&1";
   CHECK(run(bin + " match " + strong + " " + weak + " --tc bogus=1" + quiet) == 2);
+  // An engine's nodes= needs a node-count time control.
+  const std::string own_nodes = "--engine \"cmd=" + FAKE + " name=own nodes=300 args=" + dir.file("strong.script") + "\"";
+  CHECK(run(bin + " match " + own_nodes + " " + weak + " --tc byoyomi=100" + quiet) == 2);
+  CHECK(run(bin + " match " + own_nodes + " " + weak + " --tc nodes=100 --games 2" + quiet) == 0);
   CHECK(run(bin + " match " + strong + quiet) == 2);
   CHECK(run(bin + " match --help" + quiet) == 0);
   CHECK(run(bin + " match " + strong + " --engine \"cmd=/nonexistent/engine name=x\" --games 2" + quiet) == 1);

@@ -20,6 +20,8 @@
 # of search settings).
 #   e.g. TC=nodes=800 CONC=14 THREADS=1 NAME=t120 OPTIONS=option.Softmax_Temperature=120 \
 #        bash scripts/device/strength.sh networks/gpu.jnn 100 networks/gpu.jnn
+# or "nodes=N", NET's own node count under TC=nodes=M (networks compared at the playouts each makes in
+# the same time on a CPU, from `jiriki bench search --backend cpu` there).
 set -uo pipefail
 source scripts/device/env.sh
 NET=$1 GAMES=$2; shift 2
