@@ -241,6 +241,24 @@ TEST_CASE("usi: Threads 0 picks the search threads for the backend; a number is 
   CHECK(e.wait_exit(5000) == 0);
 }
 
+TEST_CASE("usi: LeafMateSearchPly auto is 3 plies on a CPU backend, and says so at isready", "[usi]") {
+  EngineProcess e;
+  e.send("usi");
+  std::vector<std::string> seen;
+  e.expect("usiok", 10000, &seen);
+  bool announced = false;
+  for (const auto& l : seen)
+    announced |= l == "option name LeafMateSearchPly type combo default auto var auto var 0 var 1 var 3 var 5";
+  CHECK(announced);
+  e.send("setoption name ModelFile value " + tiny_model_path());
+  e.send("setoption name Backend value cpu");
+  const auto info = e.sync();
+  CHECK(std::find(info.begin(), info.end(), "info string leaf mate search 3 plies") != info.end());
+  e.expect_error("setoption name LeafMateSearchPly value 2", "one of");
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
 TEST_CASE("usi: bad input gets an info string error and the engine stays usable", "[usi]") {
   EngineProcess e;
   start(e);

@@ -66,6 +66,7 @@ class Engine {
 
   bool ensure_network();  // (re)builds the evaluation queue when an option changed; false on error
   search::SearchParams search_params() const;
+  int leaf_mate_plies() const;  // LeafMateSearchPly, auto resolved for the backend in use
   void send_info(const search::SearchInfo& info);
   void send_result(const search::SearchResult& result);
 
@@ -76,6 +77,7 @@ class Engine {
   search::Searcher searcher_;
   std::unique_ptr<search::EvalQueue> queue_;
   int search_threads_ = 1;  // the threads queue_ serves (Threads, or its default for the backend)
+  bool gpu_queue_ = false;  // queue_ evaluates on the GPU (LeafMateSearchPly auto depends on it)
   bool network_dirty_ = true;
 
   State state_ = State::IDLE;
