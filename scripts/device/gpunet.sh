@@ -46,8 +46,10 @@ for r in $RECORDS; do
   else tar xJf "$r" -C /tmp/records || exit 1; fi
 done
 # The held-out file: the newest of the loop's newest generation (the same file as more records come),
-# else the newest of all.
-HELD=$( (ls /tmp/records/gen[0-9]*/*.hcpe3 2>/dev/null || ls /tmp/records/*/*.hcpe3) | sort | tail -1)
+# else the newest of gendata.sh's self-play (HELDOUT=selfplay: that one even with generations), else
+# the newest of all.
+HELD=$( ([[ ${HELDOUT:-} != selfplay ]] && ls /tmp/records/gen[0-9]*/*.hcpe3 2>/dev/null ||
+  ls /tmp/records/gendata*/*.hcpe3 2>/dev/null || ls /tmp/records/*/*.hcpe3) | sort | tail -1)
 mv "$HELD" /tmp/heldout/
 echo "generations: $(ls /tmp/records | tr "\n" " ")"
 echo "held out: $(basename "$HELD")"
