@@ -96,11 +96,11 @@ else
 fi
 
 for m in "${MATCH_LIST[@]}"; do
-  name=${m%%:*} ref=${m#*:}
+  name=${m%%:*} ref=${m#*:} tag=${m%%:*}-$(basename "${m#*:}" .jnn)
   step "$name.jnn against $(basename "$ref"): $GAMES games, $CONC at once, $TC, $THREADS threads each"
   "$J" match --engine "cmd=$J name=$name option.ModelFile=/tmp/$name.jnn option.Backend=cuda option.Threads=$THREADS" \
     --engine "cmd=$J name=$(basename "$ref" .jnn) option.ModelFile=$ref option.Backend=cuda option.Threads=$THREADS" \
     --games "$GAMES" --concurrency "$CONC" --tc $TC --margin 1000 --book /tmp/joseki.db --book-plies 16 \
-    --seed "$SEED" --out "/tmp/match-$name" 2>&1 | grep -v "^games "
-  cp "/tmp/match-$name/summary.json" "$OUT/match_$name.json" 2>/dev/null
+    --seed "$SEED" --out "/tmp/match-$tag" 2>&1 | grep -v "^games "
+  cp "/tmp/match-$tag/summary.json" "$OUT/match_$tag.json" 2>/dev/null
 done
