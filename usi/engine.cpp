@@ -73,7 +73,7 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   options_.add_spin("DrawValueWhite", 500, 0, 1000);
   options_.add_spin("MaxMovesToDraw", 0, 0, 100000);  // 0: no limit
   options_.add_combo("EnteringKingRule", "CSARule27", {"NoEnteringKing", "CSARule27", "CSARule24"});
-  options_.add_spin("C_init", 144, 0, 10000);              // hundredths
+  options_.add_spin("C_init", 100, 0, 10000);              // hundredths (SearchParams says why)
   options_.add_spin("C_base", 28288, 1, 100000000);
   options_.add_spin("C_fpu_reduction", 27, 0, 100);        // hundredths
   options_.add_spin("C_fpu_reduction_root", 0, 0, 100);    // hundredths
