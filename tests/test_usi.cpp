@@ -10,11 +10,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include "engine/search/search.h"
 #include "nn/model_file.h"
 #include "usi/network.h"
 #include "usi/shipped_networks.h"
@@ -205,6 +208,21 @@ TEST_CASE("usi: handshake announces every option and isready loads the network",
     for (const auto& l : seen) found |= l.rfind(std::string("option name ") + name + " type ", 0) == 0;
     INFO("option " << name);
     CHECK(found);
+  }
+  // The PUCT options' defaults (hundredths) are the search's own, which self-play and `jiriki play`
+  // use: the two must not drift apart.
+  const search::SearchParams params;
+  for (auto [name, value] : {std::pair{"C_init", params.c_init}, std::pair{"C_base", params.c_base},
+                             std::pair{"C_fpu_reduction", params.fpu_reduction},
+                             std::pair{"Softmax_Temperature", params.softmax_temperature}}) {
+    const float scale = std::string(name) == "C_base" ? 1.0f : 100.0f;
+    const std::string prefix = std::string("option name ") + name + " type spin default ";
+    std::optional<long> announced;
+    for (const auto& l : seen)
+      if (l.rfind(prefix, 0) == 0) announced = std::stol(l.substr(prefix.size()));
+    INFO("option " << name);
+    REQUIRE(announced);
+    CHECK(*announced == std::lround(value * scale));
   }
   // The default network is the shipped one for the backend (the CPU's here, or a GPU's), or the
   // untrained stand-in in a build that ships none; the engine says which.
