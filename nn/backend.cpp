@@ -39,6 +39,7 @@ CudaSettings CudaSettings::from_environment() {
   if (auto v = number("JIRIKI_CUDNN_CANDIDATES")) s.engine_candidates = std::max(1, *v);
   if (auto v = number("JIRIKI_CUDNN_SWEEP")) s.cudnn_sweep = std::max(0, *v);
   s.unfused = std::getenv("JIRIKI_CUDA_UNFUSED") != nullptr;
+  if (const char* e = std::getenv("JIRIKI_CUDA_SPIN")) s.spin = *e != '0';
   s.verbose = std::getenv("JIRIKI_CUDA_VERBOSE") != nullptr;
   if (const char* e = std::getenv("JIRIKI_CUDA_PROFILE")) s.profile = *e == '1';
   if (const char* e = std::getenv("JIRIKI_CUDNN_CACHE"); e && *e)

@@ -64,6 +64,8 @@ struct CudaSettings {
                                // every fused convolution; -1: 14 for inference from batch 256 on, else none
   bool unfused = false;        // JIRIKI_CUDA_UNFUSED: the convolution alone, then our epilogue kernel
   std::string choice_file;     // JIRIKI_CUDNN_CACHE: the file of tuned engines ("": none; "off" in the variable)
+  bool spin = true;            // JIRIKI_CUDA_SPIN=0: a thread waiting for its batch sleeps instead of spinning on
+                               // its core, leaving the cores to other searches sharing the GPU (matches)
   bool verbose = false;        // JIRIKI_CUDA_VERBOSE: engine choices and timings to stderr
   bool profile = false;        // JIRIKI_CUDA_PROFILE=1: the GPU trainer's timing runs one step for a profiler
 

@@ -280,7 +280,8 @@ CudaEvaluator::CudaEvaluator(const FoldedModel& m, const BackendOptions& o)
   cublas_workspace_ = DeviceBuffer(CUBLAS_WORKSPACE);
   JIRIKI_CUBLAS_CHECK(cublasSetWorkspace(cublas_.get(), cublas_workspace_.get(), CUBLAS_WORKSPACE));
   chunk_done_ = std::vector<Event>((max_batch_ + CHUNK - 1) / CHUNK);
-  for (auto& e : chunk_done_) JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming));
+  const unsigned wait = settings_.spin ? 0 : cudaEventBlockingSync;
+  for (auto& e : chunk_done_) JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(e.out(), cudaEventDisableTiming | wait));
 
   // Weights.
   const int c = channels_;

@@ -17,7 +17,8 @@
 # name in the results, the network's file name), LOG (strength.log: another name keeps two runs'
 # logs apart), OPTIONS (more USI options for NET's engine only, as `jiriki match --engine` fields, e.g.
 # "option.Softmax_Temperature=120": with the same network as the opponent and another NAME, a match
-# of search settings).
+# of search settings; or "option.BatchSize=256 env.JIRIKI_CUDA_SPIN=0", the GPU bar's: larger batches,
+# and threads that sleep while the GPU works, leaving the cores to the other games).
 #   e.g. TC=nodes=800 CONC=14 THREADS=1 NAME=t120 OPTIONS=option.Softmax_Temperature=120 \
 #        bash scripts/device/strength.sh networks/gpu.jnn 100 networks/gpu.jnn
 # or "nodes=N", NET's own node count under TC=nodes=M (networks compared at the playouts each makes in
@@ -40,8 +41,11 @@ J=$PWD/build-device/jiriki
 # tuning all at once against the runner's start-up timeout.
 for net in "$NET" $(printf '%s\n' "$@" | grep '\.jnn$'); do
   step "warm-up: $(basename "$net") through isready"
-  time printf 'usi\nsetoption name ModelFile value %s\nsetoption name Backend value cuda\nsetoption name Threads value %s\nisready\nquit\n' \
-    "$(realpath "$net")" "$THREADS" | "$J" | grep -E "readyok|info string" | tail -3
+  # (with OPTIONS' USI options, e.g. a BatchSize whose shapes are then tuned here)
+  time { printf 'usi\nsetoption name ModelFile value %s\nsetoption name Backend value cuda\nsetoption name Threads value %s\n' \
+    "$(realpath "$net")" "$THREADS"
+    for o in $OPTIONS; do [[ $o == option.*=* ]] && o=${o#option.} && printf 'setoption name %s value %s\n' "${o%%=*}" "${o#*=}"; done
+    printf 'isready\nquit\n'; } | "$J" | grep -E "readyok|info string" | tail -3
 done
 source scripts/device/engines.sh
 unpack_engines "$J"
