@@ -103,10 +103,35 @@ std::vector<Opening> book_openings(const std::string& path, int plies, int64_t g
   return openings;
 }
 
+// --summarize: the table and summary.json of games.jsonl files instead of a tournament.
+int summarize(const Args& args) {
+  if (args.has("engine")) {
+    std::cerr << "error: --summarize plays no games: give it no --engine\n";
+    return 2;
+  }
+  GameFilesSummary s;
+  try {
+    s = summarize_game_files(args.all("summarize"));
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  std::cout << final_table(s.config, s.result);
+  if (s.estimated_games > 0)
+    std::cout << "(" << s.estimated_games << " of the " << s.result.games << " games come from lines without each side's "
+              << "answered moves: a side's moves are counted from its plies after the opening)\n";
+  if (args.has("out")) {
+    std::filesystem::create_directories(args.str("out"));
+    std::string path = (std::filesystem::path(args.str("out")) / "summary.json").string();
+    write_file_atomically(path, summary_json(s.config, s.result).dump(2) + "\n");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int cmd_match(int argc, char** argv) {
-  Args args("jiriki match --engine \"cmd=PATH name=NAME ...\" --engine ... [OPTIONS]",
+  Args args("jiriki match --engine \"cmd=PATH name=NAME ...\" --engine ... [OPTIONS]   or   jiriki match --summarize games.jsonl ...",
             "Plays USI engines against each other: two engines a match, more a round robin (or --gauntlet:\n"
             "the first against each other one). Each opening is played twice with colours swapped. Results are\n"
             "judged by jiriki's own rules code. Exit code: 0 finished (or SPRT undecided), 10 SPRT accepted H1,\n"
@@ -132,8 +157,11 @@ int cmd_match(int argc, char** argv) {
       .flag("kif", "also write each game as KIF")
       .option("hcpe3", "", "append every game to this hcpe3 file (evals: the engines' own scores)")
       .option("hcpe", "", "append every engine move to this hcpe file (evals: the engines' own scores)")
-      .option("log", "", "write every line to and from the engines, time-stamped, to this file");
+      .option("log", "", "write every line to and from the engines, time-stamped, to this file")
+      .option("summarize", "", "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: "
+              "several runs together; a stopped run's finished games), summary.json to --out", true);
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  if (args.has("summarize")) return summarize(args);
 
   TournamentConfig config;
   try {

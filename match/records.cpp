@@ -80,6 +80,11 @@ std::string RecordWriter::write(const PlayedGame& game, const GameInfo& info) {
         {"opening_plies", game.opening_plies},
         {"time_ms", {{"black", game.search[BLACK].ms}, {"white", game.search[WHITE].ms}}},
         {"nodes", {{"black", game.search[BLACK].nodes}, {"white", game.search[WHITE].nodes}}},
+        // answered moves, and the moves that reported nodes with their time: summaries of this file
+        // (`jiriki match --summarize`) then give the runner's very figures
+        {"moves", {{"black", game.search[BLACK].moves}, {"white", game.search[WHITE].moves}}},
+        {"nodes_moves", {{"black", game.search[BLACK].counted}, {"white", game.search[WHITE].counted}}},
+        {"nodes_ms", {{"black", game.search[BLACK].nodes_ms}, {"white", game.search[WHITE].nodes_ms}}},
         {"csa", csa},
     };
     std::string line = j.dump() + "\n";

@@ -1,8 +1,16 @@
 // summary.json and the final table.
 #include "match/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+#include "match/openings.h"
 
 namespace jiriki::match {
 
@@ -150,9 +158,117 @@ std::string final_table(const TournamentConfig& config, const TournamentResult& 
                     : std::string(", reported no nodes")) +
          " (" + std::to_string(t.moves) + " moves)\n";
   }
-  s += fmt("runner: %.1f us per move from a bestmove's arrival to the next go (CPU time %.1f us), %.0f moves\n",
-           result.runner_us_per_move, result.runner_cpu_us_per_move, double(result.runner_moves));
+  if (result.runner_moves > 0)  // (summaries of games.jsonl files have no runner timings)
+    s += fmt("runner: %.1f us per move from a bestmove's arrival to the next go (CPU time %.1f us), %.0f moves\n",
+             result.runner_us_per_move, result.runner_cpu_us_per_move, double(result.runner_moves));
   return s;
+}
+
+namespace {
+
+// One line of games.jsonl.
+struct GameLine {
+  size_t file = 0;
+  int64_t game = 0, pair = 0;
+  std::string black, white, reason;
+  std::optional<Color> winner;
+  SearchStats search[COLOR_NB];
+  bool estimated = false;  // no answered-move counts in the line
+};
+
+GameLine parse_game_line(const std::string& text, size_t file) {
+  const auto j = nlohmann::json::parse(text);
+  GameLine g;
+  g.file = file;
+  g.game = j.at("game").get<int64_t>();
+  g.pair = j.at("pair").get<int64_t>();
+  g.black = j.at("black").get<std::string>();
+  g.white = j.at("white").get<std::string>();
+  g.reason = j.at("reason").get<std::string>();
+  const std::string result = j.at("result").get<std::string>();
+  if (result == "black") g.winner = BLACK;
+  else if (result == "white") g.winner = WHITE;
+  else if (result != "draw") throw std::runtime_error("result '" + result + "' is none of black, white, draw");
+  if (g.black == g.white) throw std::runtime_error("an engine plays itself ('" + g.black + "')");
+  g.estimated = !j.contains("moves");
+  Color first_mover = BLACK;  // after the opening, for lines without the counts
+  if (g.estimated) {
+    Opening o;
+    if (auto err = parse_opening(j.at("opening").get<std::string>(), o)) throw std::runtime_error("opening: " + *err);
+    std::istringstream fields(o.sfen);
+    std::string board, side;
+    fields >> board >> side;
+    first_mover = (o.sfen != "startpos" && side == "w") != (o.moves.size() % 2 == 1) ? WHITE : BLACK;
+  }
+  const int64_t engine_plies = j.at("plies").get<int64_t>() - j.at("opening_plies").get<int64_t>();
+  for (Color c : {BLACK, WHITE}) {
+    const char* side = c == BLACK ? "black" : "white";
+    SearchStats& s = g.search[c];
+    s.ms = j.at("time_ms").at(side).get<int64_t>();
+    s.nodes = j.at("nodes").at(side).get<int64_t>();
+    if (!g.estimated) {
+      s.moves = j.at("moves").at(side).get<int64_t>();
+      s.counted = j.at("nodes_moves").at(side).get<int64_t>();
+      s.nodes_ms = j.at("nodes_ms").at(side).get<int64_t>();
+    } else {
+      // its plies after the opening, and a resignation (an answer, but no ply)
+      s.moves = (c == first_mover ? (engine_plies + 1) / 2 : engine_plies / 2) + (g.reason == "resign" && g.winner == ~c);
+      if (s.nodes > 0) s.counted = s.moves, s.nodes_ms = s.ms;
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+GameFilesSummary summarize_game_files(const std::vector<std::string>& paths) {
+  std::vector<GameLine> lines;
+  for (size_t f = 0; f < paths.size(); ++f) {
+    std::ifstream in(paths[f]);
+    if (!in) throw std::runtime_error("cannot read " + paths[f]);
+    int number = 0;
+    for (std::string text; std::getline(in, text);) {
+      ++number;
+      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+      try {
+        lines.push_back(parse_game_line(text, f));
+      } catch (const std::exception& e) {
+        throw std::runtime_error(paths[f] + ":" + std::to_string(number) + ": not a game line of jiriki match (" + e.what() + ")");
+      }
+    }
+  }
+  if (lines.empty()) throw std::runtime_error("no games in the files given");
+  // Lines are written as games end; the game numbers give the order they were scheduled in.
+  std::stable_sort(lines.begin(), lines.end(),
+                   [](const GameLine& a, const GameLine& b) { return std::tie(a.file, a.game) < std::tie(b.file, b.game); });
+  GameFilesSummary out;
+  std::map<std::string, int> index;
+  auto engine = [&](const std::string& name) {
+    auto [it, fresh] = index.emplace(name, int(index.size()));
+    if (fresh) {
+      EngineSpec spec;
+      spec.name = name;
+      out.config.engines.push_back(spec);
+    }
+    return it->second;
+  };
+  std::map<std::pair<int, int>, int> pairing;
+  std::vector<GameOutcome> outcomes;
+  for (const GameLine& g : lines) {
+    const int b = engine(g.black), w = engine(g.white);
+    const auto key = std::minmax(b, w);
+    auto [it, fresh] = pairing.emplace(std::make_pair(key.first, key.second), int(pairing.size()));
+    if (fresh) out.result.pairings.push_back({key.first, key.second});
+    // Pairs are numbered within a file: the file's index keeps two runs' pairs apart.
+    outcomes.push_back({it->second, int64_t(g.file) << 40 | g.pair, b, w, g.winner, g.reason, {g.search[BLACK], g.search[WHITE]}});
+    out.estimated_games += g.estimated;
+  }
+  out.result.faults.assign(out.config.engines.size(), {});
+  out.result.search.assign(out.config.engines.size(), {});
+  Tally tally(out.result);
+  for (const GameOutcome& o : outcomes) tally.add(o);
+  out.config.games = out.result.games;
+  return out;
 }
 
 }  // namespace jiriki::match

@@ -1,7 +1,9 @@
 // The end of a tournament: summary.json (the contract scripts and the overnight loop read) and the
-// final table on stdout (a crosstable when there are more than two engines).
+// final table on stdout (a crosstable when there are more than two engines); and the same for the
+// games of games.jsonl files read back.
 #pragma once
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,5 +19,19 @@ namespace jiriki::match {
 nlohmann::json summary_json(const TournamentConfig& config, const TournamentResult& result);
 
 std::string final_table(const TournamentConfig& config, const TournamentResult& result);
+
+// The games of games.jsonl files counted as the runner counts them: several runs together (a bar
+// measured over several calls), or the finished games of a run that was stopped. Engines are
+// numbered by first appearance (each file's games in their numbered order, so a file's first
+// --engine comes first); a pair is the games of one file with the same pair number. `config`
+// gets the engines' names (for final_table and summary_json).
+struct GameFilesSummary {
+  TournamentConfig config;
+  TournamentResult result;
+  int64_t estimated_games = 0;  // lines without the answered-move counts (written before they were
+                                // added): their moves are the plies each side played after the opening
+};
+// Throws std::runtime_error naming the file (and line) it cannot read or understand.
+GameFilesSummary summarize_game_files(const std::vector<std::string>& paths);
 
 }  // namespace jiriki::match

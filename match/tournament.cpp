@@ -101,38 +101,17 @@ class Scheduler {
     std::string warning = writer_.write(game, {job.number, job.pair + 1, openings_[job.pair].text()});
     std::lock_guard lock(mutex_);
     if (!warning.empty()) std::cerr << "\nwarning: " << warning << "\n";
-    PairingResult& pr = result_.pairings[job.pairing];
-    const Verdict& v = game.verdict;
-    // Points of the first engine of the pairing, in half points.
-    const bool first_is_black = !job.swapped;
-    const int halves = !v.winner ? 1 : (*v.winner == BLACK) == first_is_black ? 2 : 0;
-    (halves == 2 ? pr.wins : halves == 1 ? pr.draws : pr.losses)++;
-    if (v.winner) {
-      int loser = *v.winner == BLACK ? white : black;
-      EngineFaults& f = result_.faults[loser];
-      if (v.end == GameEnd::TIME_UP) (v.reason == "no answer" ? f.no_answer : f.time)++;
-      if (v.end == GameEnd::ILLEGAL_MOVE) f.illegal++;
-      if (v.reason == "crash") f.crash++;
+    GameOutcome outcome{job.pairing, job.pair, black, white, game.verdict.winner, game.verdict.reason,
+                        {game.search[BLACK], game.search[WHITE]}};
+    if (tally_.add(outcome) && config_.sprt) {
+      const Penta& penta = result_.pairings[job.pairing].penta;
+      result_.llr = sprt_llr(penta, *config_.sprt);
+      result_.sprt = sprt_result(result_.llr, *config_.sprt);
+      if (result_.sprt != SprtResult::NONE) stop_ = true;
     }
-    result_.search[black].add(game.search[BLACK]);
-    result_.search[white].add(game.search[WHITE]);
-    ++result_.games;
     result_.runner_moves += game.runner_moves;
     runner_us_ += game.runner_us;
     runner_cpu_us_ += game.runner_cpu_us;
-    auto key = std::make_pair(job.pairing, job.pair);
-    auto it = half_pairs_.find(key);
-    if (it == half_pairs_.end()) {
-      half_pairs_[key] = halves;
-    } else {
-      pr.penta[it->second + halves]++;
-      half_pairs_.erase(it);
-      if (config_.sprt) {
-        result_.llr = sprt_llr(pr.penta, *config_.sprt);
-        result_.sprt = sprt_result(result_.llr, *config_.sprt);
-        if (result_.sprt != SprtResult::NONE) stop_ = true;
-      }
-    }
     if (config_.progress) progress();
   }
 
@@ -183,11 +162,40 @@ class Scheduler {
   std::atomic<int64_t> next_job_{0};
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
-  std::map<std::pair<int, int64_t>, int> half_pairs_;  // the first game's half points of unfinished pairs
+  Tally tally_{result_};
   double runner_us_ = 0, runner_cpu_us_ = 0;
 };
 
 }  // namespace
+
+bool Tally::add(const GameOutcome& g) {
+  PairingResult& pr = result_.pairings[g.pairing];
+  // Points of the pairing's first engine, in half points.
+  const bool first_is_black = g.black == pr.first;
+  const int halves = !g.winner ? 1 : (*g.winner == BLACK) == first_is_black ? 2 : 0;
+  (halves == 2 ? pr.wins : halves == 1 ? pr.draws : pr.losses)++;
+  if (g.winner) {
+    EngineFaults& f = result_.faults[*g.winner == BLACK ? g.white : g.black];
+    if (g.reason == "time forfeit") f.time++;
+    if (g.reason == "no answer") f.no_answer++;
+    if (g.reason == "crash") f.crash++;
+    // judge_answer's reasons for a move that loses at once
+    if (g.reason == "false declaration" || g.reason.rfind("illegal move", 0) == 0 || g.reason.rfind("unparsable move", 0) == 0)
+      f.illegal++;
+  }
+  result_.search[g.black].add(g.search[BLACK]);
+  result_.search[g.white].add(g.search[WHITE]);
+  ++result_.games;
+  auto key = std::make_pair(g.pairing, g.pair);
+  auto it = half_pairs_.find(key);
+  if (it == half_pairs_.end()) {
+    half_pairs_[key] = halves;
+    return false;
+  }
+  pr.penta[it->second + halves]++;
+  half_pairs_.erase(it);
+  return true;
+}
 
 void request_stop() { stop_requested = true; }
 

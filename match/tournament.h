@@ -5,6 +5,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +58,30 @@ struct TournamentResult {
   int64_t runner_moves = 0;
   std::string error;                 // an engine that could not start: the tournament stopped
   bool interrupted = false;          // request_stop() came: the games in progress were dropped
+};
+
+// One finished game as the score counts it.
+struct GameOutcome {
+  int pairing = 0;               // index into TournamentResult::pairings
+  int64_t pair = 0;              // within the pairing, the games of one opening share this
+  int black = 0, white = 1;      // engine indices
+  std::optional<Color> winner;   // nullopt: a draw
+  std::string reason;            // how it ended, as games.jsonl says ("resign", "time forfeit", ...)
+  SearchStats search[COLOR_NB];  // each side's answered moves, time and nodes
+};
+
+// Keeps the score as games end: results, colour-swapped pairs, faults and search figures. The
+// runner and `jiriki match --summarize` (games.jsonl files read back) both count through it.
+class Tally {
+ public:
+  explicit Tally(TournamentResult& result) : result_(result) {}
+  // Adds one game to result.pairings[g.pairing], result.faults and result.search (which must
+  // cover its engines); returns true when it completed a pair, changing the pentanomial counts.
+  bool add(const GameOutcome& g);
+
+ private:
+  TournamentResult& result_;
+  std::map<std::pair<int, int64_t>, int> half_pairs_;  // the first game's half points of unfinished pairs
 };
 
 // Stops a running tournament soon (safe in a signal handler): no new game starts, and the games

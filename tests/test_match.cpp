@@ -508,6 +508,94 @@ TEST_CASE("match tournament: records in CSA, KIF, hcpe3 and hcpe with the engine
   CHECK(positions[1].eval == -30);
 }
 
+// ---- summaries of games.jsonl ----------------------------------------------------------------
+
+TEST_CASE("match summaries: games.jsonl read back gives the runner's own figures", "[match]") {
+  TempDir dir("match_summary");
+  TournamentConfig c;
+  // "a" crashes once (its first game), then every engine answers two moves with node counts and
+  // resigns: a round robin with results, pairs, a fault and search figures to compare.
+  c.engines = {fake(dir, "a", {"crash-once nodes=700 7g7f", "nodes=500 3c3d", "resign"}),
+               fake(dir, "b", {"nodes=300 7g7f", "nodes=200 3c3d", "resign"}),
+               fake(dir, "c", {"nodes=100 7g7f", "3c3d", "resign"})};
+  c.games = 4;
+  c.concurrency = 2;
+  c.progress = false;
+  c.game = fast_settings();
+  c.records.dir = dir.file("out");
+  TournamentResult live = run_tournament(c);
+  INFO(live.error);
+  REQUIRE(live.error.empty());
+  REQUIRE(live.games == 12);
+  REQUIRE(live.faults[0].crash == 1);
+
+  GameFilesSummary s = summarize_game_files({dir.file("out/games.jsonl")});
+  CHECK(s.estimated_games == 0);
+  REQUIRE(s.config.engines.size() == 3);
+  CHECK(s.config.engines[0].name == "a");  // game 1: the first engine as Black
+  CHECK(s.result.games == 12);
+  REQUIRE(s.result.pairings.size() == live.pairings.size());
+  for (const auto& lp : live.pairings) {
+    const std::string first = c.engines[lp.first].name, second = c.engines[lp.second].name;
+    bool found = false;
+    for (const auto& sp : s.result.pairings) {
+      const std::string f = s.config.engines[sp.first].name, g = s.config.engines[sp.second].name;
+      if (f == first && g == second) {
+        found = true;
+        CHECK(sp.wins == lp.wins);
+        CHECK(sp.losses == lp.losses);
+        CHECK(sp.draws == lp.draws);
+        CHECK(sp.penta == lp.penta);
+      }
+    }
+    CHECK(found);
+  }
+  for (size_t i = 0; i < c.engines.size(); ++i)
+    for (size_t k = 0; k < s.config.engines.size(); ++k)
+      if (s.config.engines[k].name == c.engines[i].name) {
+        INFO(c.engines[i].name);
+        CHECK(s.result.faults[k].crash == live.faults[i].crash);
+        CHECK(s.result.search[k].moves == live.search[i].moves);
+        CHECK(s.result.search[k].ms == live.search[i].ms);
+        CHECK(s.result.search[k].counted == live.search[i].counted);
+        CHECK(s.result.search[k].nodes == live.search[i].nodes);
+        CHECK(s.result.search[k].nodes_ms == live.search[i].nodes_ms);
+      }
+}
+
+TEST_CASE("match summaries: several files, pairs kept per file, and lines without move counts", "[match]") {
+  TempDir dir("match_summary_files");
+  // Lines as runs before the answered-move counts wrote them. In each file pair 1 has one game only:
+  // "x" wins the first file's, "y" the second's; counted as one pair they would make a WL pair.
+  const std::string common = R"("opening":"startpos moves 7g7f","opening_plies":1,"plies":4,"reason":"resign",)"
+                             R"("time_ms":{"black":300,"white":500},"nodes":{"black":1000,"white":0},"csa":"csa/000001.csa"})";
+  std::ofstream(dir.file("one.jsonl")) << R"({"game":1,"pair":1,"black":"x","white":"y","result":"black","winner":"x",)" << common << "\n";
+  std::ofstream(dir.file("two.jsonl")) << "\n" << R"({"game":1,"pair":1,"black":"y","white":"x","result":"black","winner":"y",)" << common << "\n";
+  GameFilesSummary s = summarize_game_files({dir.file("one.jsonl"), dir.file("two.jsonl")});
+  REQUIRE(s.config.engines.size() == 2);
+  CHECK(s.config.engines[0].name == "x");
+  CHECK(s.estimated_games == 2);
+  REQUIRE(s.result.pairings.size() == 1);
+  CHECK(s.result.pairings[0].wins == 1);
+  CHECK(s.result.pairings[0].losses == 1);
+  CHECK(s.result.pairings[0].penta == Penta{0, 0, 0, 0, 0});  // no pair finished in either file
+  // After the opening's one ply White moved first: 3 plies are White 2, Black 1, and White's
+  // resignation was one more answer. x was Black once and White once: 1 + 3 moves.
+  CHECK(s.result.search[0].moves == 4);
+  CHECK(s.result.search[1].moves == 4);
+  CHECK(s.result.search[0].ms == 800);
+  CHECK(s.result.search[0].nodes == 1000);
+  CHECK(s.result.search[0].counted == 1);  // only its game as Black reported nodes
+  CHECK(s.result.search[0].nodes_ms == 300);
+
+  std::ofstream(dir.file("bad.jsonl")) << R"({"game":1,"pair":1,"black":"x","white":"y","result":"black","winner":"x",)" << common
+                                       << "\n{\"game\":2}\n";
+  CHECK_THROWS_WITH(summarize_game_files({dir.file("bad.jsonl")}), Catch::Contains("bad.jsonl:2: not a game line"));
+  CHECK_THROWS_WITH(summarize_game_files({dir.file("missing.jsonl")}), Catch::Contains("cannot read"));
+  std::ofstream(dir.file("empty.jsonl")) << "";
+  CHECK_THROWS_WITH(summarize_game_files({dir.file("empty.jsonl")}), Catch::Contains("no games"));
+}
+
 // ---- the command -----------------------------------------------------------------------------
 
 TEST_CASE("match command: exit codes and summary.json", "[match]") {
@@ -539,6 +627,15 @@ TEST_CASE("match command: exit codes and summary.json", "[match]") {
   CHECK(j["wins"] == j["games"]);
   CHECK(j["losses"] == 0);
   CHECK(j["elo"].is_null());  // a score of 1: infinite
+  // --summarize: the same figures from the run's games.jsonl, without playing.
+  const std::string games = " --summarize " + dir.file("h1/games.jsonl");
+  CHECK(run(bin + " match" + games + " " + strong + quiet) == 2);
+  CHECK(run(bin + " match --summarize " + dir.file("none.jsonl") + quiet) == 1);
+  CHECK(run(bin + " match" + games + " --out " + dir.file("again") + quiet) == 0);
+  auto again = nlohmann::json::parse(slurp(dir.file("again/summary.json")));
+  CHECK(again["wins"] == j["wins"]);
+  CHECK(again["games"] == j["games"]);
+  CHECK(again["penta"] == j["penta"]);
   CHECK(j["penta"][4].get<int64_t>() * 2 <= j["games"].get<int64_t>());
   CHECK(j["los"] == 1.0);
 }
