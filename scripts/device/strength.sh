@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine: issue 22's GPU bar. Builds jiriki with CUDA and plays it, network NET on the
 # GPU, against each OPPONENT through `jiriki match` at byoyomi BYOYOMI ms, from openings drawn from
-# gpsshogi's book. CONC games at once: the jiriki instances share the GPU, and each engine of a
-# game gets its own cores (CONC x (THREADS + 1 opponent thread) should not pass the machine's 16).
-# gpsshogi thinks for its whole byoyomi, so answers may come up to a second late (--margin 1000,
-# for both engines, as the README's example). Each match's summary (with each engine's time and nodes a move, and nodes/s) is printed and kept
-# in $OUT/match_OPPONENT.txt, its games (JSON lines and CSA) in $OUT/match_OPPONENT.tar.gz.
+# gpsshogi's book. CONC games at once: the jiriki instances share the GPU; in each game one engine
+# thinks at a time, so CONC x the larger of THREADS and the opponent's threads should not pass the
+# machine's 16 cores. gpsshogi thinks for its whole byoyomi, so answers may come up to a second late
+# (--margin 1000, for both engines, as the README's example). Each match's summary (with each engine's
+# time and nodes a move, and nodes/s) is printed and kept in $OUT/LOG, the games of every match (JSON
+# lines and CSA) in $OUT/matches.tar.gz. Under a time limit, add `; tar czf $OUT/matches.tar.gz -C /tmp
+# matches` after the script: the finished games of a match it stopped come back, and
+# `jiriki match --summarize matches/OPPONENT/games.jsonl` counts them.
 #
 #   run with carry [".carry/debs", ".carry/include.tar.xz", ".carry/lib", DIR_OF_NET]:
 #     bash scripts/device/strength.sh NET GAMES [OPPONENT...]      OPPONENT: gpsshogi (default),
@@ -17,8 +20,9 @@
 # name in the results, the network's file name), LOG (strength.log: another name keeps two runs'
 # logs apart), OPTIONS (more USI options for NET's engine only, as `jiriki match --engine` fields, e.g.
 # "option.Softmax_Temperature=120": with the same network as the opponent and another NAME, a match
-# of search settings; or "option.BatchSize=256 env.JIRIKI_CUDA_SPIN=0", the GPU bar's: larger batches,
-# and threads that sleep while the GPU works, leaving the cores to the other games).
+# of search settings; or "option.BatchSize=256", the GPU bar's of stop 38). jiriki's search threads sleep
+# while the GPU works (JIRIKI_CUDA_SPIN=0): spinning, they took cores from the other games' gpsshogi
+# (175,000 nodes/s against 193,000-233,000; bench/results/match_2026-11-27_gpu_stop38_g7f_bar.txt).
 #   e.g. TC=nodes=800 CONC=14 THREADS=1 NAME=t120 OPTIONS=option.Softmax_Temperature=120 \
 #        bash scripts/device/strength.sh networks/gpu.jnn 100 networks/gpu.jnn
 # or "nodes=N", NET's own node count under TC=nodes=M (networks compared at the playouts each makes in
@@ -55,11 +59,11 @@ for opp in $OPPONENTS; do
     gpsshogi8) ENGINE="cmd=$GPS/gpsusi name=gpsshogi8 env.GPS_THREADS=8" ;;
     fairy-stockfish) ENGINE="cmd=$GPS/fairy-stockfish name=fairy-stockfish option.Threads=1" ;;
     *.jnn) [[ -f $opp ]] || { echo "no network $opp"; exit 1; }
-      ENGINE="cmd=$J name=$(basename "$opp" .jnn) option.ModelFile=$(realpath "$opp") option.Backend=cuda option.Threads=$THREADS" ;;
+      ENGINE="cmd=$J name=$(basename "$opp" .jnn) env.JIRIKI_CUDA_SPIN=0 option.ModelFile=$(realpath "$opp") option.Backend=cuda option.Threads=$THREADS" ;;
     *) echo "unknown opponent $opp"; exit 1 ;;
   esac
   step "$NAME (GPU, $THREADS threads${OPTIONS:+, $OPTIONS}) against $opp: $GAMES games, $CONC at once, $TC"
-  "$J" match --engine "cmd=$J name=$NAME option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS${OPTIONS:+ $OPTIONS}" \
+  "$J" match --engine "cmd=$J name=$NAME env.JIRIKI_CUDA_SPIN=0 option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS${OPTIONS:+ $OPTIONS}" \
     --engine "$ENGINE" --games "$GAMES" --concurrency "$CONC" --tc "$TC" --margin 1000 --book /tmp/joseki.db \
     --book-plies "$BOOK_PLIES" --seed "$SEED" --out "/tmp/matches/$(basename "$opp" .jnn)" 2>&1 | grep -v "^games "
   tar czf "$OUT/matches.tar.gz" -C /tmp matches
