@@ -64,6 +64,20 @@ PlayedGame play(const std::vector<std::string>& lines, const GameSettings& setti
   return play_game(black, white, opening(start), settings);
 }
 
+// A round robin of `engines`: 4 games a pairing, 2 at once, records in dir/out; it must finish.
+TournamentResult round_robin(const TempDir& dir, std::vector<EngineSpec> engines, TournamentConfig& c) {
+  c.engines = std::move(engines);
+  c.games = 4;
+  c.concurrency = 2;
+  c.progress = false;
+  c.game = fast_settings();
+  c.records.dir = dir.file("out");
+  TournamentResult r = run_tournament(c);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  return r;
+}
+
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -385,15 +399,9 @@ TEST_CASE("match tournament: round robin with colours swapped in every pair", "[
   TempDir dir("match_rr");
   TournamentConfig c;
   // Every engine resigns at once: Black loses every game, so each pair splits 1-1.
-  for (const char* n : {"a", "b", "c"}) c.engines.push_back(fake(dir, n, {"resign", "resign"}));
-  c.games = 4;
-  c.concurrency = 2;
-  c.progress = false;
-  c.game = fast_settings();
-  c.records.dir = dir.file("out");
-  TournamentResult r = run_tournament(c);
-  INFO(r.error);
-  REQUIRE(r.error.empty());
+  std::vector<EngineSpec> engines;
+  for (const char* n : {"a", "b", "c"}) engines.push_back(fake(dir, n, {"resign", "resign"}));
+  TournamentResult r = round_robin(dir, engines, c);
   CHECK(r.games == 12);
   REQUIRE(r.pairings.size() == 3);
   for (const auto& p : r.pairings) {
@@ -515,17 +523,9 @@ TEST_CASE("match summaries: games.jsonl read back gives the runner's own figures
   TournamentConfig c;
   // "a" crashes once (its first game), then every engine answers two moves with node counts and
   // resigns: a round robin with results, pairs, a fault and search figures to compare.
-  c.engines = {fake(dir, "a", {"crash-once nodes=700 7g7f", "nodes=500 3c3d", "resign"}),
-               fake(dir, "b", {"nodes=300 7g7f", "nodes=200 3c3d", "resign"}),
-               fake(dir, "c", {"nodes=100 7g7f", "3c3d", "resign"})};
-  c.games = 4;
-  c.concurrency = 2;
-  c.progress = false;
-  c.game = fast_settings();
-  c.records.dir = dir.file("out");
-  TournamentResult live = run_tournament(c);
-  INFO(live.error);
-  REQUIRE(live.error.empty());
+  TournamentResult live = round_robin(dir, {fake(dir, "a", {"crash-once nodes=700 7g7f", "nodes=500 3c3d", "resign"}),
+                                            fake(dir, "b", {"nodes=300 7g7f", "nodes=200 3c3d", "resign"}),
+                                            fake(dir, "c", {"nodes=100 7g7f", "3c3d", "resign"})}, c);
   REQUIRE(live.games == 12);
   REQUIRE(live.faults[0].crash == 1);
 
