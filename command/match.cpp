@@ -149,6 +149,7 @@ int cmd_match(int argc, char** argv) {
       .option("random-plies", "0", "without --openings: this many random legal plies from the start")
       .option("book", "", "opening book (YaneuraOu's format): each pair of games starts from a line drawn from it")
       .option("book-plies", "16", "--book: plies drawn from the book for each opening, in proportion to its counts")
+      .option("start-within", "0", "seconds: a pair of games starts only this soon after the match did, and every pair started is played out (0: no limit)")
       .option("max-plies", "320", "a game reaching this many plies is a draw (0: no limit)")
       .option("resign", "", "resign adjudication \"moves=K score=CP\": both engines agree for K moves each")
       .option("draw", "", "draw adjudication \"moves=K score=CP plies=P\": both within +-CP for K moves each, after ply P")
@@ -191,6 +192,7 @@ int cmd_match(int argc, char** argv) {
     config.game.margin_ms = whole("margin", "margin", args.str("margin"));
     config.game.timeout_ms = whole("timeout", "timeout", args.str("timeout"));
     config.game.max_plies = int(whole("max-plies", "max-plies", args.str("max-plies")));
+    config.start_within_ms = 1000 * whole("start-within", "start-within", args.str("start-within"));
     if (args.has("resign")) {
       auto f = fields("resign", args.str("resign"), {"moves", "score"});
       config.game.scores.resign_moves = int(whole("resign", "moves", f["moves"]));

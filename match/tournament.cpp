@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -42,6 +43,7 @@ class Scheduler {
     for (int64_t k = 0; k < pairs; ++k)
       for (int p = 0; p < int(pairings.size()); ++p)
         for (bool swapped : {false, true}) jobs_.push_back({p, k, swapped, int64_t(jobs_.size()) + 1});
+    pair_decision_ = std::vector<std::atomic<int>>(jobs_.size());
     std::mt19937_64 rng(config.seed);
     if (config.openings.empty()) {
       for (int64_t k = 0; k < pairs; ++k) openings_.push_back(random_opening(config.random_plies, rng));
@@ -75,6 +77,7 @@ class Scheduler {
       const int64_t j = next_job_++;
       if (j >= int64_t(jobs_.size())) break;
       const Job& job = jobs_[j];
+      if (!pair_starts(j, job)) continue;
       const PairingResult& pr = result_.pairings[job.pairing];
       const int black = job.swapped ? pr.second : pr.first, white = job.swapped ? pr.first : pr.second;
       EngineProcess* b = ready(black);
@@ -88,6 +91,19 @@ class Scheduler {
       if (game.failed[WHITE]) engines[white].reset();
       finish(job, black, white, game);
     }
+  }
+
+  // Whether game j is played under start_within_ms: the first game of a pair decides for both
+  // (its partner is the next job, which another thread may take at once and then waits for that).
+  bool pair_starts(int64_t j, const Job& job) {
+    if (config_.start_within_ms <= 0) return true;
+    std::atomic<int>& decision = pair_decision_[j - job.swapped];
+    if (!job.swapped) {
+      const auto elapsed = std::chrono::steady_clock::now() - started_at_;
+      decision = elapsed <= std::chrono::milliseconds(config_.start_within_ms) ? PLAY : SKIP;
+    }
+    while (decision == UNDECIDED) std::this_thread::yield();
+    return decision == PLAY;
   }
 
   void fail(const std::string& error) {
@@ -160,6 +176,9 @@ class Scheduler {
   std::vector<Job> jobs_;
   std::vector<Opening> openings_;
   std::atomic<int64_t> next_job_{0};
+  enum { UNDECIDED, PLAY, SKIP };
+  std::vector<std::atomic<int>> pair_decision_;  // by the index of the pair's first game
+  const std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   Tally tally_{result_};

@@ -28,6 +28,9 @@ struct TournamentConfig {
   std::vector<Opening> openings;  // empty: random_plies random moves from the initial position
   int random_plies = 0;
   std::optional<SprtParams> sprt; // only for a single pairing
+  int64_t start_within_ms = 0;    // > 0: a pair of games starts only this soon after the tournament
+                                  // did, and every pair started is played out (a time budget that
+                                  // drops no game, so long games are not the ones left out)
   RecordPaths records;
   bool progress = true;           // a progress line on stderr as games end
   std::string log;                // file for every line to and from the engines ("" for none)

@@ -477,6 +477,28 @@ TEST_CASE("match tournament: the SPRT stops the match once decided", "[match]") 
   CHECK(r.pairings[0].penta[4] * 2 + 2 >= r.games);  // pairs finished, plus at most one in flight per thread
 }
 
+TEST_CASE("match tournament: --start-within starts no pair late and plays out every pair it started", "[match]") {
+  TempDir dir("match_start_within");
+  TournamentConfig c;
+  // Each game lasts at least 0.4 s (two moves of 0.2 s, then Black resigns): 40 games at 2 at once
+  // take 8 s or more, far beyond the 1 s in which pairs may start.
+  std::vector<std::string> slow = {"sleep=0.2 7g7f", "sleep=0.2 3c3d", "resign"};
+  c.engines = {fake(dir, "p", slow), fake(dir, "q", slow)};
+  c.games = 40;
+  c.concurrency = 2;
+  c.progress = false;
+  c.game = fast_settings();
+  c.start_within_ms = 1000;
+  TournamentResult r = run_tournament(c);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  CHECK(r.games >= 2);
+  CHECK(r.games < 40);
+  const Penta& penta = r.pairings[0].penta;
+  CHECK(2 * (penta[0] + penta[1] + penta[2] + penta[3] + penta[4]) == r.games);  // no pair left half played
+  CHECK(penta[2] * 2 == r.games);  // Black resigns every game: each pair splits 1-1
+}
+
 TEST_CASE("match tournament: records in CSA, KIF, hcpe3 and hcpe with the engines' scores", "[match]") {
   TempDir dir("match_records");
   TournamentConfig c;

@@ -6,9 +6,11 @@
 # machine's 16 cores. gpsshogi thinks for its whole byoyomi, so answers may come up to a second late
 # (--margin 1000, for both engines, as the README's example). Each match's summary (with each engine's
 # time and nodes a move, and nodes/s) is printed and kept in $OUT/LOG, the games of every match (JSON
-# lines and CSA) in $OUT/matches.tar.gz. Under a time limit, add `; tar czf $OUT/matches.tar.gz -C /tmp
-# matches` after the script: the finished games of a match it stopped come back, and
-# `jiriki match --summarize matches/OPPONENT/games.jsonl` counts them.
+# lines and CSA) in $OUT/matches.tar.gz. Under a time limit, give START_WITHIN (seconds: pairs of
+# games start only that soon, and every pair started is played out; leave the longest game's time,
+# ~200 s at byoyomi 1 s, before the limit). A match killed anyway: add `; tar czf $OUT/matches.tar.gz
+# -C /tmp matches` after the script, and `jiriki match --summarize matches/OPPONENT/games.jsonl`
+# counts its finished games.
 #
 #   run with carry [".carry/debs", ".carry/include.tar.xz", ".carry/lib", DIR_OF_NET]:
 #     bash scripts/device/strength.sh NET GAMES [OPPONENT...]      OPPONENT: gpsshogi (default),
@@ -65,6 +67,6 @@ for opp in $OPPONENTS; do
   step "$NAME (GPU, $THREADS threads${OPTIONS:+, $OPTIONS}) against $opp: $GAMES games, $CONC at once, $TC"
   "$J" match --engine "cmd=$J name=$NAME env.JIRIKI_CUDA_SPIN=0 option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS${OPTIONS:+ $OPTIONS}" \
     --engine "$ENGINE" --games "$GAMES" --concurrency "$CONC" --tc "$TC" --margin 1000 --book /tmp/joseki.db \
-    --book-plies "$BOOK_PLIES" --seed "$SEED" --out "/tmp/matches/$(basename "$opp" .jnn)" 2>&1 | grep -v "^games "
+    --book-plies "$BOOK_PLIES" --seed "$SEED" --start-within "${START_WITHIN:-0}" --out "/tmp/matches/$(basename "$opp" .jnn)" 2>&1 | grep -v "^games "
   tar czf "$OUT/matches.tar.gz" -C /tmp matches
 done
