@@ -477,6 +477,30 @@ TEST_CASE("match tournament: the SPRT stops the match once decided", "[match]") 
   CHECK(r.pairings[0].penta[4] * 2 + 2 >= r.games);  // pairs finished, plus at most one in flight per thread
 }
 
+TEST_CASE("match tournament: losses by fault are counted by their cause", "[match]") {
+  TempDir dir("match_faults");
+  TournamentConfig c;
+  // "bad" answers an unparsable third move (as Black); "slow" answers after 0.35 s, past the 0.2 s
+  // byoyomi but within the grace after `stop`: a time forfeit for each of its 4 games. "good"
+  // resigns its third move (as Black), which is no fault.
+  c.engines = {fake(dir, "good", {"7g7f", "3c3d", "resign"}), fake(dir, "bad", {"7g7f", "3c3d", "9z9z"}),
+               fake(dir, "slow", {"sleep=0.35 7g7f", "sleep=0.35 3c3d", "resign"})};
+  c.games = 2;
+  c.progress = false;
+  c.game = fast_settings();
+  c.game.tc.byoyomi_ms = 200;
+  c.game.grace_ms = 2000;
+  TournamentResult r = run_tournament(c);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  REQUIRE(r.games == 6);
+  CHECK(r.faults[0].time + r.faults[0].illegal + r.faults[0].crash + r.faults[0].no_answer == 0);
+  CHECK(r.faults[1].illegal == 1);
+  CHECK(r.faults[1].time + r.faults[1].crash + r.faults[1].no_answer == 0);
+  CHECK(r.faults[2].time == 4);
+  CHECK(r.faults[2].illegal + r.faults[2].crash + r.faults[2].no_answer == 0);
+}
+
 TEST_CASE("match tournament: --start-within starts no pair late and plays out every pair it started", "[match]") {
   TempDir dir("match_start_within");
   TournamentConfig c;
