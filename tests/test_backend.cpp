@@ -6,8 +6,11 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "nn/backend.h"
 #include "nn/model_file.h"
@@ -113,4 +116,31 @@ TEST_CASE("backend: nn eval, selfplay and train work with no --backend and say w
   std::tie(rc, out) = run_jiriki("bench allreduce --mb 0");
   CHECK(rc != 0);
   CHECK_THAT(out, Contains("--mb must be positive"));
+}
+
+TEST_CASE("backend: the JIRIKI_* variables become the CUDA settings", "[backend]") {
+  // Set here, and given back their values at the end (a run's own JIRIKI_CUDNN_CACHE, say).
+  const char* names[] = {"JIRIKI_CUDA_SPIN", "JIRIKI_CUDA_PARTS", "JIRIKI_CUDA_SQUARE", "JIRIKI_CUDNN_CACHE"};
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  for (const char* n : names) {
+    const char* v = std::getenv(n);
+    saved.emplace_back(n, v ? std::optional<std::string>(v) : std::nullopt);
+    unsetenv(n);
+  }
+  nn::CudaSettings d = nn::CudaSettings::from_environment();
+  CHECK(d.spin);  // waiting threads spin unless told otherwise
+  CHECK(d.parts == 0);
+  CHECK(d.tower == nn::CudaSettings::Tower::TIMED);
+  setenv("JIRIKI_CUDA_SPIN", "0", 1);
+  setenv("JIRIKI_CUDA_PARTS", "7", 1);  // clamped to 2
+  setenv("JIRIKI_CUDA_SQUARE", "0", 1);
+  setenv("JIRIKI_CUDNN_CACHE", "off", 1);
+  nn::CudaSettings s = nn::CudaSettings::from_environment();
+  CHECK_FALSE(s.spin);
+  CHECK(s.parts == 2);
+  CHECK(s.tower == nn::CudaSettings::Tower::CUDNN);
+  CHECK(s.choice_file.empty());
+  setenv("JIRIKI_CUDA_SPIN", "1", 1);
+  CHECK(nn::CudaSettings::from_environment().spin);
+  for (const auto& [n, v] : saved) v ? setenv(n.c_str(), v->c_str(), 1) : unsetenv(n.c_str());
 }
