@@ -41,6 +41,16 @@ nlohmann::json pairing_json(const TournamentConfig& config, const PairingResult&
   };
 }
 
+// Each game thread's instance of engine i: its nodes/s (0 where it reported no nodes); empty for
+// summaries of files, which do not know the threads.
+std::vector<double> instance_rates(const TournamentResult& result, int i) {
+  std::vector<double> rates;
+  if (size_t(i) < result.instances.size())
+    for (const SearchStats& t : result.instances[i])
+      if (t.moves > 0) rates.push_back(t.nodes_per_second());
+  return rates;
+}
+
 std::string fmt(const char* f, double a, double b = 0, double c = 0) {
   char buf[128];
   std::snprintf(buf, sizeof buf, f, a, b, c);
@@ -91,7 +101,8 @@ nlohmann::json summary_json(const TournamentConfig& config, const TournamentResu
                                            {"ms_per_move", t.ms_per_move()},
                                            {"moves_with_nodes", t.counted},
                                            {"nodes_per_move", t.nodes_per_move()},
-                                           {"nodes_per_second", t.nodes_per_second()}};
+                                           {"nodes_per_second", t.nodes_per_second()},
+                                           {"instances_nodes_per_second", instance_rates(result, int(i))}};
   }
   j["runner_us_per_move"] = result.runner_us_per_move;
   j["runner_cpu_us_per_move"] = result.runner_cpu_us_per_move;
@@ -157,6 +168,12 @@ std::string final_table(const TournamentConfig& config, const TournamentResult& 
          (t.counted ? fmt(", %.0f nodes a move, %.0f nodes/s", t.nodes_per_move(), t.nodes_per_second())
                     : std::string(", reported no nodes")) +
          " (" + std::to_string(t.moves) + " moves)\n";
+    const std::vector<double> rates = instance_rates(result, i);
+    if (rates.size() > 1 && t.counted) {
+      s += "  nodes/s of each of its " + std::to_string(rates.size()) + " instances:";
+      for (double r : rates) s += fmt(" %.0f", r);
+      s += "\n";
+    }
   }
   if (result.runner_moves > 0)  // (summaries of games.jsonl files have no runner timings)
     s += fmt("runner: %.1f us per move from a bestmove's arrival to the next go (CPU time %.1f us), %.0f moves\n",

@@ -89,7 +89,7 @@ class Scheduler {
       if (game.verdict.end == GameEnd::ABORT) break;
       if (game.failed[BLACK]) engines[black].reset();
       if (game.failed[WHITE]) engines[white].reset();
-      finish(job, black, white, game);
+      finish(job, thread, black, white, game);
     }
   }
 
@@ -113,12 +113,12 @@ class Scheduler {
   }
 
  private:
-  void finish(const Job& job, int black, int white, const PlayedGame& game) {
+  void finish(const Job& job, int thread, int black, int white, const PlayedGame& game) {
     std::string warning = writer_.write(game, {job.number, job.pair + 1, openings_[job.pair].text()});
     std::lock_guard lock(mutex_);
     if (!warning.empty()) std::cerr << "\nwarning: " << warning << "\n";
     GameOutcome outcome{job.pairing, job.pair, black, white, game.verdict.winner, game.verdict.reason,
-                        {game.search[BLACK], game.search[WHITE]}};
+                        {game.search[BLACK], game.search[WHITE]}, thread};
     if (tally_.add(outcome) && config_.sprt) {
       const Penta& penta = result_.pairings[job.pairing].penta;
       result_.llr = sprt_llr(penta, *config_.sprt);
@@ -204,6 +204,14 @@ bool Tally::add(const GameOutcome& g) {
   }
   result_.search[g.black].add(g.search[BLACK]);
   result_.search[g.white].add(g.search[WHITE]);
+  if (g.thread >= 0) {
+    result_.instances.resize(result_.search.size());
+    for (Color c : {BLACK, WHITE}) {
+      auto& per_thread = result_.instances[c == BLACK ? g.black : g.white];
+      if (int(per_thread.size()) <= g.thread) per_thread.resize(g.thread + 1);
+      per_thread[g.thread].add(g.search[c]);
+    }
+  }
   ++result_.games;
   auto key = std::make_pair(g.pairing, g.pair);
   auto it = half_pairs_.find(key);

@@ -53,6 +53,9 @@ struct TournamentResult {
   std::vector<PairingResult> pairings;
   std::vector<EngineFaults> faults;  // per engine
   std::vector<SearchStats> search;   // per engine: moves, thinking time and nodes over all its games
+  // per engine, per game thread: each instance's own figures (each thread runs its own engine
+  // processes; with several games at once sharing a GPU, what each instance got of it)
+  std::vector<std::vector<SearchStats>> instances;
   int64_t games = 0;
   double llr = 0;
   SprtResult sprt = SprtResult::NONE;
@@ -71,6 +74,7 @@ struct GameOutcome {
   std::optional<Color> winner;   // nullopt: a draw
   std::string reason;            // how it ended, as games.jsonl says ("resign", "time forfeit", ...)
   SearchStats search[COLOR_NB];  // each side's answered moves, time and nodes
+  int thread = -1;               // the game thread that played it (-1: not known, e.g. read from a file)
 };
 
 // Keeps the score as games end: results, colour-swapped pairs, faults and search figures. The

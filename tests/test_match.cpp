@@ -575,7 +575,23 @@ TEST_CASE("match summaries: games.jsonl read back gives the runner's own figures
   REQUIRE(live.games == 12);
   REQUIRE(live.faults[0].crash == 1);
 
+  // Each game thread's instances: together they are the engine's figures.
+  REQUIRE(live.instances.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO(c.engines[i].name);
+    CHECK(live.instances[i].size() <= 2);  // 2 game threads
+    SearchStats sum;
+    for (const SearchStats& t : live.instances[i]) sum.add(t);
+    CHECK(sum.moves == live.search[i].moves);
+    CHECK(sum.nodes == live.search[i].nodes);
+  }
+  const auto live_json = summary_json(c, live);
+  size_t b_instances = 0;
+  for (const SearchStats& t : live.instances[1]) b_instances += t.moves > 0;
+  CHECK(live_json["search"]["b"]["instances_nodes_per_second"].size() == b_instances);
+
   GameFilesSummary s = summarize_game_files({dir.file("out/games.jsonl")});
+  CHECK(s.result.instances.empty());  // a file does not say which thread played a game
   CHECK(s.estimated_games == 0);
   REQUIRE(s.config.engines.size() == 3);
   CHECK(s.config.engines[0].name == "a");  // game 1: the first engine as Black
