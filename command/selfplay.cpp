@@ -78,7 +78,7 @@ int cmd_selfplay(int argc, char** argv) {
       .option("report-seconds", "10", "seconds between progress lines");
   options::add_backend(args, nn::BackendUse::INFERENCE);
   options::add_gpus(args, "CUDA devices, e.g. 0,1 (one evaluation queue each)");
-  options::add_threads(args, "worker threads per GPU (0: on cuda 3/4 of the cores up to 12, 1 on the CPU)");
+  options::add_threads(args, "worker threads per GPU (0: on cuda 3/4 of the cores shared by the GPUs, at most 12 each; 1 on the CPU)");
   options::add_seed(args, "seed of every random choice (game i uses a stream of its own)");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   require(args.has("model"), "--model FILE is required");
@@ -102,7 +102,10 @@ int cmd_selfplay(int argc, char** argv) {
   if (!gpu) c.gpus.resize(1);  // the CPU is one queue
   // GPU defaults: the best of the settings measured on an H100 with 16 cores (bench/results/selfplay_h100.txt).
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  c.threads = options::threads(args) > 0 ? options::threads(args) : gpu ? std::clamp(cores * 3 / 4, 1, 12) : 1;
+  // Worker threads are per GPU: three quarters of the cores shared by the GPUs, at most 12 each.
+  c.threads = options::threads(args) > 0 ? options::threads(args)
+              : gpu                      ? std::clamp(cores * 3 / 4 / int(c.gpus.size()), 1, 12)
+                                         : 1;
   c.evaluators = args.integer("evaluators") > 0 ? int(args.integer("evaluators")) : gpu ? 4 : 1;
   c.batch = args.integer("batch") > 0 ? int(args.integer("batch")) : gpu ? 256 : 32;
   require(c.threads <= 256 && c.evaluators <= 64 && c.batch <= 65536, "--threads, --evaluators or --batch is too large");

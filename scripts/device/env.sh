@@ -4,6 +4,12 @@
 #   start LOG     sends the script's output to the terminal and to $OUT/LOG
 #   step TITLE    a section heading with the time
 #   machine       the GPUs, CPU count, cuDNN and NCCL found
+#   gpu_count     the GPUs of this machine
+#   on_gpu I N CMD...  runs CMD (a command or a function) on GPU I alone (CUDA_VISIBLE_DEVICES) and on the I-th of N equal shares
+#                 of the CPU cores (taskset): N independent single-GPU runs side by side, each as on a
+#                 machine of one GPU and cores/N cores
+#   side_by_side N CMD ITEM...  CMD ITEM for each item, N at a time, the k-th of a round on GPU k of N
+#                 (on_gpu), each one's output printed whole once its round is done
 #   build T...    configures build-device (CUDA; the tests when .carry/catch2 is carried) and
 #                 builds the targets (default jiriki: the carried .carry/bin/jiriki when it fits);
 #                 on failure prints the errors and exits
@@ -64,6 +70,29 @@ machine() {
   echo "CPUs: $(nproc)"
   echo "cuDNN: $CUDNN_INC, $CUDNN_LIB"
   echo "NCCL: ${NCCL_INC:-none}, ${NCCL_LIB:-none}"
+}
+
+gpu_count() { nvidia-smi --query-gpu=index --format=csv,noheader | wc -l; }
+
+on_gpu() {
+  local i=$1 n=$2; shift 2
+  local share=$(($(nproc) / n))
+  (export CUDA_VISIBLE_DEVICES=$i
+   taskset -cp "$((i * share))-$(((i + 1) * share - 1))" $BASHPID > /dev/null  # (inherited by what it starts)
+   "$@")
+}
+
+side_by_side() {
+  local n=$1 cmd=$2 k=0 g; shift 2
+  local items=("$@")
+  while ((k < ${#items[@]})); do
+    for ((g = 0; g < n && k + g < ${#items[@]}; ++g)); do
+      on_gpu "$g" "$n" "$cmd" "${items[k + g]}" > "/tmp/side-$((k + g)).out" 2>&1 &
+    done
+    wait
+    for ((g = 0; g < n && k + g < ${#items[@]}; ++g)); do cat "/tmp/side-$((k + g)).out"; done
+    k=$((k + n))
+  done
 }
 
 # build: takes .carry/bin/jiriki (scripts/device/prebuild.sh) when only jiriki is asked for and it was

@@ -1,33 +1,58 @@
 #!/usr/bin/env bash
-# On the GPU machine: self-play records from one network for SECONDS, with the loop's recipe
-# (loop_rl.json: 100 playouts a move, 400 on the quarter of moves that are training targets,
-# resignation below 5%), brought back as $OUT/gendata-TAG.tar.xz.NN parts of at most 15 MB each
-# (the device returns files up to 16 MiB). Unpack here with
-#   cat gendata-TAG.tar.xz.* | tar xJf - -C .carry/records
-# which adds one folder, gendata-TAG, beside the loop's generations (pack_records.sh then packs it
-# for gpunet.sh). In the same call, gpunet.sh can train on it at once: RECORDS="... $OUT/gendata-TAG.tar.xz.00".
+# On the GPU machine: self-play records from one network for SECONDS on every GPU (one evaluation
+# queue each), with the loop's recipe (loop_rl.json: 100 playouts a move, 400 on the quarter of moves
+# that are training targets, resignation below 5%), packed into independent archives of at most
+# 15 MB (the device returns files up to 16 MiB) in /tmp/gendata-parts, of which the first RETURN
+# come back as $OUT/gendata-TAG-NN.tar.xz. Each archive holds part of one folder, gendata-TAG; unpack
+# here with
+#   for f in gendata-TAG-*.tar.xz; do tar xJf $f -C .carry/records; done
+# (pack_records.sh then packs the folder for gpunet.sh). In the same call, gpunet.sh can train on all
+# of it at once: RECORDS="/tmp/gendata/gendata-TAG ..." (a folder is taken as it is).
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", DIR_OF_NET]:
 #     bash scripts/device/gendata.sh NET SECONDS
 # Environment: PLAYOUTS (100), FULL (400), ARGS (more `jiriki selfplay` options, "--resign 0.05"),
-# SEED (the date), TAG (the date and time).
+# SEED (the date), TAG (the date and time), GPUS (the GPUs, e.g. 0,1: default all), RETURN (8: the
+# archives that come back; the device returns at most 8 files, so leave room for the other scripts').
 set -uo pipefail
 source scripts/device/env.sh
 NET=$1 SECS=$2
-PLAYOUTS=${PLAYOUTS:-100} FULL=${FULL:-400} ARGS=${ARGS:---resign 0.05}
-SEED=${SEED:-$(date +%s)} TAG=${TAG:-$(date +%Y%m%d-%H%M%S)}
+PLAYOUTS=${PLAYOUTS:-100} FULL=${FULL:-400} ARGS=${ARGS:---resign 0.05} RETURN=${RETURN:-8}
+SEED=${SEED:-$(date +%s)} TAG=${TAG:-$(date +%Y%m%d-%H%M%S)} GPUS=${GPUS:-$(seq -s, 0 $(($(gpu_count) - 1)))}
 [[ -f $NET ]] || { echo "no network $NET"; exit 1; }
 start "gendata-$TAG.log"
 step "machine"; machine
 step "build"; build jiriki
 J=$PWD/build-device/jiriki
-DIR=/tmp/gendata/gendata-$TAG
-rm -rf /tmp/gendata && mkdir -p "$DIR"
-step "self-play: $(basename "$NET") for $SECS s, $PLAYOUTS playouts a move, $FULL on training targets, $ARGS"
+DIR=/tmp/gendata/gendata-$TAG PARTS=/tmp/gendata-parts
+rm -rf /tmp/gendata "$PARTS" && mkdir -p "$DIR" "$PARTS"
+step "self-play: $(basename "$NET") for $SECS s on GPUs $GPUS, $PLAYOUTS playouts a move, $FULL on training targets, $ARGS"
 read -ra MORE <<< "$ARGS"
 "$J" selfplay --model "$NET" --out "$DIR" --name "gendata-$TAG" --seconds "$SECS" --playouts "$PLAYOUTS" \
-  --playout-cap-full "$FULL" --backend cuda --seed "$SEED" --report-seconds 60 "${MORE[@]}" 2>&1 | tail -12
+  --playout-cap-full "$FULL" --backend cuda --gpus "$GPUS" --seed "$SEED" --report-seconds 60 "${MORE[@]}" 2>&1 | tail -12
+
+# pack NAME FILE...: one archive of the files (names relative to /tmp/gendata); one over 15 MB is
+# made again as two of half the files each.
+pack() {
+  local name=$1; shift
+  tar cf - -C /tmp/gendata "$@" | xz -T0 -6 > "$PARTS/$name.tar.xz"
+  if (($(stat -c %s "$PARTS/$name.tar.xz") > 15000000 && $# > 1)); then
+    rm "$PARTS/$name.tar.xz"
+    local half=$(($# / 2))
+    pack "${name}a" "${@:1:half}"
+    pack "${name}b" "${@:half+1}"
+  fi
+}
 step "pack"
 rm -f "$DIR"/*.jsonl.tmp
-tar cf - -C /tmp/gendata "gendata-$TAG" | xz -T0 -6 | split -b 15000000 -d - "$OUT/gendata-$TAG.tar.xz."
-ls -l "$OUT"
+mapfile -t FILES < <(cd /tmp/gendata && ls -d gendata-"$TAG"/*)
+# Groups of 60 MB of records (about 25 MB compressed: split once), in parallel.
+group=() bytes=0 n=0
+for f in "${FILES[@]}"; do
+  group+=("$f") bytes=$((bytes + $(stat -c %s "/tmp/gendata/$f")))
+  if ((bytes > 60000000)); then pack "gendata-$TAG-$(printf %02d $n)" "${group[@]}" & group=() bytes=0 n=$((n + 1)); fi
+done
+((${#group[@]})) && pack "gendata-$TAG-$(printf %02d $n)" "${group[@]}" &
+wait
+ls "$PARTS"/*.tar.xz | head -"$RETURN" | xargs -r cp -t "$OUT"
+echo "$(ls "$PARTS" | wc -l) archives, $(du -sm "$PARTS" | cut -f1) MB; back in \$OUT: $(ls "$OUT" | grep -c "^gendata-$TAG-")"

@@ -13,6 +13,8 @@
 # the loop's best 6x64): each "NAME:REF" (separated by ';') plays the trained NAME.jnn against the
 # network file REF with `jiriki match`, GAMES games at TC (byoyomi BYOYOMI ms, or e.g. nodes=800),
 # CONC games at once sharing the GPU, THREADS search threads each, openings from gpsshogi's book.
+# On a machine of several GPUs the networks train side by side, one a GPU, and the matches play
+# side by side, one a GPU with its share of the cores (each as on a machine of one GPU).
 # The networks (in bf16 with BF16=1, as shipped; the matches play those files), the log and each
 # match's summary come back in $OUT (at most 8 files).
 #
@@ -22,15 +24,16 @@
 # Environment: BLOCKS (10; 0 trains no gpu.jnn, only the variants), CHANNELS (128), EPOCHS (4),
 # BATCH (512), LR (0.1), VARIANTS (none), KEEP (1; 0 brings back no variant's network, only the
 # log), BF16 (0; 1 stores every network trained here with bf16 weights, `jiriki nn convert`), MATCHES,
-# TC, RECORDS (the records' archives: .tar.xz files, or the first part NAME.tar.xz.00 of one split
-# by gendata.sh; default ".carry/pack/*.tar.xz", what pack_records.sh picked), CONC (8), THREADS (1), BYOYOMI (300), SEED (1);
+# TC, RECORDS (the records: .tar.xz archives, or folders of records such as gendata.sh's
+# /tmp/gendata/gendata-TAG in the same call; default ".carry/pack/*.tar.xz", what pack_records.sh
+# picked), CONC (8), THREADS (1), BYOYOMI (300), SEED (1), GPUS (the GPUs used side by side: all);
 # GAMES 0 plays no match.
 set -uo pipefail
 source scripts/device/env.sh
 SMALL=$1 GAMES=${2:-40}
 BLOCKS=${BLOCKS:-10} CHANNELS=${CHANNELS:-128} EPOCHS=${EPOCHS:-4} BATCH=${BATCH:-512} LR=${LR:-0.1}
 CONC=${CONC:-8} THREADS=${THREADS:-1} BYOYOMI=${BYOYOMI:-300} SEED=${SEED:-1} VARIANTS=${VARIANTS:-}
-KEEP=${KEEP:-1} RECORDS=${RECORDS:-.carry/pack/*.tar.xz} BF16=${BF16:-0}
+KEEP=${KEEP:-1} RECORDS=${RECORDS:-.carry/pack/*.tar.xz} BF16=${BF16:-0} GPUS=${GPUS:-$(gpu_count)}
 MATCHES=${MATCHES-$([[ $BLOCKS -gt 0 ]] && echo "gpu:$(realpath "$SMALL")")} TC=${TC:-byoyomi=$BYOYOMI}
 [[ -f $SMALL ]] || { echo "no network $SMALL"; exit 1; }
 SMALL=$(realpath "$SMALL")
@@ -42,7 +45,7 @@ J=$PWD/build-device/jiriki
 step "records"
 rm -rf /tmp/records /tmp/heldout && mkdir -p /tmp/records /tmp/heldout
 for r in $RECORDS; do
-  if [[ $r == *.00 ]]; then cat "${r%.00}".?? | tar xJf - -C /tmp/records || exit 1
+  if [[ -d $r ]]; then cp -rl "$r" /tmp/records/ || exit 1  # (links: the held-out file moves out of the copy)
   else tar xJf "$r" -C /tmp/records || exit 1; fi
 done
 # The held-out file: the newest of the loop's newest generation (the same file as more records come),
@@ -54,28 +57,33 @@ mv "$HELD" /tmp/heldout/
 echo "generations: $(ls /tmp/records | tr "\n" " ")"
 echo "held out: $(basename "$HELD")"
 
-# train NAME ARGS...: one network on the records, the held-out metrics printed, the network and its
-# file kept in $OUT.
+# train NAME ARGS...: one network on the records, the held-out metrics and seconds printed, the
+# network and its file kept in $OUT.
 train() {
-  local name=$1; shift
-  step "train $name: $*"
+  local name=$1 t0=$SECONDS; shift
+  echo "--- train $name: $*"
   "$J" train --data /tmp/records --test /tmp/heldout --seed "$SEED" --log-every 1000 --model-out "/tmp/$name.jnn" "$@" 2>&1 |
     grep -E "^(training|test|wrote|error)" | tail -6
   [[ -f /tmp/$name.jnn ]] || { echo "training $name wrote no network"; return 1; }
   [[ $BF16 == 1 ]] && "$J" nn convert "/tmp/$name.jnn" -o "/tmp/$name.jnn" --weights bf16
   [[ $name == gpu || $KEEP == 1 ]] && cp "/tmp/$name.jnn" "$OUT/$name.jnn"
+  echo "--- $name: $((SECONDS - t0)) s"
 }
+
 
 step "the small network on the held-out file (its metrics: one step at a learning rate of 1e-30, no statistics update)"
 "$J" train --data /tmp/heldout --test /tmp/heldout --init "$SMALL" --steps 1 --lr 1e-30 --bn-momentum 0 \
   --model-out /tmp/small_eval.jnn 2>&1 | grep -E "^test"
 
-[[ $BLOCKS -gt 0 ]] && { time train gpu --blocks "$BLOCKS" --channels "$CHANNELS" --epochs "$EPOCHS" --batch "$BATCH" --lr "$LR" --warmup-steps 200 || exit 1; }
+# Every network to train as "NAME:ARGS", gpu.jnn first.
+TRAINS=()
+[[ $BLOCKS -gt 0 ]] && TRAINS+=("gpu:--blocks $BLOCKS --channels $CHANNELS --epochs $EPOCHS --batch $BATCH --lr $LR --warmup-steps 200")
 IFS=';' read -ra VARIANT_LIST <<< "$VARIANTS"
-for v in "${VARIANT_LIST[@]}"; do
-  read -ra ARGS <<< "${v#*:}"
-  train "${v%%:*}" "${ARGS[@]/#SMALL/$SMALL}"
-done
+TRAINS+=("${VARIANT_LIST[@]}")
+train_one() { local a; read -ra a <<< "${1#*:}"; train "${1%%:*}" "${a[@]/#SMALL/$SMALL}"; }
+step "train ${#TRAINS[@]} network(s), $GPUS at a time"
+side_by_side "$GPUS" train_one "${TRAINS[@]}"
+[[ $BLOCKS -gt 0 && ! -f /tmp/gpu.jnn ]] && exit 1
 [[ $GAMES -gt 0 && -n $MATCHES ]] || exit 0
 
 # Each network through isready once: cuDNN's choices for its shapes are kept on disk for the games.
@@ -95,12 +103,16 @@ else
   unpack_engines "$J" > /dev/null
 fi
 
-for m in "${MATCH_LIST[@]}"; do
-  name=${m%%:*} ref=${m#*:} tag=${m%%:*}-$(basename "${m#*:}" .jnn)
-  step "$name.jnn against $(basename "$ref"): $GAMES games, $CONC at once, $TC, $THREADS threads each"
+# play NAME:REF: one match, its summary kept in $OUT.
+play() {
+  local name=${1%%:*} ref=${1#*:}
+  local tag=$name-$(basename "$ref" .jnn)
+  echo "--- $name.jnn against $(basename "$ref"): $GAMES games, $CONC at once, $TC, $THREADS threads each${CUDA_VISIBLE_DEVICES:+, GPU $CUDA_VISIBLE_DEVICES}"
   "$J" match --engine "cmd=$J name=$name option.ModelFile=/tmp/$name.jnn option.Backend=cuda option.Threads=$THREADS" \
     --engine "cmd=$J name=$(basename "$ref" .jnn) option.ModelFile=$ref option.Backend=cuda option.Threads=$THREADS" \
     --games "$GAMES" --concurrency "$CONC" --tc $TC --margin 1000 --book /tmp/joseki.db --book-plies 16 \
     --seed "$SEED" --out "/tmp/match-$tag" 2>&1 | grep -v "^games "
   cp "/tmp/match-$tag/summary.json" "$OUT/match_$tag.json" 2>/dev/null
-done
+}
+step "${#MATCH_LIST[@]} match(es), $GPUS at a time"
+side_by_side "$GPUS" play "${MATCH_LIST[@]}"

@@ -17,7 +17,9 @@
 #                                                                  gpsshogi8 (8 threads), fairy-stockfish,
 #                                                                  or a .jnn file: jiriki with that network
 #                                                                  on the GPU, as NET (carry its folder)
-# Environment: CONC (4), THREADS (jiriki's search threads, 3), BYOYOMI (1000), TC (the time control,
+# Environment: GPUS (1: the machine's first GPU and all its cores; N: N matches side by side, one a
+# GPU with GAMES/N of the games and cores/N of the cores, each as on a machine of one GPU, then
+# counted together by `jiriki match --summarize`), CONC (4: games at once on each GPU), THREADS (jiriki's search threads, 3), BYOYOMI (1000), TC (the time control,
 # byoyomi=BYOYOMI; e.g. nodes=800 between two networks), BOOK_PLIES (16), SEED (1), NAME (jiriki's
 # name in the results, the network's file name), LOG (strength.log: another name keeps two runs'
 # logs apart), OPTIONS (more USI options for NET's engine only, as `jiriki match --engine` fields, e.g.
@@ -33,10 +35,11 @@ set -uo pipefail
 source scripts/device/env.sh
 NET=$1 GAMES=$2; shift 2
 OPPONENTS=${*:-gpsshogi}
-CONC=${CONC:-4} THREADS=${THREADS:-3} BYOYOMI=${BYOYOMI:-1000} BOOK_PLIES=${BOOK_PLIES:-16} SEED=${SEED:-1}
+GPUS=${GPUS:-1} CONC=${CONC:-4} THREADS=${THREADS:-3} BYOYOMI=${BYOYOMI:-1000} BOOK_PLIES=${BOOK_PLIES:-16} SEED=${SEED:-1}
 TC=${TC:-byoyomi=$BYOYOMI}
 NAME=${NAME:-$(basename "$NET" .jnn)} OPTIONS=${OPTIONS:-}
 [[ -f $NET ]] || { echo "no network $NET"; exit 1; }
+((GAMES % (2 * GPUS) == 0)) || { echo "GAMES must be a multiple of 2 x GPUS (pairs of games on each GPU)"; exit 1; }
 NET=$(realpath "$NET")
 start "${LOG:-strength.log}"
 step "machine"; machine
@@ -55,6 +58,13 @@ for net in "$NET" $(printf '%s\n' "$@" | grep '\.jnn$'); do
 done
 source scripts/device/engines.sh
 unpack_engines "$J"
+# play DIR GAMES SEED: one match of NET's engine against ENGINE.
+play() {
+  "$J" match --engine "cmd=$J name=$NAME env.JIRIKI_CUDA_SPIN=0 option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS${OPTIONS:+ $OPTIONS}" \
+    --engine "$ENGINE" --games "$2" --concurrency "$CONC" --tc "$TC" --margin 1000 --book /tmp/joseki.db \
+    --book-plies "$BOOK_PLIES" --seed "$3" --start-within "${START_WITHIN:-0}" --out "$1" 2>&1 | grep -v "^games "
+}
+play_share() { echo "--- GPU $1"; play "$dir-gpu$1" $((GAMES / GPUS)) "$SEED$1"; }
 for opp in $OPPONENTS; do
   case $opp in
     gpsshogi) ENGINE="cmd=$GPS/gpsusi name=gpsshogi env.GPS_THREADS=1" ;;
@@ -64,9 +74,16 @@ for opp in $OPPONENTS; do
       ENGINE="cmd=$J name=$(basename "$opp" .jnn) env.JIRIKI_CUDA_SPIN=0 option.ModelFile=$(realpath "$opp") option.Backend=cuda option.Threads=$THREADS" ;;
     *) echo "unknown opponent $opp"; exit 1 ;;
   esac
-  step "$NAME (GPU, $THREADS threads${OPTIONS:+, $OPTIONS}) against $opp: $GAMES games, $CONC at once, $TC"
-  "$J" match --engine "cmd=$J name=$NAME env.JIRIKI_CUDA_SPIN=0 option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS${OPTIONS:+ $OPTIONS}" \
-    --engine "$ENGINE" --games "$GAMES" --concurrency "$CONC" --tc "$TC" --margin 1000 --book /tmp/joseki.db \
-    --book-plies "$BOOK_PLIES" --seed "$SEED" --start-within "${START_WITHIN:-0}" --out "/tmp/matches/$(basename "$opp" .jnn)" 2>&1 | grep -v "^games "
+  dir=/tmp/matches/$(basename "$opp" .jnn)
+  step "$NAME (GPU, $THREADS threads${OPTIONS:+, $OPTIONS}) against $opp: $GAMES games, $CONC at once on each of $GPUS GPU(s), $TC"
+  if ((GPUS == 1)); then
+    play "$dir" "$GAMES" "$SEED"
+  else
+    # One match a GPU, each with its share of the games and of the cores and its own openings (seed
+    # SEED followed by the GPU's number), then all their games counted together.
+    side_by_side "$GPUS" play_share $(seq 0 $((GPUS - 1)))
+    step "$NAME against $opp: the $GPUS matches together"
+    "$J" match $(for g in $(seq 0 $((GPUS - 1))); do echo "--summarize $dir-gpu$g/games.jsonl"; done)
+  fi
   tar czf "$OUT/matches.tar.gz" -C /tmp matches
 done
