@@ -15,8 +15,8 @@
 # CONC games at once sharing the GPU, THREADS search threads each, openings from gpsshogi's book.
 # On a machine of several GPUs the networks train side by side, one a GPU, and the matches play
 # side by side, one a GPU with its share of the cores (each as on a machine of one GPU).
-# The networks (in bf16 with BF16=1, as shipped; the matches play those files), the log and each
-# match's summary come back in $OUT (at most 8 files).
+# The networks (in bf16 with BF16=1, as shipped; the matches play those files), the log and the
+# matches' summaries and games (gpunet_matches.tar.gz) come back in $OUT (at most 8 files).
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", ".carry/book" (or .carry/debs),
 #                   ".carry/pack", DIR_OF_SMALL]:
@@ -103,7 +103,7 @@ else
   unpack_engines "$J" > /dev/null
 fi
 
-# play NAME:REF: one match, its summary kept in $OUT.
+# play NAME:REF: one match, in /tmp/match-NAME-REF.
 play() {
   local name=${1%%:*} ref=${1#*:}
   local tag=$name-$(basename "$ref" .jnn)
@@ -112,7 +112,7 @@ play() {
     --engine "cmd=$J name=$(basename "$ref" .jnn) option.ModelFile=$ref option.Backend=cuda option.Threads=$THREADS" \
     --games "$GAMES" --concurrency "$CONC" --tc $TC --margin 1000 --book /tmp/joseki.db --book-plies 16 \
     --seed "$SEED" --out "/tmp/match-$tag" 2>&1 | grep -v "^games "
-  cp "/tmp/match-$tag/summary.json" "$OUT/match_$tag.json" 2>/dev/null
 }
 step "${#MATCH_LIST[@]} match(es), $GPUS at a time"
 side_by_side "$GPUS" play "${MATCH_LIST[@]}"
+tar czf "$OUT/gpunet_matches.tar.gz" -C /tmp $(cd /tmp && ls -d match-*/summary.json match-*/games.jsonl)
