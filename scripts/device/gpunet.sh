@@ -114,5 +114,6 @@ play() {
     --seed "$SEED" --out "/tmp/match-$tag" 2>&1 | grep -v "^games "
 }
 step "${#MATCH_LIST[@]} match(es), $GPUS at a time"
+rm -rf /tmp/match-*
 side_by_side "$GPUS" play "${MATCH_LIST[@]}"
 tar czf "$OUT/gpunet_matches.tar.gz" -C /tmp $(cd /tmp && ls -d match-*/summary.json match-*/games.jsonl)
