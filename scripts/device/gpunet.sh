@@ -26,7 +26,8 @@
 # log), BF16 (0; 1 stores every network trained here with bf16 weights, `jiriki nn convert`), MATCHES,
 # TC, RECORDS (the records: .tar.xz archives, or folders of records such as gendata.sh's
 # /tmp/gendata/gendata-TAG in the same call; default ".carry/pack/*.tar.xz", what pack_records.sh
-# picked), CONC (8), THREADS (1), BYOYOMI (300), SEED (1), GPUS (the GPUs used side by side: all);
+# picked), CONC (8), THREADS (1), BYOYOMI (300), SEED (1), GPUS (the GPUs used side by side: all),
+# START_WITHIN (seconds after which a match starts no more pairs of games: 0, none);
 # GAMES 0 plays no match.
 set -uo pipefail
 source scripts/device/env.sh
@@ -111,7 +112,7 @@ play() {
   "$J" match --engine "cmd=$J name=$name option.ModelFile=/tmp/$name.jnn option.Backend=cuda option.Threads=$THREADS" \
     --engine "cmd=$J name=$(basename "$ref" .jnn) option.ModelFile=$ref option.Backend=cuda option.Threads=$THREADS" \
     --games "$GAMES" --concurrency "$CONC" --tc $TC --margin 1000 --book /tmp/joseki.db --book-plies 16 \
-    --seed "$SEED" --out "/tmp/match-$tag" 2>&1 | grep -v "^games "
+    --seed "$SEED" --start-within "${START_WITHIN:-0}" --out "/tmp/match-$tag" 2>&1 | grep -v "^games "
 }
 step "${#MATCH_LIST[@]} match(es), $GPUS at a time"
 rm -rf /tmp/match-*
