@@ -84,12 +84,15 @@ on_gpu() {
 
 side_by_side() {
   local n=$1 cmd=$2 k=0 g; shift 2
-  local items=("$@")
+  local items=("$@") jobs
+  rm -f /tmp/side-*.out
   while ((k < ${#items[@]})); do
+    jobs=()
     for ((g = 0; g < n && k + g < ${#items[@]}; ++g)); do
       on_gpu "$g" "$n" "$cmd" "${items[k + g]}" > "/tmp/side-$((k + g)).out" 2>&1 &
+      jobs+=($!)
     done
-    wait
+    wait "${jobs[@]}"  # (named: a bare wait would also wait for start's tee)
     for ((g = 0; g < n && k + g < ${#items[@]}; ++g)); do cat "/tmp/side-$((k + g)).out"; done
     k=$((k + n))
   done

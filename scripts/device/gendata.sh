@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: self-play records from one network for SECONDS on every GPU (one evaluation
-# queue each), with the loop's recipe (loop_rl.json: 100 playouts a move, 400 on the quarter of moves
+# On the GPU machine: self-play records from one network for SECONDS on every GPU, with the loop's recipe (loop_rl.json: 100 playouts a move, 400 on the quarter of moves
 # that are training targets, resignation below 5%), packed into independent archives of at most
 # 15 MB (the device returns files up to 16 MiB) in /tmp/gendata-parts, of which the first RETURN
 # come back as $OUT/gendata-TAG-NN.tar.xz. Each archive holds part of one folder, gendata-TAG; unpack
@@ -12,13 +11,14 @@
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", DIR_OF_NET]:
 #     bash scripts/device/gendata.sh NET SECONDS
 # Environment: PLAYOUTS (100), FULL (400), ARGS (more `jiriki selfplay` options, "--resign 0.05"),
-# SEED (the date), TAG (the date and time), GPUS (the GPUs, e.g. 0,1: default all), RETURN (8: the
-# archives that come back; the device returns at most 8 files, so leave room for the other scripts').
+# SEED (the date), TAG (the date and time), GPUS (the first GPUS GPUs: default all, one self-play
+# process each), RETURN (8: the archives that come back; the device returns at most 8 files, so leave
+# room for the other scripts'; 0 packs nothing, for a training in the same call).
 set -uo pipefail
 source scripts/device/env.sh
 NET=$1 SECS=$2
 PLAYOUTS=${PLAYOUTS:-100} FULL=${FULL:-400} ARGS=${ARGS:---resign 0.05} RETURN=${RETURN:-8}
-SEED=${SEED:-$(date +%s)} TAG=${TAG:-$(date +%Y%m%d-%H%M%S)} GPUS=${GPUS:-$(seq -s, 0 $(($(gpu_count) - 1)))}
+SEED=${SEED:-$(date +%s)} TAG=${TAG:-$(date +%Y%m%d-%H%M%S)} GPUS=${GPUS:-$(gpu_count)}
 [[ -f $NET ]] || { echo "no network $NET"; exit 1; }
 start "gendata-$TAG.log"
 step "machine"; machine
@@ -26,10 +26,18 @@ step "build"; build jiriki
 J=$PWD/build-device/jiriki
 DIR=/tmp/gendata/gendata-$TAG PARTS=/tmp/gendata-parts
 rm -rf /tmp/gendata "$PARTS" && mkdir -p "$DIR" "$PARTS"
-step "self-play: $(basename "$NET") for $SECS s on GPUs $GPUS, $PLAYOUTS playouts a move, $FULL on training targets, $ARGS"
+step "self-play: $(basename "$NET") for $SECS s on $GPUS GPU(s), $PLAYOUTS playouts a move, $FULL on training targets, $ARGS"
 read -ra MORE <<< "$ARGS"
-"$J" selfplay --model "$NET" --out "$DIR" --name "gendata-$TAG" --seconds "$SECS" --playouts "$PLAYOUTS" \
-  --playout-cap-full "$FULL" --backend cuda --gpus "$GPUS" --seed "$SEED" --report-seconds 60 "${MORE[@]}" 2>&1 | tail -12
+# One process a GPU with its share of the cores (one process driving 4 H200s made 1,530 positions/s
+# where one alone makes ~700), each with its own seed and file names.
+selfplay_on() {
+  echo "--- GPU $1"
+  "$J" selfplay --model "$NET" --out "$DIR" --name "gendata-$TAG-g$1" --seconds "$SECS" --playouts "$PLAYOUTS" \
+    --playout-cap-full "$FULL" --backend cuda --seed "$SEED$1" --report-seconds 60 "${MORE[@]}" 2>&1 | tail -9
+}
+side_by_side "$GPUS" selfplay_on $(seq 0 $((GPUS - 1)))
+echo "all GPUs: $(cat /tmp/side-*.out | grep -o "training positions [0-9]*" | awk '{s += $3} END {print s}') training positions"
+((RETURN > 0)) || exit 0
 
 # pack NAME FILE...: one archive of the files (names relative to /tmp/gendata); one over 15 MB is
 # made again as two of half the files each.
@@ -47,12 +55,16 @@ step "pack"
 rm -f "$DIR"/*.jsonl.tmp
 mapfile -t FILES < <(cd /tmp/gendata && ls -d gendata-"$TAG"/*)
 # Groups of 60 MB of records (about 25 MB compressed: split once), in parallel.
-group=() bytes=0 n=0
+# (`wait` names its jobs: a bare one would wait for start's tee as well.)
+group=() bytes=0 n=0 jobs=()
 for f in "${FILES[@]}"; do
   group+=("$f") bytes=$((bytes + $(stat -c %s "/tmp/gendata/$f")))
-  if ((bytes > 60000000)); then pack "gendata-$TAG-$(printf %02d $n)" "${group[@]}" & group=() bytes=0 n=$((n + 1)); fi
+  if ((bytes > 60000000)); then
+    pack "gendata-$TAG-$(printf %02d $n)" "${group[@]}" &
+    jobs+=($!) group=() bytes=0 n=$((n + 1))
+  fi
 done
-((${#group[@]})) && pack "gendata-$TAG-$(printf %02d $n)" "${group[@]}" &
-wait
+if ((${#group[@]})); then pack "gendata-$TAG-$(printf %02d $n)" "${group[@]}" & jobs+=($!); fi
+wait "${jobs[@]}"
 ls "$PARTS"/*.tar.xz | head -"$RETURN" | xargs -r cp -t "$OUT"
 echo "$(ls "$PARTS" | wc -l) archives, $(du -sm "$PARTS" | cut -f1) MB; back in \$OUT: $(ls "$OUT" | grep -c "^gendata-$TAG-")"
