@@ -8,9 +8,9 @@
 # time and nodes a move, and nodes/s) is printed and kept in $OUT/LOG, the games of every match (JSON
 # lines and CSA) in $OUT/matches.tar.gz. Under a time limit, give START_WITHIN (seconds: pairs of
 # games start only that soon, and every pair started is played out; leave the longest game's time,
-# ~200 s at byoyomi 1 s, before the limit). A match killed anyway: add `; tar czf $OUT/matches.tar.gz
-# -C /tmp matches` after the script, and `jiriki match --summarize matches/OPPONENT/games.jsonl`
-# counts its finished games.
+# ~240 s at byoyomi 1 s, before the limit). A match killed anyway (by `timeout` or the call's limit)
+# still leaves its finished games in $OUT/matches.tar.gz (an exit trap packs them), and
+# `jiriki match --summarize matches/OPPONENT/games.jsonl` counts them.
 #
 #   run with carry [".carry/debs", ".carry/include.tar.xz", ".carry/lib", DIR_OF_NET]:
 #     bash scripts/device/strength.sh NET GAMES [OPPONENT...]      OPPONENT: gpsshogi (default),
@@ -42,6 +42,8 @@ NAME=${NAME:-$(basename "$NET" .jnn)} OPTIONS=${OPTIONS:-}
 ((GAMES % (2 * GPUS) == 0)) || { echo "GAMES must be a multiple of 2 x GPUS (pairs of games on each GPU)"; exit 1; }
 NET=$(realpath "$NET")
 start "${LOG:-strength.log}"
+rm -rf /tmp/matches && mkdir -p /tmp/matches
+trap 'tar czf "$OUT/matches.tar.gz" -C /tmp matches' EXIT
 step "machine"; machine
 step "build"; build jiriki
 J=$PWD/build-device/jiriki
@@ -85,5 +87,4 @@ for opp in $OPPONENTS; do
     step "$NAME against $opp: the $GPUS matches together"
     "$J" match $(for g in $(seq 0 $((GPUS - 1))); do echo "--summarize $dir-gpu$g/games.jsonl"; done)
   fi
-  tar czf "$OUT/matches.tar.gz" -C /tmp matches
 done
