@@ -28,8 +28,11 @@ DIR=/tmp/gendata/gendata-$TAG PARTS=/tmp/gendata-parts
 rm -rf /tmp/gendata "$PARTS" && mkdir -p "$DIR" "$PARTS"
 step "self-play: $(basename "$NET") for $SECS s on $GPUS GPU(s), $PLAYOUTS playouts a move, $FULL on training targets, $ARGS"
 read -ra MORE <<< "$ARGS"
-# One process a GPU with its share of the cores (one process driving 4 H200s made 1,530 positions/s
-# where one alone makes ~700), each with its own seed and file names.
+# One process a GPU with its share of the cores, each with its own seed and file names, as on
+# machines of one GPU. Measured on 4 H200s (bench/results/gpunet_2026-11-27_stop39_x4.txt): one
+# process on all four at batch 256 made 958,101 nodes/s and 50,737 training positions in 180 s, four
+# at batch 128 (ARGS) 810,000 nodes/s and 159,943 in 230 s. Games in flight when the time is up are
+# lost, and each GPU keeps 12 x 1.25 x batch of them going: short runs want a smaller batch.
 selfplay_on() {
   echo "--- GPU $1"
   "$J" selfplay --model "$NET" --out "$DIR" --name "gendata-$TAG-g$1" --seconds "$SECS" --playouts "$PLAYOUTS" \
