@@ -4,6 +4,7 @@
 #include <limits>
 #include <catch2/catch.hpp>
 #include <set>
+#include <sstream>
 
 #include <chrono>
 #include <cmath>
@@ -468,4 +469,48 @@ TEST_CASE("score: win rate to centipawns", "[search]") {
   CHECK(winrate_to_cp(0.5f) == 0);
   CHECK(winrate_to_cp(float(1.0 / (1.0 + std::exp(-1.0)))) == 756);
   CHECK(winrate_to_cp(float(1.0 / (1.0 + std::exp(2.0)))) == -1512);
+}
+
+TEST_CASE("search: the root threat search turns away from moves that allow a mate", "[search]") {
+  // Stop 40, a game lost to gpsshogi: jiriki (Black) played a move here at a score of +296 and was
+  // mated in 5. Of Black's 175 moves, 145 allow White a mate within 5 plies (the fixed-depth
+  // mate_in_ply, not the df-pn solver that the threat search uses, says which).
+  const std::string sfen = "lns1g3+B/4k4/p1pppp1pp/9/7b1/2P6/P2PPPP1P/1Sg3S2/LN2KG1NL b RNL3Prgsp 57";
+  Position pos;
+  REQUIRE(!pos.set_sfen(sfen));
+  auto allows_mate = [&](Move m, int plies) {
+    pos.do_move(m);
+    const bool mate = mate_in_ply(pos, plies);
+    pos.undo_move();
+    return mate;
+  };
+  int unsafe = 0;
+  for (Move m : legal_moves(pos)) unsafe += allows_mate(m, 5);
+  REQUIRE(legal_moves(pos).size() == 175);
+  REQUIRE(unsafe == 145);
+
+  Fixture f;
+  f.set([](SearchParams& p) {
+    p.root_mate_search = true;
+    p.root_threat_search = true;
+    p.leaf_mate_plies = 0;
+    p.multipv = 200;
+  });
+  // 300 playouts and no leaf mate search: the tree alone proves none of these mates, and without
+  // the threat search the move chosen allowed one in each of three tries here.
+  int proven_lost = 0;
+  for (int run = 0; run < 3; ++run) {
+    SearchResult r = f.search(sfen, {}, 300);
+    f.searcher.clear_tree();
+    REQUIRE(r.kind == SearchResult::MOVE);
+    INFO("run " << run << ": " << move_to_usi(r.best) << " after " << r.info.nodes << " playouts");
+    CHECK_FALSE(allows_mate(r.best, 5));
+    for (const RootLine& l : r.info.lines)
+      if (l.mate < 0 && -l.mate - 1 <= 7) {  // longer mates cost mate_in_ply too much to check
+        ++proven_lost;
+        INFO(move_to_usi(l.move) << " is mated in " << -l.mate);
+        CHECK(allows_mate(l.move, -l.mate - 1));  // the opponent's mate, independently
+      }
+  }
+  CHECK(proven_lost >= 1);
 }

@@ -203,7 +203,8 @@ TEST_CASE("usi: handshake announces every option and isready loads the network",
   for (const char* name :
        {"USI_Hash", "USI_Ponder", "Threads", "ModelFile", "Backend", "GPU", "BatchSize", "MultiPV", "NetworkDelay",
         "NetworkDelay2", "MinimumThinkingTime", "SlowMover", "ResignValue", "DrawValueBlack", "DrawValueWhite",
-        "MaxMovesToDraw", "EnteringKingRule", "C_init", "C_base", "C_fpu_reduction", "Softmax_Temperature"}) {
+        "MaxMovesToDraw", "EnteringKingRule", "C_init", "C_base", "C_fpu_reduction", "Softmax_Temperature",
+        "LeafMateSearchPly", "RootMateSearch", "RootThreatSearch"}) {
     bool found = false;
     for (const auto& l : seen) found |= l.rfind(std::string("option name ") + name + " type ", 0) == 0;
     INFO("option " << name);

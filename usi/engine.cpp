@@ -82,6 +82,7 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   // 36), 1 on the GPU, where the search threads set the pace and 3 was not measured.
   options_.add_combo("LeafMateSearchPly", "auto", {"auto", "0", "1", "3", "5"});
   options_.add_check("RootMateSearch", true);
+  options_.add_check("RootThreatSearch", true);  // (with RootMateSearch) SearchParams says why
   options_.add_spin("PV_Interval", 1000, 100, 100000);  // ms between info lines
   UsiBook::add_options(options_);
 }
@@ -299,6 +300,7 @@ search::SearchParams Engine::search_params() const {
   p.resign_value = float(options_.integer("ResignValue")) / 1000.0f;
   p.multipv = int(options_.integer("MultiPV"));
   p.root_mate_search = options_.check("RootMateSearch");
+  p.root_threat_search = options_.check("RootThreatSearch");
   return p;
 }
 

@@ -54,6 +54,7 @@ struct SearchParams {
   float resign_value = 0.0f;        // resign when the best move's win rate is below this
   int multipv = 1;                  // root moves reported in SearchInfo::lines
   bool root_mate_search = false;    // run the df-pn solver on the root in a thread of its own
+  bool root_threat_search = true;   // ... which also proves lost the root moves that allow a mate
 };
 
 // When the search stops. Without a time budget or node limit it runs until stop().
@@ -133,6 +134,9 @@ class Searcher {
   void manager(SearchLimits limits, std::function<void(const SearchInfo&)> on_info,
                std::function<void(const SearchResult&)> on_done, int info_interval_ms);
   void worker_loop(Worker& w);
+  void root_mate_loop(const std::atomic<bool>& stop);  // the df-pn thread (root_mate_search)
+  MateResult::Status threat_check(Edge& e, uint64_t budget, const std::atomic<bool>* stop);
+  void check_decision();  // a last threat check of the move about to be played
   bool prepare_root();
   SearchResult decide() const;
   int64_t elapsed_ms(std::chrono::steady_clock::time_point since) const;
@@ -154,7 +158,13 @@ class Searcher {
   std::vector<std::unique_ptr<Worker>> workers_;  // kept between searches
   std::vector<std::thread> threads_;
   int workers_done_ = 0;                    // guarded by signal_mutex_
-  MateSolver mate_solver_;                  // the root mate thread's
+  MateSolver mate_solver_;                  // root_mate_loop's, then check_decision's
+  struct ThreatChecked {
+    Move move;
+    uint64_t budget;  // df-pn nodes last spent on the opponent's mate after it
+    bool settled;     // no mate at all
+  };
+  std::vector<ThreatChecked> threats_checked_;  // this search's root moves checked so far
   std::vector<Move> mate_pv_;               // its answer, guarded by signal_mutex_
   bool root_mate_found_ = false;            // guarded by signal_mutex_
   std::vector<Move> root_mate_;             // the manager's copy of mate_pv_
