@@ -5,7 +5,8 @@
 #   [sleep=SECONDS] [score=CP | mate=N] [nodes=N] [crash | crash-once | hang] ANSWER
 # ANSWER is sent as "bestmove ANSWER" (a move, resign, win, or anything unparsable); score=, mate=
 # and nodes= first send an info line; crash exits at once; crash-once exits only the first time (it
-# leaves SCRIPT.crashed behind); hang never answers and ignores stop. No line: bestmove resign.
+# leaves the folder SCRIPT.crashed behind; mkdir is atomic, so of two instances asked at once only
+# one crashes); hang never answers and ignores stop. No line: bestmove resign.
 script=$1
 ply=0
 while IFS= read -r line; do
@@ -30,7 +31,7 @@ while IFS= read -r line; do
           mate=*) echo "info depth 1 score mate ${word#mate=}" ;;
           nodes=*) echo "info depth 1 nodes ${word#nodes=} nps 1000" ;;
           crash) exit 1 ;;
-          crash-once) if [[ ! -e $script.crashed ]]; then touch "$script.crashed"; exit 1; fi ;;
+          crash-once) if mkdir "$script.crashed" 2>/dev/null; then exit 1; fi ;;
           hang) answer="" ;;
           *) answer=$word ;;
         esac
