@@ -20,6 +20,7 @@ int cmd_book(int argc, char** argv);
 int cmd_play(int argc, char** argv);
 int cmd_match(int argc, char** argv);
 int cmd_loop(int argc, char** argv);
+int cmd_version(int argc, char** argv);
 
 // `jiriki bench KIND`: each benchmark lives beside the subcommand it measures.
 int bench_perft(int argc, char** argv);

@@ -20,6 +20,7 @@ static const Subcommand SUBCOMMANDS[] = {
     {"match", "tournaments between USI engines: Elo, SPRT, adjudication, records", cmd_match},
     {"book", "opening books (YaneuraOu format): build, merge, info, probe, import", cmd_book},
     {"loop", "the overnight loop: self-play, train, gate, promote, generation after generation", cmd_loop},
+    {"version", "the version, the backends compiled in and the embedded networks (also --version)", cmd_version},
 };
 
 static void print_help() {
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   Position::init();
   if (argc < 2) return cmd_usi(argc, argv);  // what a GUI launches
   std::string name = argv[1];
+  if (name == "--version") name = "version";
   if (name == "--help" || name == "-h" || name == "help") {
     print_help();
     return 0;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/build_info.h"
 #include "shogi/movegen.h"
 #include "usi/network.h"
 
@@ -265,6 +266,7 @@ bool Engine::ensure_network() {
                                 &backend);
     queue_->warm_up();  // here, not in the first timed search
     gpu_queue_ = nn::resolve_backend(options_.str("Backend")).kind == nn::BackendKind::CUDA;
+    send("info string " + build_info());
     send("info string " + describe_network(file, options_.str("Backend"), model));
     send("info string " + backend);
     send("info string leaf mate search " + std::to_string(leaf_mate_plies()) + " plies");
