@@ -26,7 +26,7 @@
 # "option.Softmax_Temperature=120": with the same network as the opponent and another NAME, a match
 # of search settings; or "option.BatchSize=256", the GPU bar's of stop 38). jiriki's search threads sleep
 # while the GPU works (JIRIKI_CUDA_SPIN=0): spinning, they took cores from the other games' gpsshogi
-# (175,000 nodes/s against 193,000-233,000; bench/results/match_2026-11-27_gpu_stop38_g7f_bar.txt).
+# (175,000 nodes/s against 193,000-233,000; bench/results/match_2026-11-27_gpu_gpu-v4_bar.txt).
 #   e.g. TC=nodes=800 CONC=14 THREADS=1 NAME=t120 OPTIONS=option.Softmax_Temperature=120 \
 #        bash scripts/device/strength.sh networks/gpu.jnn 100 networks/gpu.jnn
 # or "nodes=N", NET's own node count under TC=nodes=M (networks compared at the playouts each makes in
