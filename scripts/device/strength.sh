@@ -24,7 +24,7 @@
 # name in the results, the network's file name), LOG (strength.log: another name keeps two runs'
 # logs apart), OPTIONS (more USI options for NET's engine only, as `jiriki match --engine` fields, e.g.
 # "option.Softmax_Temperature=120": with the same network as the opponent and another NAME, a match
-# of search settings; or "option.BatchSize=256", the GPU bar's of stop 38). jiriki's search threads sleep
+# of search settings; or "option.BatchSize=256", the setting of the GPU strength matches). jiriki's search threads sleep
 # while the GPU works (JIRIKI_CUDA_SPIN=0): spinning, they took cores from the other games' gpsshogi
 # (175,000 nodes/s against 193,000-233,000; bench/results/match_2026-11-27_gpu_gpu-v4_bar.txt).
 #   e.g. TC=nodes=800 CONC=14 THREADS=1 NAME=t120 OPTIONS=option.Softmax_Temperature=120 \
