@@ -2,7 +2,9 @@
 
 #include "nn/backend.h"
 
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -15,38 +17,62 @@ const std::vector<ConfigKey>& config_keys() {
       {"generations", 0, "generations to run, then stop (0: until stopped)"},
       {"seed", 1, "seed of the fresh network, self-play, training and matches (varied per generation)"},
       {"backend", "auto", "cpu, cuda or auto (cuda when jiriki was built with CUDA)"},
-      {"gpus", "0", "CUDA devices the phases use in turn, e.g. \"0,1,2,3\" (self-play: one queue each; training: data parallel)"},
+      {"gpus", "0",
+       "CUDA devices the phases use in turn, e.g. \"0,1,2,3\" (self-play: one queue each; training: data parallel)"},
       {"blocks", 2, "residual blocks of the fresh network (generation 0)"},
       {"channels", 32, "channels of the fresh network"},
       {"activation", "relu", "relu or swish (fresh network)"},
-      {"init_model", "", "generation 0 is this model file (e.g. one trained on teacher games) instead of a fresh network"},
-      {"extra_data", "", "more training data for every generation: hcpe3/hcpe files or directories, comma-separated (e.g. earlier teacher games)"},
+      {"init_model", "",
+       "generation 0 is this model file (e.g. one trained on teacher games) instead of a fresh network"},
+      {"extra_data", "",
+       "more training data for every generation: hcpe3/hcpe files or directories, comma-separated (e.g. earlier "
+       "teacher games)"},
       {"openings", "", "openings file (lines 'startpos | [sfen] SFEN [moves ...]') for self-play and matches"},
       {"max_plies", 320, "games reaching this many plies are draws (self-play and matches)"},
-      {"selfplay_local", true, "the loop plays self-play itself (false: only `jiriki loop worker`s do, the loop waits for them)"},
+      {"selfplay_local", true,
+       "the loop plays self-play itself (false: only `jiriki loop worker`s do, the loop waits for them)"},
       {"selfplay_positions", 2000, "new training positions per generation, made by the best network"},
       {"selfplay_playouts", 100, "self-play playouts per move (the small cap with selfplay_playout_cap_full)"},
       {"selfplay_playout_cap_full", 0, "playout-cap randomisation: the full cap (0: off)"},
       {"selfplay_args", "", "more `jiriki selfplay` options, e.g. \"--resign 0.05 --dirichlet-alpha 0.2\""},
       {"holdout_positions", 200, "held-out self-play positions per generation for the test metrics (0: none)"},
       {"train_steps", 200, "training steps per generation"},
-      {"train_epochs", 0, "instead of train_steps: passes over the generation's window (steps = epochs x window / "
-                          "(train_batch x GPUs); needs a numeric train_batch; with train_fresh, the recipe of "
-                          "bench/results/gpunet_2026-11-27_stop35_*)"},
+      {"train_epochs", 0,
+       "instead of train_steps: passes over the generation's window (steps = epochs x window / "
+       "(train_batch x GPUs); needs a numeric train_batch)"},
       {"train_batch", "auto", "positions per step per replica, or auto (tuned for goodput)"},
       {"train_lr", "auto", "peak learning rate (auto: jiriki train's default)"},
-      {"train_fresh", false, "train each candidate from a fresh network (blocks x channels) on the window instead of "
-                             "from the best (fine-tuning stalled: bench/results/loop_rl_h200)"},
-      {"val_lambda", 0.333, "self-play training: weight of the search's eval in the value target (the rest: the result)"},
-      {"train_launcher", "", "a command in front of `jiriki train`, e.g. \"mpirun -np 8 -H host1:4,host2:4\" (training across hosts)"},
+      {"train_fresh_every", 0,
+       "every K-th generation (K, 2K, ...) trains a fresh network (blocks x channels) on the "
+       "window, the others fine-tune the best (0: never, 1: every generation; the old key "
+       "train_fresh true is 1)"},
+      {"train_both", false,
+       "a generation that trains fresh also fine-tunes the best: both candidates play the gate "
+       "and the better one that passes is promoted (the cycles' choice, made by measurement)"},
+      {"train_fresh_epochs", 0,
+       "passes over the window of a fresh candidate (0: as a fine-tuned one, train_epochs or "
+       "train_steps); needs a numeric train_batch"},
+      {"train_fresh_args", "",
+       "more `jiriki train` options for fresh candidates, after train_args (the last of an option "
+       "counts), e.g. \"--lr 0.1 --warmup-steps 200\""},
+      {"networks", json::array(),
+       "more network shapes trained each generation on the same window, each gated against "
+       "its own best, kept in models/NAME/ and recorded under networks.NAME (self-play uses "
+       "the main network): a JSON array of {\"name\", \"init_model\" or \"blocks\", "
+       "\"channels\", \"activation\", and optionally \"train_epochs\", \"train_args\"}"},
+      {"val_lambda", 0.333,
+       "self-play training: weight of the search's eval in the value target (the rest: the result)"},
+      {"train_launcher", "",
+       "a command in front of `jiriki train`, e.g. \"mpirun -np 8 -H host1:4,host2:4\" (training across hosts)"},
       {"train_args", "", "more `jiriki train` options, e.g. \"--optimizer adamw\""},
       {"window_min_rows", 20000, "sliding window: the smallest window (KataGo's -min-rows)"},
       {"window_expand_per_row", 0.4, "sliding window: initial growth per new position (-expand-window-per-row)"},
       {"window_taper_exponent", 0.65, "sliding window: the window grows as total^this (-taper-window-exponent)"},
       {"window_taper_scale", 0, "sliding window: where the power law takes over (0: window_min_rows)"},
       {"window_max_rows", 0, "sliding window: a cap (0: none)"},
-      {"prune_records", false, "delete a generation's self-play records once the window no longer reaches them (a "
-                               "bounded disk; their positions still count towards the window's growth)"},
+      {"prune_records", false,
+       "delete a generation's self-play records once the window no longer reaches them (a "
+       "bounded disk; their positions still count towards the window's growth)"},
       {"gate", true, "play each candidate against the best and promote only a winner (false: always promote)"},
       {"gate_nodes", 100, "playouts per move in gate and evaluation matches"},
       {"gate_games", 100, "most games of a gate match (SPRT may stop it earlier)"},
@@ -55,11 +81,17 @@ const std::vector<ConfigKey>& config_keys() {
       {"gate_random_plies", 8, "random opening plies of match games (when no openings file)"},
       {"gate_undecided", "score", "an undecided gate: score (promote when the candidate scored over 50%) or keep"},
       {"eval_first_games", 0, "games of each candidate against generation 0, for the Elo curve (0: none)"},
-      {"anchor", "", "a USI engine every candidate also plays, a fixed outside reference for the Elo curve (a "
-                     "command line, or a jiriki match --engine spec with cmd=), e.g. gpsshogi at a node limit"},
+      {"anchor", "",
+       "a USI engine every candidate also plays, a fixed outside reference for the Elo curve (a "
+       "command line, or a jiriki match --engine spec with cmd=), e.g. gpsshogi at a node limit"},
       {"anchor_games", 0, "games of each candidate against the anchor (0: none)"},
       {"anchor_tc", "movetime=100", "the anchor matches' time control, for both engines (jiriki match --tc)"},
       {"anchor_args", "", "more `jiriki match` options for the anchor matches, e.g. \"--margin 200\""},
+      {"anchors", json::array(),
+       "more fixed references, each played by every generation: a JSON array of {\"name\", "
+       "\"engine\" (as anchor) or \"model\" (a jiriki network file, e.g. the shipped one), "
+       "\"games\", and optionally \"tc\" (default anchor_tc), \"args\", \"network\" (whose "
+       "candidate plays: a name from networks; default the main one)}; recorded under anchors.NAME"},
       {"engine_options", "", "more USI options of jiriki in matches, e.g. \"option.Threads=2\""},
       {"match_command", "", "the match program (empty: this jiriki's `match`); for tests and other tools"},
       {"teacher", "", "bootstrap: a USI engine (a command line, or a jiriki match --engine spec with cmd=)"},
@@ -84,7 +116,34 @@ const ConfigKey* find_key(const std::string& name) {
 bool same_type(const json& def, const json& v) {
   if (def.is_boolean()) return v.is_boolean();
   if (def.is_number()) return v.is_number();
+  if (def.is_array()) return v.is_array();
   return v.is_string();
+}
+
+// Checks one entry of an array key (networks, anchors): an object of the `allowed` fields, each of its
+// type (number, string), with a plain name not used before. Throws naming the key and the entry.
+void check_entry(const char* key, const json& e, const std::map<std::string, json::value_t>& allowed,
+                 std::vector<std::string>& names) {
+  const std::string where = std::string("loop config key '") + key + "'";
+  if (!e.is_object() || !e.contains("name") || !e["name"].is_string())
+    throw std::invalid_argument(where + ": each entry is an object with a \"name\", not " + e.dump());
+  const std::string name = e["name"];
+  if (name.empty() ||
+      name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != std::string::npos)
+    throw std::invalid_argument(where + ": the name \"" + name + "\" is not a plain name (letters, digits, _ and -)");
+  if (std::find(names.begin(), names.end(), name) != names.end())
+    throw std::invalid_argument(where + ": the name \"" + name + "\" is used twice");
+  names.push_back(name);
+  for (const auto& [field, value] : e.items()) {
+    const auto it = allowed.find(field);
+    if (it == allowed.end())
+      throw std::invalid_argument(where + ", entry \"" + name + "\": unknown field '" + field + "'");
+    const bool ok = it->second == json::value_t::string ? value.is_string() : value.is_number();
+    if (!ok)
+      throw std::invalid_argument(where + ", entry \"" + name + "\": '" + field + "' takes a " +
+                                  (it->second == json::value_t::string ? "string" : "number") + ", not " +
+                                  value.dump());
+  }
 }
 }  // namespace
 
@@ -111,6 +170,10 @@ Config Config::load(const std::string& path) {
 }
 
 void Config::set(const std::string& key, const json& value) {
+  if (key == "train_fresh" && value.is_boolean()) {  // the older key: every candidate fresh, or none
+    values_["train_fresh_every"] = value.get<bool>() ? 1 : 0;
+    return;
+  }
   const ConfigKey* k = find_key(key);
   if (!k) throw std::invalid_argument("unknown loop config key '" + key + "' (see jiriki loop --config-help)");
   if (!same_type(k->def, value))
@@ -129,11 +192,50 @@ void Config::check() const {
                         "window_expand_per_row", "window_taper_exponent", "gate_nodes", "gate_games", "gate_concurrency",
                         "teacher_games", "teacher_concurrency", "teacher_train_steps", "worker_positions"})
     positive(k);
-  for (const char* k : {"generations", "holdout_positions", "selfplay_playout_cap_full", "window_min_rows",
-                        "window_taper_scale", "window_max_rows", "gate_random_plies", "eval_first_games", "anchor_games", "val_lambda",
-                        "teacher_val_lambda", "train_epochs"})
+  for (const char* k :
+       {"generations", "holdout_positions", "selfplay_playout_cap_full", "window_min_rows", "window_taper_scale",
+        "window_max_rows", "gate_random_plies", "eval_first_games", "anchor_games", "val_lambda", "teacher_val_lambda",
+        "train_epochs", "train_fresh_every", "train_fresh_epochs"})
     non_negative(k);
-  if (real("train_epochs") > 0) {
+  std::vector<std::string> names;
+  for (const json& e : values_["networks"]) {
+    check_entry("networks", e,
+                {{"name", json::value_t::string},
+                 {"init_model", json::value_t::string},
+                 {"blocks", json::value_t::number_integer},
+                 {"channels", json::value_t::number_integer},
+                 {"activation", json::value_t::string},
+                 {"train_epochs", json::value_t::number_float},
+                 {"train_args", json::value_t::string}},
+                names);
+    for (const char* f : {"blocks", "channels"})
+      if (e.contains(f) && e[f].get<double>() < 1)
+        throw std::invalid_argument("loop config key 'networks', entry \"" + e["name"].get<std::string>() + "\": '" +
+                                    f + "' must be positive");
+  }
+  const std::vector<std::string> networks = names;
+  names.clear();
+  for (const json& e : values_["anchors"]) {
+    check_entry("anchors", e,
+                {{"name", json::value_t::string},
+                 {"engine", json::value_t::string},
+                 {"model", json::value_t::string},
+                 {"games", json::value_t::number_integer},
+                 {"tc", json::value_t::string},
+                 {"args", json::value_t::string},
+                 {"network", json::value_t::string}},
+                names);
+    const std::string where = "loop config key 'anchors', entry \"" + e["name"].get<std::string>() + "\": ";
+    if (e.contains("engine") == e.contains("model"))
+      throw std::invalid_argument(where + "needs an \"engine\" or a \"model\"");
+    if (e.value("games", 0.0) < 1) throw std::invalid_argument(where + "needs \"games\", a positive number");
+    const std::string n = e.value("network", std::string());
+    if (!n.empty() && std::find(networks.begin(), networks.end(), n) == networks.end())
+      throw std::invalid_argument(where + "its network \"" + n + "\" is not one of the key 'networks'");
+  }
+  bool epochs = real("train_epochs") > 0 || real("train_fresh_epochs") > 0;
+  for (const json& e : values_["networks"]) epochs = epochs || e.value("train_epochs", 0.0) > 0;
+  if (epochs) {
     const std::string b = str("train_batch");
     if (b.empty() || b.find_first_not_of("0123456789") != std::string::npos || std::stoll(b) < 1)
       throw std::invalid_argument("loop config key 'train_epochs' needs a numeric 'train_batch', not \"" + b + "\"");
@@ -144,6 +246,9 @@ void Config::check() const {
   if (b != "auto" && b != "cpu" && b != "cuda") throw std::invalid_argument("loop config key 'backend': auto, cpu or cuda");
   if (real("anchor_games") > 0 && str("anchor").empty())
     throw std::invalid_argument("loop config key 'anchor_games' needs an 'anchor' engine to play");
+  if (flag("train_both") && (integer("train_fresh_every") == 0 || !flag("gate")))
+    throw std::invalid_argument(
+        "loop config key 'train_both' needs 'train_fresh_every' above 0 and the 'gate' to choose");
   const std::string u = str("gate_undecided");
   if (u != "score" && u != "keep") throw std::invalid_argument("loop config key 'gate_undecided': score or keep");
 }

@@ -83,8 +83,11 @@ void copy_atomically(const std::string& from, const std::string& to) {
 
 // Leftovers of atomic writes cut by a kill ("NAME.tmp.PID") in the directories the loop writes.
 void remove_temporaries(const std::string& run) {
-  for (const char* sub : {"", "/models", "/plots", "/tensorboard"}) {
-    const fs::path d = run + sub;
+  std::vector<fs::path> dirs = {run, run + "/plots", run + "/tensorboard", run + "/models"};
+  if (fs::is_directory(run + "/models"))  // and each other network's
+    for (const auto& e : fs::directory_iterator(run + "/models"))
+      if (e.is_directory()) dirs.push_back(e.path());
+  for (const fs::path& d : dirs) {
     if (!fs::is_directory(d)) continue;
     for (const auto& e : fs::directory_iterator(d))
       if (e.is_regular_file() && e.path().filename().string().find(".tmp") != std::string::npos) fs::remove(e.path());
@@ -124,6 +127,16 @@ std::vector<std::string> split_list(const std::string& text) {
     if (!item.empty()) out.push_back(item);
   return out;
 }
+
+// A network the loop trains each generation: the main one (name "": self-play's, models/genNNNN.jnn)
+// or one of the config's `networks` (models/NAME/genNNNN.jnn), each with a best of its own.
+struct Network {
+  std::string name;
+  json shape;              // blocks, channels, activation: of its fresh candidates
+  std::string init_model;  // its generation 0 ("": a fresh network)
+  double train_epochs;     // a fine-tuned candidate's passes over the window (0: train_steps)
+  std::string train_args;  // more `jiriki train` options, after the config's
+};
 
 class Loop {
  public:
@@ -169,37 +182,44 @@ class Loop {
   // metrics and plots are written after each match.
   int evaluate(const json& overrides) {
     for (const auto& [k, v] : overrides.items()) config_.set(k, v);
-    const int64_t first_games = config_.integer("eval_first_games"), anchor_games = config_.integer("anchor_games");
-    if (anchor_games > 0 && config_.str("anchor").empty())
+    const int64_t first_games = config_.integer("eval_first_games");
+    if (config_.integer("anchor_games") > 0 && config_.str("anchor").empty())
       throw std::invalid_argument("anchor games asked for, but the run names no anchor (--anchor)");
     json history = state_["history"];
     int played = 0;
     for (json& r : history) {
       const int64_t g = r["generation"].get<int64_t>();
-      const std::string model = run_ + "/" + (r.value("promoted", false) ? "models/" + gen_name(g) + ".jnn"
-                                                                          : r.value("candidate", std::string()));
-      const bool wants_first = first_games > 0 && !r.contains("eval_first"),
-                 wants_anchor = anchor_games > 0 && !r.contains("eval_anchor");
-      if (!wants_first && !wants_anchor) continue;
-      if (!fs::is_regular_file(model)) {
-        out_ << gen_name(g) << ": its network " << model << " is not here; not evaluated" << std::endl;
-        continue;
-      }
-      for (const char* kind : {"eval_first", "eval_anchor"}) {
-        const bool first = std::string(kind) == "eval_first";
-        if (!(first ? wants_first : wants_anchor)) continue;
-        out_ << gen_name(g) << ": " << kind << ", " << (first ? first_games : anchor_games) << " games" << std::endl;
-        json s = first ? match(kind, engine_spec("opponent", run_ + "/models/gen0000.jnn"), first_games, gate_tc(), "",
-                               false, "", g, model, &r)
-                       : match(kind, usi_spec("anchor", "anchor"), anchor_games, config_.str("anchor_tc"),
-                               config_.str("anchor_args"), false, "", g, model, &r);
+      // The generation's network of the main lineage or of another: promoted, else its candidate.
+      auto model_of = [&](const std::string& network) -> std::string {
+        const json* k = network_record(r, network);
+        if (!k) return "";
+        return run_ + "/" +
+               (k->value("promoted", false) ? "models/" + prefix(network) + gen_name(g) + ".jnn"
+                                            : k->value("candidate", std::string()));
+      };
+      std::vector<Anchor> wanted;  // eval_first first, as an anchor of generation 0 at gate_nodes
+      if (first_games > 0 && !r.contains("eval_first"))
+        wanted.push_back({"generation 0", "/eval_first", "eval_first",
+                          engine_spec("opponent", run_ + "/models/gen0000.jnn"), gate_tc(), "", "", first_games});
+      for (const Anchor& x : anchors())
+        if (!r.contains(json::json_pointer(x.record))) wanted.push_back(x);
+      for (const Anchor& x : wanted) {
+        const std::string model = model_of(x.network), step = x.dir == "eval_first" ? "eval_first" : anchor_step(x);
+        if (model.empty() || !fs::is_regular_file(model)) {
+          out_ << gen_name(g) << ": its network " << (model.empty() ? x.network : model) << " is not here; no " << step
+               << std::endl;
+          continue;
+        }
+        out_ << gen_name(g) << ": " << step << ", " << x.games << " games" << std::endl;
+        json s = match(step, x.dir + "/" + gen_name(g), model, x.engine, x.games, x.tc, x.args, false, "", g, &r);
         if (s.is_null()) return 130;
-        r[kind] = s;
+        r[json::json_pointer(x.record)] = s;
         double total = 0;  // the generation's seconds, this match's included
-        for (const auto& [step, seconds] : r["seconds"].items())
-          if (step != "total") total += seconds.get<double>();
+        for (const auto& [k, seconds] : r["seconds"].items())
+          if (k != "total") total += seconds.get<double>();
         r["seconds"]["total"] = total;
-        out_ << gen_name(g) << ": " << kind << " score " << figure(s, "score") << " Elo " << figure(s, "elo") << std::endl;
+        out_ << gen_name(g) << ": " << step << " score " << figure(s, "score") << " Elo " << figure(s, "elo")
+             << std::endl;
         state_["history"] = history;
         save();
         write_metrics(run_, history);
@@ -288,9 +308,15 @@ class Loop {
   static void append(std::vector<std::string>& argv, const std::string& extra) {
     for (auto& w : split_command(extra)) argv.push_back(w);
   }
+  // A jiriki engine playing `model` in a match. On several GPUs the candidate plays on the first and
+  // every opponent on the second (each engine sees only its GPU), so that a match's two sides do
+  // not share one GPU.
   std::string engine_spec(const std::string& name, const std::string& model) const {
     std::string s = "cmd=" + self_ + " name=" + name + " option.ModelFile=" + model +
                     " option.Backend=" + config_.search_backend();
+    const auto gpus = split_list(config_.str("gpus"));
+    if (config_.search_backend() == "cuda" && gpus.size() > 1)
+      s += " env.CUDA_VISIBLE_DEVICES=" + gpus[name == "candidate" ? 0 : 1];
     if (!config_.str("engine_options").empty()) s += " " + config_.str("engine_options");
     return s;
   }
@@ -335,23 +361,27 @@ class Loop {
       kill_if(kp);
       return start_generations("models/gen0000.jnn");
     }
-    nn::Architecture a;
-    a.blocks = int(config_.integer("blocks"));
-    a.channels = int(config_.integer("channels"));
-    a.activation = nn::parse_activation(config_.str("activation"));
-    nn::Model m(a);
-    nn::init_model(m, uint64_t(config_.integer("seed")));
-    const std::string path = run_ + "/models/gen0000.jnn", tmp = path + ".tmp";
-    nn::save_model(m, tmp);
-    kill_if(kp);  // mid-write: the temporary is left, the target absent
-    fs::rename(tmp, path);
+    write_fresh(networks()[0].shape, uint64_t(config_.integer("seed")), run_ + "/models/gen0000.jnn", kp);
     return start_generations("models/gen0000.jnn");
   }
 
-  // The engine a config key names (teacher, anchor): a match --engine spec as written, or a command
-  // line whose first word is the program and the rest its arguments.
-  std::string usi_spec(const char* key, const std::string& name) const {
-    const std::string t = config_.str(key);
+  // A fresh network of `shape` (blocks, channels, activation) at `path`, written whole or not at all.
+  void write_fresh(const json& shape, uint64_t seed, const std::string& path, const std::string& kp) const {
+    nn::Architecture a;
+    a.blocks = int(shape["blocks"].get<int64_t>());
+    a.channels = int(shape["channels"].get<int64_t>());
+    a.activation = nn::parse_activation(shape["activation"].get<std::string>());
+    nn::Model m(a);
+    nn::init_model(m, seed);
+    const std::string tmp = path + ".tmp";
+    nn::save_model(m, tmp);
+    kill_if(kp);  // mid-write: the temporary is left, the target absent
+    fs::rename(tmp, path);
+  }
+
+  // An engine as a config key names it (teacher, anchor): a match --engine spec as written, or a
+  // command line whose first word is the program and the rest its arguments.
+  static std::string usi_spec(const std::string& t, const std::string& name) {
     if (t.find("cmd=") != std::string::npos) return t + " name=" + name;
     const auto words = split_command(t);
     std::string s = "cmd=" + words.at(0) + " name=" + name;
@@ -368,7 +398,8 @@ class Loop {
     fs::remove_all(dir);  // a redone match starts over
     fs::create_directories(dir);
     auto a = match_command();
-    a.insert(a.end(), {"--engine", usi_spec("teacher", "teacher-a"), "--engine", usi_spec("teacher", "teacher-b"), "--games",
+    a.insert(a.end(), {"--engine", usi_spec(config_.str("teacher"), "teacher-a"), "--engine",
+                       usi_spec(config_.str("teacher"), "teacher-b"), "--games",
                        std::to_string(config_.integer("teacher_games")), "--concurrency",
                        std::to_string(config_.integer("teacher_concurrency")), "--seed", seed(1), "--tc",
                        config_.str("teacher_tc"), "--out", dir + "/match", "--hcpe3", dir + "/games.hcpe3"});
@@ -383,8 +414,11 @@ class Loop {
     return "teacher_train";
   }
 
+  // `jiriki train` into `dir`: from the network `init`, or fresh of `shape` (blocks, channels, activation)
+  // when `init` is empty; `extra` are more options, after the config's (the last of an option counts).
   std::vector<std::string> train_command(const std::string& dir, const std::vector<std::string>& data, int64_t steps,
-                                         double val_lambda) const {
+                                         double val_lambda, const std::string& init, const json& shape,
+                                         const std::string& extra = "") const {
     auto a = split_command(config_.str("train_launcher"));
     for (auto& w : self_command("train")) a.push_back(w);
     for (const auto& d : data) a.insert(a.end(), {"--data", d});
@@ -397,18 +431,20 @@ class Loop {
     if (config_.backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
     if (fs::exists(ckpt)) {
       a.push_back("--resume");  // a redone training step continues from its checkpoint
-    } else if (!state_["best"].get<std::string>().empty() && !config_.flag("train_fresh")) {
-      a.insert(a.end(), {"--init", best()});
+    } else if (!init.empty()) {
+      a.insert(a.end(), {"--init", init});
     } else {
-      a.insert(a.end(), {"--blocks", std::to_string(config_.integer("blocks")), "--channels",
-                         std::to_string(config_.integer("channels")), "--activation", config_.str("activation")});
+      a.insert(a.end(), {"--blocks", std::to_string(shape["blocks"].get<int64_t>()), "--channels",
+                         std::to_string(shape["channels"].get<int64_t>()), "--activation",
+                         shape["activation"].get<std::string>()});
     }
     append(a, config_.str("train_args"));
+    append(a, extra);
     return a;
   }
 
   // The figures of a finished training: the last step's, the held-out test's, the throughput.
-  void record_training(const std::string& dir) {
+  void record_training(const std::string& dir, json& into) {
     json t = json::object();
     const auto train = read_train_log(dir + "/log.jsonl", "train");
     if (!train.empty()) {
@@ -419,14 +455,14 @@ class Loop {
     }
     const auto test = read_train_log(dir + "/log.jsonl", "test");
     if (!test.empty()) t["test"] = test.back();
-    current()["train"] = t;
-    current()["train_log"] = fs::relative(dir + "/log.jsonl", run_).string();
+    into["train"] = t;
+    into["train_log"] = fs::relative(dir + "/log.jsonl", run_).string();
   }
 
   std::string step_teacher_train(const std::string& kp) {
     const std::string dir = gen_dir("train");
     auto a = train_command(dir, {run_ + "/teacher"}, config_.integer("teacher_train_steps"),
-                           config_.real("teacher_val_lambda"));
+                           config_.real("teacher_val_lambda"), "", networks()[0].shape);
     if (phase(a, "teacher_train", kp) < 0) return "";
     fs::create_directories(run_ + "/models");
     copy_atomically(dir + "/candidate.jnn", run_ + "/models/gen0000.jnn");
@@ -476,18 +512,91 @@ class Loop {
     return next;
   }
 
-  // Steps of a generation's training: train_steps, or train_epochs passes over a window of `window`
-  // positions, each step taking train_batch positions on each GPU.
-  int64_t train_steps(int64_t window) const {
-    const double epochs = config_.real("train_epochs");
+  // Steps of a training of `epochs` passes over a window of `window` positions, each step taking
+  // train_batch positions on each GPU; train_steps when `epochs` is 0.
+  int64_t train_steps(int64_t window, double epochs) const {
     if (epochs <= 0) return config_.integer("train_steps");
     const int64_t gpus = config_.backend() == "cuda" ? int64_t(split_list(config_.str("gpus")).size()) : 1;
     const double per_step = double(std::stoll(config_.str("train_batch"))) * double(std::max<int64_t>(1, gpus));
     return std::max<int64_t>(1, int64_t(std::ceil(epochs * double(window) / per_step)));
   }
 
+  // The networks the loop trains: the main one first (self-play's), then the config's `networks`.
+  std::vector<Network> networks() const {
+    std::vector<Network> out = {{"",
+                                 {{"blocks", config_.integer("blocks")},
+                                  {"channels", config_.integer("channels")},
+                                  {"activation", config_.str("activation")}},
+                                 config_.str("init_model"),
+                                 config_.real("train_epochs"),
+                                 ""}};
+    for (const json& e : config_.values()["networks"])
+      out.push_back({e["name"],
+                     {{"blocks", e.value("blocks", config_.integer("blocks"))},
+                      {"channels", e.value("channels", config_.integer("channels"))},
+                      {"activation", e.value("activation", config_.str("activation"))}},
+                     e.value("init_model", std::string()),
+                     e.value("train_epochs", config_.real("train_epochs")),
+                     e.value("train_args", std::string())});
+    return out;
+  }
+  static std::string prefix(const std::string& network) { return network.empty() ? "" : network + "/"; }
+  // A network's best (a path in the run): the main one's, or another's from the state.
+  std::string best_of(const std::string& network) const {
+    return network.empty() ? state_["best"].get<std::string>() : state_["networks"][network]["best"].get<std::string>();
+  }
+  // The generation's record of a network's chosen candidate: the generation's own for the main network,
+  // networks.NAME for another; null when it has none (a network added to the config mid-generation).
+  static const json* network_record(const json& r, const std::string& network) {
+    if (network.empty()) return &r;
+    return r.contains("networks") && r["networks"].contains(network) ? &r["networks"][network] : nullptr;
+  }
+
+  // Generation 0 of the other networks that the state lacks (a new run, or one given more networks):
+  // their init_model, or a fresh network of their shape.
+  void ensure_networks() {
+    int salt = 0;
+    for (const Network& n : networks()) {
+      ++salt;
+      if (n.name.empty() || (state_.contains("networks") && state_["networks"].contains(n.name))) continue;
+      const std::string model = "models/" + n.name + "/gen0000.jnn";
+      fs::create_directories(run_ + "/models/" + n.name);
+      if (!n.init_model.empty()) {
+        nn::load_model(n.init_model);  // a clear error rather than a failed phase
+        copy_atomically(n.init_model, run_ + "/" + model);
+      } else {
+        write_fresh(n.shape, uint64_t(config_.integer("seed") + salt), run_ + "/" + model, "");
+      }
+      state_["networks"][n.name] = {{"best", model}, {"best_generation", 0}};
+      save();
+    }
+  }
+
+  // The generation's candidates, fixed at its first training attempt: for each network, the best
+  // fine-tuned, or a fresh network every train_fresh_every-th generation (or both, with train_both).
+  json plan_candidates(int64_t window) const {
+    const int64_t every = config_.integer("train_fresh_every");
+    const bool fresh = every > 0 && generation() % every == 0;
+    std::vector<std::string> kinds = {fresh ? "fresh" : "finetune"};
+    if (fresh && config_.flag("train_both")) kinds = {"finetune", "fresh"};
+    json list = json::array();
+    for (const Network& n : networks())
+      for (const std::string& kind : kinds) {
+        const std::string suffix = kind == "fresh" && kinds.size() > 1 ? "-fresh" : "";
+        const double epochs = kind == "fresh" && config_.real("train_fresh_epochs") > 0
+                                  ? config_.real("train_fresh_epochs")
+                                  : n.train_epochs;
+        list.push_back({{"network", n.name},
+                        {"kind", kind},
+                        {"id", prefix(n.name) + gen_name(generation()) + suffix},
+                        {"step", "train" + (n.name.empty() ? "" : "-" + n.name) + suffix},
+                        {"train_steps", train_steps(window, epochs)}});
+      }
+    return list;
+  }
+
   std::string step_train(const std::string& kp) {
-    const std::string dir = gen_dir("train");
+    ensure_networks();
     json& c = current();
     std::vector<std::string> data = {run_ + "/selfplay"};
     if (fs::exists(run_ + "/teacher/games.hcpe3")) data.push_back(run_ + "/teacher");
@@ -499,40 +608,79 @@ class Loop {
       c["window"] = window_rows(total, config_.window());
       save();
     }
-    if (!c.contains("train_steps")) {  // (as the window; absent from the records of earlier versions)
-      c["train_steps"] = train_steps(c["window"].get<int64_t>());
+    if (!c.contains("candidates")) {  // (as the window)
+      json list = plan_candidates(c["window"].get<int64_t>());
+      if (c.contains("train_steps")) list[0]["train_steps"] = c["train_steps"];  // an earlier version's, resumed
+      c["candidates"] = list;
       save();
     }
-    auto a = train_command(dir, data, c["train_steps"].get<int64_t>(), config_.real("val_lambda"));
-    a.insert(a.end(), {"--window", std::to_string(c["window"].get<int64_t>())});
-    if (config_.integer("holdout_positions") > 0) a.insert(a.end(), {"--test", run_ + "/holdout/" + gen_name(generation())});
     if (!c.contains("train_wall_time")) c["train_wall_time"] = unix_time();
-    if (phase(a, "train", kp) < 0) return "";
-    record_training(dir);
-    c["candidate"] = fs::relative(dir + "/candidate.jnn", run_).string();
+    for (json& k : c["candidates"]) {
+      if (k.contains("candidate")) continue;  // trained by an earlier attempt
+      const std::string dir = run_ + "/train/" + k["id"].get<std::string>();
+      fs::create_directories(dir);
+      const std::string network = k["network"];
+      const auto nets = networks();
+      const auto n = std::find_if(nets.begin(), nets.end(), [&](const Network& x) { return x.name == network; });
+      if (n == nets.end())
+        throw std::runtime_error("the generation's candidate " + k["id"].get<std::string>() +
+                                 " is of a network the config no longer names");
+      const bool fresh = k["kind"] == "fresh";
+      auto a = train_command(dir, data, k["train_steps"].get<int64_t>(), config_.real("val_lambda"),
+                             fresh ? "" : run_ + "/" + best_of(network), n->shape,
+                             (fresh ? config_.str("train_fresh_args") + " " : "") + n->train_args);
+      a.insert(a.end(), {"--window", std::to_string(c["window"].get<int64_t>())});
+      if (config_.integer("holdout_positions") > 0)
+        a.insert(a.end(), {"--test", run_ + "/holdout/" + gen_name(generation())});
+      if (phase(a, k["step"], kp) < 0) return "";
+      record_training(dir, k);
+      k["candidate"] = fs::relative(dir + "/candidate.jnn", run_).string();
+      save();
+    }
+    choose();
     return "gate";
   }
 
-  // A match of the candidate against `opponent` (an --engine spec) at `tc`, with `extra` options; its
-  // summary, or null when interrupted. By default the candidate is the one in flight; `evaluate`
-  // names a finished generation's network and record instead.
-  json match(const std::string& kind, const std::string& opponent, int64_t games, const std::string& tc,
-             const std::string& extra, bool sprt, const std::string& kp, int64_t gen = -1, const std::string& model = "",
-             json* record = nullptr) {
+  // Each network's candidate: among those its gate accepted, the one that scored best, else its first.
+  // Its figures go to the generation's record: the main network's at the top, another's under networks.NAME.
+  void choose() {
+    json& c = current();
+    auto score = [](const json& k) { return k.contains("gate") ? k["gate"].value("score", 0.0) : 0.0; };
+    for (const Network& n : networks()) {
+      const json* pick = nullptr;
+      for (const json& k : c["candidates"]) {
+        if (k["network"] != n.name) continue;
+        if (!pick || (k.value("accepted", false) && (!pick->value("accepted", false) || score(k) > score(*pick))))
+          pick = &k;
+      }
+      if (!pick) continue;
+      json& into = n.name.empty() ? c : c["networks"][n.name];
+      for (const char* f : {"candidate", "train", "train_log", "train_steps", "gate", "accepted"})
+        if (pick->contains(f)) into[f] = (*pick)[f];
+      into["train_kind"] = (*pick)["kind"];
+    }
+  }
+
+  // A match of `candidate` against `opponent` (an --engine spec) at `tc`, with `extra` options, in
+  // RUN/`out`, logged as `step` of generation `gen` (default: the one in flight) into `record`
+  // (default: the one in flight); its summary, or null when interrupted.
+  json match(const std::string& step, const std::string& out, const std::string& candidate, const std::string& opponent,
+             int64_t games, const std::string& tc, const std::string& extra, bool sprt, const std::string& kp,
+             int64_t gen = -1, json* record = nullptr) {
     if (gen < 0) gen = generation();
-    const std::string dir = run_ + "/" + kind + "/" + gen_name(gen);
+    const std::string dir = run_ + "/" + out;
     fs::remove_all(dir);  // a redone match starts over
     fs::create_directories(fs::path(dir).parent_path());
     auto a = match_command();
-    const std::string candidate = model.empty() ? run_ + "/" + current()["candidate"].get<std::string>() : model;
-    a.insert(a.end(), {"--engine", engine_spec("candidate", candidate),
-                       "--engine", opponent, "--games", std::to_string(games), "--concurrency",
-                       std::to_string(config_.integer("gate_concurrency")), "--seed",
-                       seed(kind == "gate" ? 9 : kind == "eval_first" ? 11 : 13, true, gen), "--tc", tc, "--out", dir});
+    // The same openings for every candidate of a kind of match (gate, eval_first, anchors).
+    const int salt = step.rfind("gate", 0) == 0 ? 9 : step == "eval_first" ? 11 : 13;
+    a.insert(a.end(), {"--engine", engine_spec("candidate", candidate), "--engine", opponent, "--games",
+                       std::to_string(games), "--concurrency", std::to_string(config_.integer("gate_concurrency")),
+                       "--seed", seed(salt, true, gen), "--tc", tc, "--out", dir});
     opening_args(a);
     append(a, extra);
     if (sprt) a.insert(a.end(), {"--sprt", config_.str("gate_sprt")});
-    const int code = phase(a, kind, kp, {0, 10, 11}, gen, record);
+    const int code = phase(a, step, kp, {0, 10, 11}, gen, record);
     if (code < 0) return nullptr;
     json s = read_json(dir + "/summary.json");
     s["exit_code"] = code;
@@ -541,50 +689,105 @@ class Loop {
 
   std::string step_gate(const std::string& kp) {
     json& c = current();
-    if (!config_.flag("gate")) {
-      c["accepted"] = true;
-      return "eval_first";
+    if (!c.contains("candidates")) {  // a generation trained by an earlier version of the loop
+      json k = {{"network", ""}, {"kind", "finetune"}, {"id", gen_name(generation())}, {"step", "train"}};
+      for (const char* f : {"candidate", "train", "train_log", "train_steps"})
+        if (c.contains(f)) k[f] = c[f];
+      c["candidates"] = json::array({k});
     }
-    json s = match("gate", engine_spec("opponent", best()), config_.integer("gate_games"), gate_tc(), "", true, kp);
-    if (s.is_null()) return "";
-    const int code = s["exit_code"];
-    const double score = s.contains("score") && s["score"].is_number() ? s["score"].get<double>() : 0.0;
-    // SPRT's verdict when it has one; an undecided match by its score, or not at all.
-    c["accepted"] = code == 10 || (code == 0 && config_.str("gate_undecided") == "score" && score > 0.5);
-    c["gate"] = s;
+    for (json& k : c["candidates"]) {
+      if (k.contains("accepted")) continue;  // gated by an earlier attempt
+      if (!config_.flag("gate")) {
+        k["accepted"] = true;
+        continue;
+      }
+      const std::string network = k["network"];
+      json s =
+          match("gate" + k["step"].get<std::string>().substr(5), "gate/" + k["id"].get<std::string>(),
+                run_ + "/" + k["candidate"].get<std::string>(), engine_spec("opponent", run_ + "/" + best_of(network)),
+                config_.integer("gate_games"), gate_tc(), "", true, kp);
+      if (s.is_null()) return "";
+      const int code = s["exit_code"];
+      const double score = s.contains("score") && s["score"].is_number() ? s["score"].get<double>() : 0.0;
+      // SPRT's verdict when it has one; an undecided match by its score, or not at all.
+      k["accepted"] = code == 10 || (code == 0 && config_.str("gate_undecided") == "score" && score > 0.5);
+      k["gate"] = s;
+      save();
+    }
+    choose();
     return "eval_first";
   }
 
   std::string step_eval_first(const std::string& kp) {
     const int64_t games = config_.integer("eval_first_games");
     if (games > 0) {
-      json s = match("eval_first", engine_spec("opponent", run_ + "/models/gen0000.jnn"), games, gate_tc(), "", false, kp);
+      json s = match("eval_first", "eval_first/" + gen_name(generation()),
+                     run_ + "/" + current()["candidate"].get<std::string>(),
+                     engine_spec("opponent", run_ + "/models/gen0000.jnn"), games, gate_tc(), "", false, kp);
       if (s.is_null()) return "";
       current()["eval_first"] = s;
     }
     return "eval_anchor";
   }
 
+  // A fixed outside reference every generation plays: the config's anchor (recorded as eval_anchor)
+  // and each of its anchors (recorded under anchors.NAME).
+  struct Anchor {
+    std::string name, record, dir, engine, tc, args, network;  // record: a JSON pointer into a generation's record
+    int64_t games;
+  };
+  std::vector<Anchor> anchors() const {
+    std::vector<Anchor> out;
+    if (config_.integer("anchor_games") > 0)
+      out.push_back({"anchor", "/eval_anchor", "eval_anchor", usi_spec(config_.str("anchor"), "anchor"),
+                     config_.str("anchor_tc"), config_.str("anchor_args"), "", config_.integer("anchor_games")});
+    for (const json& e : config_.values()["anchors"]) {
+      const std::string name = e["name"];
+      const std::string engine =
+          e.contains("model")
+              ? engine_spec(name, fs::absolute(e["model"].get<std::string>()).lexically_normal().string())
+              : usi_spec(e["engine"], name);
+      out.push_back({name, "/anchors/" + name, "anchors/" + name, engine, e.value("tc", config_.str("anchor_tc")),
+                     e.value("args", std::string()), e.value("network", std::string()), e["games"].get<int64_t>()});
+    }
+    return out;
+  }
+  // The log's and the seconds' name of an anchor's matches.
+  static std::string anchor_step(const Anchor& x) {
+    return x.record == "/eval_anchor" ? "eval_anchor" : "anchor-" + x.name;
+  }
+
   std::string step_eval_anchor(const std::string& kp) {
-    const int64_t games = config_.integer("anchor_games");
-    if (games > 0) {
-      json s = match("eval_anchor", usi_spec("anchor", "anchor"), games, config_.str("anchor_tc"),
-                     config_.str("anchor_args"), false, kp);
+    json& c = current();
+    for (const Anchor& x : anchors()) {
+      const json::json_pointer at(x.record);
+      const json* k = network_record(c, x.network);
+      if (c.contains(at) || !k) continue;  // played by an earlier attempt, or no candidate to play it
+      json s = match(anchor_step(x), x.dir + "/" + gen_name(generation()),
+                     run_ + "/" + (*k)["candidate"].get<std::string>(), x.engine, x.games, x.tc, x.args, false, kp);
       if (s.is_null()) return "";
-      current()["eval_anchor"] = s;
+      c[at] = s;
+      save();
     }
     return "promote";
   }
   std::string gate_tc() const { return "nodes=" + std::to_string(config_.integer("gate_nodes")); }
 
   std::string step_promote(const std::string& kp) {
-    json& c = current();
-    if (c.value("accepted", false)) {
-      const std::string model = "models/" + gen_name(generation()) + ".jnn";
-      copy_atomically(run_ + "/" + c["candidate"].get<std::string>(), run_ + "/" + model);
-      kill_if(kp);
-      state_["best"] = model;
-      state_["best_generation"] = generation();
+    const json& c = current();
+    for (const Network& n : networks()) {
+      const json* k = network_record(c, n.name);
+      if (!k || !k->value("accepted", false)) continue;
+      const std::string model = "models/" + prefix(n.name) + gen_name(generation()) + ".jnn";
+      fs::create_directories(fs::path(run_ + "/" + model).parent_path());
+      copy_atomically(run_ + "/" + (*k)["candidate"].get<std::string>(), run_ + "/" + model);
+      if (n.name.empty()) {
+        kill_if(kp);
+        state_["best"] = model;
+        state_["best_generation"] = generation();
+      } else {
+        state_["networks"][n.name] = {{"best", model}, {"best_generation", generation()}};
+      }
     }
     return "record";
   }
@@ -595,6 +798,12 @@ class Loop {
     r["promoted"] = r.value("accepted", false);
     r["best"] = state_["best"];
     r["best_generation"] = state_["best_generation"];
+    if (r.contains("networks"))
+      for (auto& [name, n] : r["networks"].items()) {
+        n["promoted"] = n.value("accepted", false);
+        n["best"] = state_["networks"][name]["best"];
+        n["best_generation"] = state_["networks"][name]["best_generation"];
+      }
     r["wall_time"] = unix_time();
     r["train_step_base"] = state_["train_steps_total"];
     double total = 0;
@@ -620,6 +829,12 @@ class Loop {
     if (r.contains("gate")) out_ << ", gate score " << figure(r["gate"], "score") << " Elo " << figure(r["gate"], "elo");
     if (r["train"].contains("test"))
       out_ << ", held-out policy accuracy " << figure(r["train"]["test"], "policy_accuracy");
+    if (r.contains("networks"))
+      for (const auto& [name, n] : r["networks"].items()) {
+        out_ << "; " << name << ": " << (n["promoted"].get<bool>() ? "promoted" : "kept its best");
+        if (n.contains("gate"))
+          out_ << ", gate score " << figure(n["gate"], "score") << " Elo " << figure(n["gate"], "elo");
+      }
     out_ << "\n";
     return "selfplay";
   }

@@ -92,6 +92,29 @@ std::vector<Scalar> generation_scalars(const json& record, const std::vector<jso
     double v;
     if (number_at(r, pointer, v)) out.push_back({tag, gen, v, wall});
   }
+  // The other networks' figures (networks/NAME/...) and the anchors' (anchors/NAME/...).
+  static const std::pair<const char*, const char*> network_fields[] = {
+      {"heldout/loss", "/train/test/loss"},
+      {"heldout/policy_accuracy", "/train/test/policy_accuracy"},
+      {"heldout/value_accuracy", "/train/test/value_accuracy"},
+      {"gate/score", "/gate/score"},
+      {"gate/elo", "/gate/elo"},
+      {"gate/promoted", "/promoted_number"}};
+  if (record.contains("networks") && record["networks"].is_object())
+    for (const auto& [name, n] : record["networks"].items()) {
+      json m = n;
+      m["promoted_number"] = n.value("promoted", false) ? 1 : 0;
+      for (const auto& [tag, pointer] : network_fields) {
+        double v;
+        if (number_at(m, pointer, v)) out.push_back({"networks/" + name + "/" + tag, gen, v, wall});
+      }
+    }
+  if (record.contains("anchors") && record["anchors"].is_object())
+    for (const auto& [name, a] : record["anchors"].items())
+      for (const char* f : {"elo", "score"}) {
+        double v;
+        if (number_at(a, std::string("/") + f, v)) out.push_back({"anchors/" + name + "/" + f, gen, v, wall});
+      }
   static const std::pair<const char*, const char*> step_fields[] = {
       {"train/loss", "/loss"},
       {"train/policy_loss", "/policy_loss"},
@@ -162,7 +185,7 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   // The data gnuplot reads: one row per generation, one per training step.
   std::ostringstream gens, steps;
   gens << "# generation gate_elo lo hi eval_first_elo lo hi positions_per_hour heldout_loss policy_accuracy "
-          "value_accuracy anchor_elo lo hi eval_first_bound anchor_bound\n";
+          "value_accuracy anchor_elo lo hi eval_first_bound anchor_bound";
   steps << "# global_step loss policy_loss value_loss\n";
   // An Elo interval open at one end (a side that scored every point, or nearly) has a null bound: it is
   // written far off the chart (kUnbounded), whose range then follows the finite figures, so that the
@@ -170,6 +193,23 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   constexpr double kUnbounded = 1e4;
   double elo_low = 0, elo_high = 0;
   bool open_interval = false, first_bounds = false, anchor_bounds = false;
+  // The anchors' and the other networks' matches, each 3 more columns (Elo, lo, hi) after the 16 above,
+  // in the order they first appear.
+  std::vector<std::pair<std::string, std::string>> more;  // (JSON pointer of the match, the curve's title)
+  for (const json& r : history)
+    for (const char* group : {"anchors", "networks"})
+      if (r.contains(group) && r[group].is_object())
+        for (const auto& [name, m] : r[group].items()) {
+          const std::string pointer =
+              "/" + std::string(group) + "/" + name + (group == std::string("anchors") ? "" : "/gate");
+          const std::string title =
+              group == std::string("anchors") ? "candidate vs " + name : name + " candidate vs its best (gate)";
+          if ((group != std::string("networks") || m.contains("gate")) &&
+              std::find(more.begin(), more.end(), std::pair(pointer, title)) == more.end())
+            more.emplace_back(pointer, title);
+        }
+  for (const auto& [pointer, title] : more) gens << ' ' << pointer.substr(1) << "_elo lo hi";
+  gens << '\n';
   for (const json& r : history) {
     gens << r.value("generation", 0);
     for (const char* p : {"/gate/elo", "/gate/elo_95/0", "/gate/elo_95/1", "/eval_first/elo", "/eval_first/elo_95/0",
@@ -201,6 +241,17 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
       }
       gens << ' ' << bound;
     }
+    for (const auto& [pointer, title] : more) {
+      double elo, v;
+      const bool has = number_at(r, pointer + "/elo", elo);
+      for (const char* b : {"/elo_95/0", "/elo_95/1"})
+        if (has && !number_at(r, pointer + b, v)) open_interval = true;
+      if (has) elo_low = std::min(elo_low, elo), elo_high = std::max(elo_high, elo);
+      gens << ' ' << number_or_nan(r, pointer + "/elo");
+      for (const char* b : {"/elo_95/0", "/elo_95/1"})
+        gens << ' '
+             << (has && !number_at(r, pointer + b, v) ? (b[8] == '0' ? "-1e4" : "1e4") : number_or_nan(r, pointer + b));
+    }
     gens << '\n';
     const int64_t base = r.value("train_step_base", int64_t(0));
     for (const json& t : read_train_log(run_dir + "/" + r.value("train_log", std::string()), "train"))
@@ -216,6 +267,12 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   const bool anchored = std::any_of(history.begin(), history.end(), [](const json& r) { return r.contains("eval_anchor"); });
   const std::string anchor_curve = anchored ? ", '' using 1:12:13:14 with yerrorlines title 'candidate vs anchor'" : "";
   // Matches one side won outright: a triangle at the Elo of the score's bound (up: at least, down: at most).
+  std::string more_curves;
+  for (size_t i = 0; i < more.size(); ++i) {
+    const size_t col = 17 + 3 * i;
+    more_curves += ", '' using 1:" + std::to_string(col) + ":" + std::to_string(col + 1) + ":" +
+                   std::to_string(col + 2) + " with yerrorlines title '" + more[i].second + "'";
+  }
   std::string bound_curves;
   if (first_bounds)
     bound_curves += ", '' using 1:15 with points pt 8 ps 1.5 title 'vs generation 0, won or lost outright: Elo of the score bound'";
@@ -230,17 +287,22 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   }
   const std::pair<const char*, std::string> plots[] = {
       {"loss", "set title 'training loss'\nset xlabel 'training step (all generations)'\nset ylabel 'loss'\nplot " +
-                   steps_file + " using 1:2 with lines title 'total', '' using 1:3 with lines title 'policy', '' using "
+                   steps_file +
+                   " using 1:2 with lines title 'total', '' using 1:3 with lines title 'policy', '' using "
                    "1:4 with lines title 'value'\n"},
       {"heldout", "set title 'held-out positions'\nset xlabel 'generation'\nset ylabel 'loss / accuracy'\nplot " +
-                      gens_file + " using 1:9 with linespoints title 'loss', '' using 1:10 with linespoints title "
+                      gens_file +
+                      " using 1:9 with linespoints title 'loss', '' using 1:10 with linespoints title "
                       "'policy top-1 accuracy', '' using 1:11 with linespoints title 'value accuracy'\n"},
       {"elo", "set title 'Elo by generation (95% interval)'\nset xlabel 'generation'\nset ylabel 'Elo'\n" + elo_range +
-                  "plot " +
-                  gens_file + " using 1:2:3:4 with yerrorlines title 'candidate vs best (gate)', '' using 1:5:6:7 with "
-                  "yerrorlines title 'candidate vs generation 0'" + anchor_curve + bound_curves + "\n"},
-      {"positions_per_hour", "set title 'self-play positions per hour'\nset xlabel 'generation'\nset ylabel "
-                             "'positions/hour'\nplot " + gens_file + " using 1:8 with linespoints title 'positions/hour'\n"},
+                  "plot " + gens_file +
+                  " using 1:2:3:4 with yerrorlines title 'candidate vs best (gate)', '' using 1:5:6:7 with "
+                  "yerrorlines title 'candidate vs generation 0'" +
+                  anchor_curve + more_curves + bound_curves + "\n"},
+      {"positions_per_hour",
+       "set title 'self-play positions per hour'\nset xlabel 'generation'\nset ylabel "
+       "'positions/hour'\nplot " +
+           gens_file + " using 1:8 with linespoints title 'positions/hour'\n"},
   };
   std::string warnings;
   fs::remove(dir + "/gnuplot.log");  // this drawing's messages only

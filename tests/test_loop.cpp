@@ -129,7 +129,8 @@ std::vector<DecodedEvent> decode_event_file(const std::string& bytes) {
 
 // ---- whole runs ---------------------------------------------------------------------------------
 // The fake `jiriki match`: checks that the engines' model files (if any) exist, writes DIR/summary.json and
-// exits as FAKE_MATCH_EXIT says (0 undecided, 10 H1, 11 H0), with a score to match; asked for
+// exits as FAKE_MATCH_EXIT says (0 undecided, 10 H1, 11 H0), with a score to match (all won by a candidate
+// whose model path holds FAKE_MATCH_BETTER); asked for
 // --hcpe3 FILE, it copies FAKE_MATCH_HCPE3 there (the teacher's games).
 std::string fake_match(const TempDir& dir) {
   const std::string path = dir.file("fake_match.sh");
@@ -147,6 +148,10 @@ for a in "$@"; do
 done
 code=${FAKE_MATCH_EXIT:-0}
 case $code in 10) w=3; l=1; score=0.75;; 11) w=1; l=3; score=0.25;; *) w=2; l=1; score=0.625;; esac
+# A candidate whose model path holds FAKE_MATCH_BETTER wins every game (still with the exit code asked for).
+if [ -n "$FAKE_MATCH_BETTER" ] && printf '%s\n' "$@" | grep "name=candidate" | grep -q "$FAKE_MATCH_BETTER"; then
+  w=4; l=0; score=1.0
+fi
 mkdir -p "$out"
 cat > "$out/summary.json" <<JSON
 {"engines":["candidate","opponent"],"games":4,"wins":$w,"losses":$l,"draws":$((4 - w - l)),"score":$score,
@@ -229,7 +234,8 @@ void check_finished_run(const std::string& dir, int generations, int64_t steps =
   CHECK(state["step"] == "selfplay");
   REQUIRE(state["history"].size() == size_t(generations));
   CHECK(fs::exists(dir + "/" + state["best"].get<std::string>()));
-  for (const auto& e : fs::directory_iterator(dir + "/models")) {
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/models")) {
+    if (e.is_directory()) continue;  // another network's (models/NAME/)
     INFO(e.path());
     CHECK(e.path().extension() == ".jnn");
     CHECK_NOTHROW(jiriki::nn::load_model(e.path().string()));
@@ -842,4 +848,213 @@ TEST_CASE("loop gate with the real jiriki match: a worsened candidate loses and 
   CHECK(r["promoted"] == false);
   CHECK(read_json_file(dir + "/state.json")["best"] == "models/gen0000.jnn");
   CHECK_FALSE(fs::exists(dir + "/models/gen0001.jnn"));
+}
+
+TEST_CASE("loop config: how generations train, more networks, more anchors; the older train_fresh key", "[loop]") {
+  CHECK(Config(json{{"train_fresh", true}}).integer("train_fresh_every") == 1);
+  CHECK(Config(json{{"train_fresh", false}}).integer("train_fresh_every") == 0);
+  CHECK_FALSE(Config(json{{"train_fresh", true}}).values().contains("train_fresh"));  // rewritten as the new key
+  CHECK_THROWS_WITH(Config(json{{"train_both", true}}), Catch::Contains("'train_both' needs 'train_fresh_every'"));
+  CHECK_THROWS_WITH(Config(json{{"train_both", true}, {"train_fresh_every", 2}, {"gate", false}}),
+                    Catch::Contains("'train_both' needs"));
+  CHECK_NOTHROW(Config(json{{"train_both", true}, {"train_fresh_every", 2}}));
+  CHECK_THROWS_WITH(Config(json{{"train_fresh_epochs", 2}}), Catch::Contains("needs a numeric 'train_batch'"));
+  CHECK_THROWS_WITH(Config(json{{"networks", "cpu"}}), Catch::Contains("'networks' takes a array"));
+  CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"blocks", 2}}})}}), Catch::Contains("with a \"name\""));
+  CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"name", "a/b"}}})}}), Catch::Contains("not a plain name"));
+  CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"name", "a"}}, {{"name", "a"}}})}}),
+                    Catch::Contains("\"a\" is used twice"));
+  CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"name", "a"}, {"blocks", "6"}}})}}),
+                    Catch::Contains("'blocks' takes a number"));
+  CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"name", "a"}, {"channels", 0}}})}}),
+                    Catch::Contains("'channels' must be positive"));
+  CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"name", "a"}, {"size", 6}}})}}),
+                    Catch::Contains("unknown field 'size'"));
+  CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"name", "a"}, {"train_epochs", 2}}})}}),
+                    Catch::Contains("needs a numeric 'train_batch'"));
+  CHECK_THROWS_WITH(Config(json{{"anchors", json::array({{{"name", "x"}, {"games", 2}}})}}),
+                    Catch::Contains("needs an \"engine\" or a \"model\""));
+  CHECK_THROWS_WITH(Config(json{{"anchors", json::array({{{"name", "x"}, {"engine", "a"}, {"model", "b"}}})}}),
+                    Catch::Contains("needs an \"engine\" or a \"model\""));
+  CHECK_THROWS_WITH(Config(json{{"anchors", json::array({{{"name", "x"}, {"engine", "a"}}})}}),
+                    Catch::Contains("needs \"games\""));
+  CHECK_THROWS_WITH(
+      Config(json{{"anchors", json::array({{{"name", "x"}, {"engine", "a"}, {"games", 2}, {"network", "cpu"}}})}}),
+      Catch::Contains("its network \"cpu\" is not one of"));
+  // The GPU machine's configs are valid.
+  for (const char* f : {"loop.json", "loop_rl.json", "loop_teacher.json", "loop_x4.json"}) {
+    INFO(f);
+    CHECK_NOTHROW(Config::load(std::string(JIRIKI_SOURCE_DIR) + "/scripts/device/" + f));
+  }
+  CHECK_NOTHROW(
+      Config(json{{"networks", json::array({{{"name", "cpu"}, {"blocks", 6}, {"channels", 64}}})},
+                  {"anchors", json::array({{{"name", "x"}, {"model", "m.jnn"}, {"games", 2}, {"network", "cpu"}}})}}));
+}
+
+TEST_CASE("loop train_fresh_every with train_both: fine-tuned and fresh candidates, the better one promoted",
+          "[loop][cli]") {
+  const TempDir tmp("loop_train_both");
+  const std::string bin = JIRIKI_BINARY;
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null")
+                          .c_str()) == 0);
+  json c = tiny_config(fake_match(tmp), 2);
+  c["init_model"] = tmp.file("init.jnn");
+  c["blocks"] = 2;
+  c["channels"] = 8;
+  c["plots"] = false;
+  c["train_fresh_every"] = 2;
+  c["train_both"] = true;
+  c["train_fresh_args"] = "--lr 0.02";
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  const int rc =
+      run_loop_cli("FAKE_MATCH_EXIT=10 FAKE_MATCH_BETTER=gen0002-fresh", dir, "--config " + tmp.file("config.json"));
+  INFO(run_output(dir));
+  REQUIRE(rc == 0);
+  check_finished_run(dir, 2);
+  const json history = read_json_file(dir + "/state.json")["history"];
+  // Generation 1: the best fine-tuned only.
+  CHECK(history[0]["candidates"].size() == 1);
+  CHECK(history[0]["train_kind"] == "finetune");
+  CHECK(read_bytes(dir + "/logs/gen0001-train.log").find("--init " + dir + "/models/gen0000.jnn") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/logs/gen0001-train-fresh.log"));
+  // Generation 2: both; the fresh one has the config's shape and its own options, after the others.
+  REQUIRE(history[1]["candidates"].size() == 2);
+  CHECK(read_bytes(dir + "/logs/gen0002-train.log").find("--init " + dir + "/models/gen0001.jnn") != std::string::npos);
+  const std::string fresh_log = read_bytes(dir + "/logs/gen0002-train-fresh.log");
+  CHECK(fresh_log.find("--init") == std::string::npos);
+  CHECK(fresh_log.find("--blocks 2 --channels 8") != std::string::npos);
+  CHECK(fresh_log.find("--lr 0.01 --blocks 2 --channels 8 --activation relu --lr 0.02 ") != std::string::npos);
+  // Both played the gate against the same best; the fresh one won every game and was promoted.
+  for (const json& k : history[1]["candidates"]) {
+    INFO(k.dump());
+    CHECK(k["accepted"] == true);
+    CHECK(k["gate"]["games"] == 4);
+  }
+  const std::string calls = read_bytes(dir + "/gate/fake_match_calls.txt");
+  CHECK(calls.find("option.ModelFile=" + dir + "/train/gen0002-fresh/candidate.jnn") != std::string::npos);
+  CHECK(calls.find("option.ModelFile=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
+  CHECK(history[1]["train_kind"] == "fresh");
+  CHECK(history[1]["gate"]["score"] == 1.0);
+  CHECK(history[1]["candidate"] == "train/gen0002-fresh/candidate.jnn");
+  CHECK(read_bytes(dir + "/models/gen0002.jnn") == read_bytes(dir + "/train/gen0002-fresh/candidate.jnn"));
+  CHECK(jiriki::nn::load_model(dir + "/models/gen0002.jnn").arch.channels == 8);
+  CHECK(jiriki::nn::load_model(dir + "/models/gen0001.jnn").arch.channels == 16);
+
+  // Without FAKE_MATCH_BETTER the two tie, and the first (fine-tuned) stays the choice.
+  c["generations"] = 2;
+  const TempDir tmp2("loop_train_both_tie");
+  c["match_command"] = fake_match(tmp2);
+  const std::string dir2 = run_to_end(tmp2, c);
+  CHECK(read_json_file(dir2 + "/state.json")["history"][1]["train_kind"] == "finetune");
+}
+
+TEST_CASE("loop: a generation trained by an earlier version of the loop is gated and promoted", "[loop][cli]") {
+  const TempDir tmp("loop_old_state");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["plots"] = false;
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  REQUIRE(run_loop_cli("JIRIKI_LOOP_KILL_AT=1:gate:start", dir, "--config " + tmp.file("config.json")) == -9);
+  // The state as an earlier version left it: the candidate and its training's figures, no list of candidates.
+  json state = read_json_file(dir + "/state.json");
+  REQUIRE(state["step"] == "gate");
+  for (const char* k : {"candidates", "train_kind", "accepted"}) state["current"].erase(k);
+  REQUIRE(state["current"].contains("candidate"));
+  std::ofstream(dir + "/state.json") << state.dump();
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10", dir) == 0);
+  check_finished_run(dir, 1);
+  CHECK(read_json_file(dir + "/state.json")["best"] == "models/gen0001.jnn");
+}
+
+TEST_CASE(
+    "loop networks and anchors: a second shape trained on the same window with its own lineage; anchors "
+    "played by either network",
+    "[loop][cli]") {
+  const TempDir tmp("loop_networks");
+  const std::string bin = JIRIKI_BINARY;
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 8 --seed 3 -o " + tmp.file("shipped.jnn") + " > /dev/null")
+                          .c_str()) == 0);
+  json c = tiny_config(fake_match(tmp), 2);
+  c["networks"] = json::array({{{"name", "small"}, {"blocks", 1}, {"channels", 8}, {"train_args", "--lr 0.005"}}});
+  c["anchors"] = json::array(
+      {{{"name", "shipped"}, {"model", tmp.file("shipped.jnn")}, {"games", 2}, {"tc", "nodes=3"}, {"network", "small"}},
+       {{"name", "gps"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"args", "--margin 200"}}});
+  c["anchor_tc"] = "movetime=50";
+  const std::string dir = run_to_end(tmp, c);
+  check_finished_run(dir, 2);
+  const json state = read_json_file(dir + "/state.json");
+  // Every candidate promoted (the fake's undecided 62.5%), each network in its own lineage.
+  CHECK(state["best"] == "models/gen0002.jnn");
+  CHECK(state["networks"]["small"]["best"] == "models/small/gen0002.jnn");
+  for (const char* gen : {"gen0000", "gen0001", "gen0002"}) {
+    INFO(gen);
+    const auto arch = jiriki::nn::load_model(dir + "/models/small/" + gen + ".jnn").arch;
+    CHECK(arch.channels == 8);
+    CHECK(jiriki::nn::load_model(dir + "/models/" + gen + ".jnn").arch.channels == 16);
+  }
+  const json& h = state["history"];
+  for (int g : {0, 1}) {
+    INFO(g);
+    const json& small = h[g]["networks"]["small"];
+    CHECK(small["promoted"] == true);
+    CHECK(small["train"]["test"]["samples"].get<int64_t>() >= 10);  // the same held-out positions
+    CHECK(small["gate"]["games"] == 4);
+    CHECK(h[g]["anchors"]["shipped"]["games"] == 4);
+    CHECK(h[g]["anchors"]["gps"]["games"] == 4);
+  }
+  // Same data and window, its own best and options; self-play with the main network only.
+  const std::string small_log = read_bytes(dir + "/logs/gen0002-train-small.log");
+  CHECK(small_log.find("--init " + dir + "/models/small/gen0001.jnn") != std::string::npos);
+  CHECK(small_log.find("--window " + std::to_string(h[1]["window"].get<int64_t>())) != std::string::npos);
+  CHECK(small_log.find("--lr 0.005") != std::string::npos);
+  CHECK(read_bytes(dir + "/logs/gen0002-train.log").find("--lr 0.005") == std::string::npos);
+  CHECK(read_bytes(dir + "/logs/gen0002-selfplay.log").find("--model " + dir + "/models/gen0001.jnn") !=
+        std::string::npos);
+  const std::string gate = read_bytes(dir + "/gate/small/fake_match_calls.txt");
+  CHECK(gate.find("name=candidate option.ModelFile=" + dir + "/train/small/gen0002/candidate.jnn") !=
+        std::string::npos);
+  CHECK(gate.find("name=opponent option.ModelFile=" + dir + "/models/small/gen0001.jnn") != std::string::npos);
+  // The anchors: a network file played by the small network's candidate at its own time control, an
+  // engine played by the main one at anchor_tc with its own options.
+  const std::string shipped = read_bytes(dir + "/anchors/shipped/fake_match_calls.txt");
+  CHECK(shipped.find("name=shipped option.ModelFile=" + tmp.file("shipped.jnn")) != std::string::npos);
+  CHECK(shipped.find("name=candidate option.ModelFile=" + dir + "/train/small/gen0002/candidate.jnn") !=
+        std::string::npos);
+  CHECK(shipped.find("--tc nodes=3") != std::string::npos);
+  const std::string gps = read_bytes(dir + "/anchors/gps/fake_match_calls.txt");
+  CHECK(gps.find("cmd=/usr/games/gpsusi name=gps args=\"-N 1\"") != std::string::npos);
+  CHECK(gps.find("name=candidate option.ModelFile=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
+  CHECK(gps.find("--tc movetime=50") != std::string::npos);
+  CHECK(gps.find("--margin 200") != std::string::npos);
+  // TensorBoard has the small network's and the anchors' figures.
+  const auto events = decode_event_file(read_bytes(dir + "/tensorboard/events.out.tfevents.0000000002.jiriki"));
+  std::map<std::string, float> tags;
+  for (const auto& e : events)
+    for (const auto& [tag, v] : e.values) tags[tag] = v;
+  CHECK(tags.count("networks/small/gate/score") == 1);
+  CHECK(tags["anchors/gps/score"] == 0.625f);
+  if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
+    // generations.dat: 16 columns, then Elo, lo, hi of each anchor and of the small network's gate.
+    const auto table = plot_rows(dir);
+    REQUIRE(table.size() == 3);
+    REQUIRE(table[1].size() == 16 + 3 * 3);
+    CHECK(table[1][16] == "0");
+    CHECK(table[1][17] == "-100");
+    const std::string script = read_bytes(dir + "/plots/elo.gp");
+    for (const char* t : {"candidate vs shipped", "candidate vs gps", "small candidate vs its best"})
+      CHECK(script.find(t) != std::string::npos);
+    CHECK(read_bytes(dir + "/plots/elo.png").substr(1, 3) == "PNG");
+  }
+  // An anchor added afterwards: `loop eval` plays it for every generation, with each one's network.
+  json config = read_json_file(dir + "/config.json");
+  config["anchors"].push_back({{"name", "late"}, {"engine", "/usr/games/gpsusi"}, {"games", 2}, {"network", "small"}});
+  std::ofstream(dir + "/config.json") << config.dump();
+  REQUIRE(std::system((bin + " loop eval --dir " + dir + " > " + tmp.file("eval.out") + " 2>&1").c_str()) == 0);
+  INFO(read_bytes(tmp.file("eval.out")));
+  CHECK(read_bytes(tmp.file("eval.out")).find("2 matches played") != std::string::npos);
+  const json after = read_json_file(dir + "/state.json")["history"];
+  for (int g : {0, 1}) CHECK(after[g]["anchors"]["late"]["games"] == 4);
+  const std::string late = read_bytes(dir + "/anchors/late/fake_match_calls.txt");
+  CHECK(late.find("name=candidate option.ModelFile=" + dir + "/models/small/gen0001.jnn") != std::string::npos);
 }
