@@ -101,9 +101,9 @@ double gpu_step_seconds(const training::TrainConfig& c, int reps, const std::str
 // the average alone, of the slowest GPU. NCCL and alone: CUDA events around graph replays; host:
 // wall-clock steps.
 training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainConfig& c, const std::vector<int>& gpus,
-                                                         const std::vector<ncclComm_t>& comms, bool host,
-                                                         const training::Dataset& data, int reps) {
-  using Clock = std::chrono::steady_clock;
+                                                        const std::vector<ncclComm_t>& comms, bool host,
+                                                        const training::Dataset& data, int reps,
+                                                        size_t* gradient_floats = nullptr) {
   const int n = int(gpus.size());
   training::cuda::GpuTrainer::Timing slowest;  // written by rank 0
   training::run_on_threads(n, [&](int r, training::HostComm& comm) {
@@ -111,51 +111,23 @@ training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainCon
     nn::init_model(model, c.seed);
     training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, gpus[size_t(r)], c.cuda);
     if (!comms.empty()) gpu.attach_nccl(comms[size_t(r)], size_t(c.bucket_mb * 1e6));
+    if (host) gpu.attach_host(comm, size_t(c.bucket_mb * 1e6));
     training::Loader loader(data, {.batch_size = c.batch,
                                    .seed = c.seed,
                                    .stride = uint64_t(c.batch) * uint64_t(n),
                                    .offset = uint64_t(r) * uint64_t(c.batch),
                                    .allocator = gpu.host_allocator()});
     const training::Batch* b = loader.acquire();
-    const size_t floats = gpu.gradient_floats();
-    float* g = static_cast<float*>(gpu.host_allocator()->allocate(floats * sizeof(float)));
-    training::HostAllocator* allocator = gpu.host_allocator();
-    struct Free {
-      training::HostAllocator* a;
-      float* p;
-      ~Free() { a->deallocate(p); }
-    } free_g{allocator, g};
-    auto average = [&] {
-      gpu.copy_gradients_to_host(g);
-      training::average_on_host(comm, g, floats, false);
-      gpu.copy_gradients_from_host(g);
-    };
-    auto host_step = [&] {
-      gpu.compute_gradients(*b, c.val_lambda, c.bn_momentum, 1.0f / float(c.batch));
-      average();
-      gpu.apply_gradients(0.01, 0.0);
-    };
-    auto wall = [&](const std::function<void()>& fn) {
-      comm.max(0);  // start together
-      const auto t0 = Clock::now();
-      for (int i = 0; i < reps; ++i) fn();
-      return std::chrono::duration<double>(Clock::now() - t0).count() / reps;
-    };
-    training::cuda::GpuTrainer::Timing t;
-    for (int i = 0; i < 3; ++i) host ? host_step() : (void)gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
-    if (host) {
-      t.step = wall(host_step);
-      t.compute = gpu.time_step(reps).step;
-      t.comm = wall(average);
-    } else {
-      comm.max(0);
-      t = gpu.time_step(reps);
-    }
+    for (int i = 0; i < 3; ++i) gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
+    comm.max(0);
+    const training::cuda::GpuTrainer::Timing t = gpu.time_step(reps);
     loader.release(b);
-    t.step = comm.max(t.step), t.compute = comm.max(t.compute), t.comm = comm.max(t.comm);
+    const training::cuda::GpuTrainer::Timing worst{comm.max(t.step), comm.max(t.compute), comm.max(t.comm),
+                                                   comm.max(t.copy), comm.max(t.mean)};
     if (r == 0) {
-      slowest = t;
-      if (!comms.empty()) std::fprintf(stderr, "batch %d: %s\n", c.batch, gpu.bucket_summary().c_str());
+      slowest = worst;
+      if (gradient_floats) *gradient_floats = gpu.gradient_floats();
+      if (!comms.empty() || host) std::fprintf(stderr, "batch %d: %s\n", c.batch, gpu.bucket_summary().c_str());
     }
   });
   return slowest;
@@ -190,21 +162,29 @@ int bench_data_parallel(const training::TrainConfig& base, const std::vector<int
               "compute ms", "exposed comm", "comm alone", "scaling");
   size_t floats = 0;
   double comm_alone = 0;
+  training::cuda::GpuTrainer::Timing last;
   for (int64_t b : batches) {
     training::TrainConfig c = base;
     c.batch = int(b);
     const double one = data_parallel_timing(c, {gpus[0]}, {}, false, data, reps).step;
-    const auto t = data_parallel_timing(c, gpus, comms, !nccl, data, reps);
+    const auto t = data_parallel_timing(c, gpus, comms, !nccl, data, reps, &floats);
     const double single = double(b) / one, all = double(b) * n / t.step;
     std::printf("%8lld %14.0f %14.0f %10.3f %11.3f %13.3f %11.3f %9.1f%%\n", (long long)b, single, all, 1e3 * t.step,
                 1e3 * t.compute, 1e3 * std::max(0.0, t.step - t.compute), 1e3 * t.comm, 100.0 * all / (single * n));
     std::fflush(stdout);
     comm_alone = t.comm;
+    last = t;
   }
-  if (nccl) {
-    nn::Model model(base.arch);
-    training::cuda::GpuTrainer probe(model, base.optimizer, 8, gpus[0], base.cuda);
-    floats = probe.gradient_floats();
+  if (!nccl && !batches.empty()) {
+    // The floor of host aggregation: what its copies and its mean cost alone, each GPU at once.
+    const double mb = double(floats) * sizeof(float) / 1e6;
+    std::printf(
+        "host all-reduce of the %.1f MB gradient (slowest GPU, last batch): copies down and up alone %.3f ms "
+        "(%.1f GB/s each way), the mean alone %.3f ms, floor (their sum) %.3f ms; the buckets through the "
+        "host without the backward pass %.3f ms\n",
+        mb, 1e3 * last.copy, 2 * mb / 1e3 / last.copy, 1e3 * last.mean, 1e3 * (last.copy + last.mean), 1e3 * last.comm);
+  }
+  if (nccl && !batches.empty()) {
     const double bytes = double(floats) * sizeof(float), factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
     const double one_message = training::cuda::nccl_allreduce_seconds(comms, gpus, floats, 20);
     std::printf("all-reduce of the %.1f MB gradient: one NCCL call %.3f ms (bus %.1f GB/s); our buckets alone %.3f ms "
@@ -239,7 +219,7 @@ int bench_train(int argc, char** argv) {
       .option("positions", "4096", "random-game positions to train on")
       .option("loader-threads", "1", "data loader threads")
       .option("allreduce", "nccl", "with several --gpus: nccl or host")
-      .option("bucket-mb", "4", "with several --gpus: NCCL bucket size in MB");
+      .option("bucket-mb", "4", "with several --gpus: gradient bucket size in MB (NCCL and host)");
   options::add_backend(args, nn::BackendUse::TRAINING);
   options::add_gpus(args, "cuda: the GPU; several: data parallelism (device-only timing against one GPU)");
   options::add_threads(args, "compute threads (0: all)");
@@ -340,11 +320,14 @@ int bench_allreduce(int argc, char** argv) {
             "buffer becomes the mean over the ranks), against a memcpy of the same bytes on one thread.");
   args.option("ranks", "2,4", "replicas (threads), comma-separated")
       .option("mb", "29.8", "megabytes per rank (29.8: the gradient of a 10x192 network)")
-      .option("reps", "20", "timed all-reduces per rank count (after 3 untimed)");
+      .option("reps", "20", "timed all-reduces per rank count (after 3 untimed)")
+      .option("threads", "0", "threads per rank (0: the hardware threads shared out, as training does)");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   const double mb = args.real("mb");
   const int reps = int(args.integer("reps"));
+  const int threads = int(args.integer("threads"));
   if (!(mb > 0) || reps < 1) throw std::invalid_argument("--mb must be positive and --reps at least 1");
+  if (threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more");
   const size_t n = size_t(mb * 1e6 / sizeof(float));
   using clock = std::chrono::steady_clock;
   std::vector<float> from(n, 1.0f), to(n);
@@ -353,23 +336,27 @@ int bench_allreduce(int argc, char** argv) {
   for (int k = 0; k < reps; ++k) std::memcpy(k % 2 ? from.data() : to.data(), k % 2 ? to.data() : from.data(), n * sizeof(float));
   const double copy_ms = std::chrono::duration<double, std::milli>(clock::now() - c0).count() / reps;
   std::printf("%.1f MB a rank; memcpy of it on one thread: %.3f ms\n", double(n) * sizeof(float) / 1e6, copy_ms);
-  std::printf("%6s %14s %12s\n", "ranks", "all-reduce ms", "x memcpy");
+  std::printf("%6s %8s %14s %12s\n", "ranks", "threads", "all-reduce ms", "x memcpy");
   for (int64_t ranks : args.int_list("ranks")) {
     if (ranks < 1) throw std::invalid_argument("--ranks must be at least 1");
     std::vector<std::vector<float>> buffers(static_cast<size_t>(ranks), std::vector<float>(n));
     double ms = 0;
-    training::run_on_threads(int(ranks), [&](int r, training::HostComm& comm) {
-      std::vector<float>& b = buffers[size_t(r)];
-      for (size_t i = 0; i < n; ++i) b[i] = float(i % 1024) * 1e-3f + float(r);
-      for (int k = 0; k < 3; ++k) training::average_on_host(comm, b.data(), n, false);
-      comm.max(0);  // (a barrier)
-      const auto t0 = clock::now();
-      for (int k = 0; k < reps; ++k) training::average_on_host(comm, b.data(), n, false);
-      const double mine = std::chrono::duration<double, std::milli>(clock::now() - t0).count() / reps;
-      const double slowest = comm.max(mine);
-      if (r == 0) ms = slowest;
-    });
-    std::printf("%6lld %14.3f %12.2f\n", (long long)ranks, ms, ms / copy_ms);
+    const int per_rank = training::ThreadGroup(int(ranks), threads).threads_per_rank();
+    training::run_on_threads(
+        int(ranks),
+        [&](int r, training::HostComm& comm) {
+          std::vector<float>& b = buffers[size_t(r)];
+          for (size_t i = 0; i < n; ++i) b[i] = float(i % 1024) * 1e-3f + float(r);
+          for (int k = 0; k < 3; ++k) training::average_on_host(comm, b.data(), n, false);
+          comm.max(0);  // (a barrier)
+          const auto t0 = clock::now();
+          for (int k = 0; k < reps; ++k) training::average_on_host(comm, b.data(), n, false);
+          const double mine = std::chrono::duration<double, std::milli>(clock::now() - t0).count() / reps;
+          const double slowest = comm.max(mine);
+          if (r == 0) ms = slowest;
+        },
+        per_rank);
+    std::printf("%6lld %8d %14.3f %12.2f\n", (long long)ranks, per_rank, ms, ms / copy_ms);
     std::fflush(stdout);
   }
   return 0;

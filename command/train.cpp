@@ -64,7 +64,7 @@ int cmd_train(int argc, char** argv) {
       .option("log-every", "100", "steps between progress lines")
       .option("replicas", "1", "data parallelism on the CPU: replicas on threads (--backend cpu)")
       .option("allreduce", "auto", "how replicas average gradients: nccl (GPUs, overlapped with backward) or host")
-      .option("bucket-mb", "4", "NCCL all-reduce bucket size in MB")
+      .option("bucket-mb", "4", "gradient bucket size in MB (NCCL and host all-reduce)")
       .option("check-every", "1000", "steps between checks that the replicas' weights are identical (0: never)")
       .option("batch-start", "64", "--batch auto: the per-replica batch to start from")
       .option("tune-min", "8", "--batch auto: smallest candidate per-replica batch")

@@ -120,6 +120,58 @@ TEST_CASE("host collectives: sums in rank order, means, broadcast, equality", "[
   waiter.join();
 }
 
+TEST_CASE("host collectives: a rank's slice split over its threads gives the same bits", "[dp][comm]") {
+  // Large enough that each rank's slice is split over its helpers (from 65536 elements), odd so that
+  // no slice or chunk boundary is round. Means against the rank-order double sum computed here;
+  // ranges leave the elements between them alone. (9 ranks: the rank count known at run time only.)
+  const size_t n = 300007;
+  for (int ranks : {2, 3, 4, 9})
+    for (int threads : {1, 3}) {
+      CAPTURE(ranks, threads);
+      const size_t rs = size_t(ranks);
+      std::vector<std::vector<float>> in(rs, std::vector<float>(n));
+      std::vector<std::vector<double>> din(rs, std::vector<double>(n));
+      for (size_t r = 0; r < rs; ++r)
+        for (size_t i = 0; i < n; ++i) {
+          in[r][i] = std::sin(float(i) * 0.37f + float(r)) * float(1 + i % 7) + 1.0f / float(r + 2);
+          din[r][i] = double(in[r][i]) * 1e-3 + double(r);
+        }
+      const HostComm::Ranges ranges = {{3, 1000}, {2000, 70001}, {80000, n - 80000}};
+      std::vector<std::vector<float>> whole(in), parts(in);
+      std::vector<std::vector<double>> sums(din);
+      ThreadGroup group(ranks, threads);
+      REQUIRE(group.threads_per_rank() == threads);
+      std::vector<std::thread> workers;
+      for (int r = 0; r < ranks; ++r)
+        workers.emplace_back([&, r] {
+          HostComm& comm = group.comm(r);
+          comm.average(whole[size_t(r)].data(), n);
+          comm.average_ranges(parts[size_t(r)].data(), ranges);
+          comm.sum(sums[size_t(r)].data(), n);
+        });
+      for (auto& t : workers) t.join();
+      auto in_ranges = [&](size_t i) {
+        for (const auto& [offset, count] : ranges)
+          if (i >= offset && i < offset + count) return true;
+        return false;
+      };
+      size_t wrong = 0;
+      for (size_t i = 0; i < n; ++i) {
+        double total = 0, dtotal = 0;
+        for (size_t r = 0; r < rs; ++r) total += double(in[r][i]), dtotal += din[r][i];
+        const float mean = float(total) * (1.0f / float(ranks));
+        for (size_t r = 0; r < rs; ++r) {
+          wrong += whole[r][i] != mean;
+          wrong += parts[r][i] != (in_ranges(i) ? mean : in[r][i]);
+          wrong += sums[r][i] != dtotal;
+        }
+      }
+      CHECK(wrong == 0);
+    }
+  CHECK(ThreadGroup(2).threads_per_rank() >= 1);
+  CHECK_THROWS_AS(ThreadGroup(2, -1), std::invalid_argument);
+}
+
 TEST_CASE("loader: replica slices partition every global batch", "[dp][data]") {
   TempDir dir("slices");
   REQUIRE(!write_hcpe_file(dir.file("d.hcpe"), random_game_records(4, 25, 3)));  // 100 positions

@@ -19,12 +19,13 @@
 #include <random>
 #include <utility>
 
-#include "shogi/hcpe.h"
-#include "tests/temp_dir.h"
 #include "nn/model.h"
 #include "nn/model_file.h"
+#include "shogi/hcpe.h"
 #include "tests/gpu.h"
 #include "tests/nn_random.h"
+#include "tests/temp_dir.h"
+#include "training/comm.h"
 #include "training/data.h"
 #include "training/loader.h"
 #include "training/network.h"
@@ -521,6 +522,64 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   train(c);
   same_update(start, nn::load_model(files.dir.file("two_cpu.bin")), nn::load_model(files.dir.file("two_gpu.bin")),
               0.2);
+}
+
+TEST_CASE("GPU trainer: host aggregation in buckets makes the host's mean of the replicas' gradients, bit for bit",
+          "[cuda][train][dp][gpu]") {
+  // Replicas on threads (on every GPU of the machine in turn, several on one GPU when there are
+  // fewer), each on a batch of its own, the gradients through the host in small buckets. The
+  // gradient each optimizer used must be, bit for bit on every replica, the mean the host
+  // collectives make of the gradients the replicas computed (their rank-order double sum, rounded,
+  // times 1/ranks): a bucket copied back before its average, or not at all, or from another step,
+  // would show. Three steps: the first runs eagerly, the others replay the captured graphs.
+  require_gpu();
+  int gpus = 0;
+  REQUIRE(cudaGetDeviceCount(&gpus) == cudaSuccess);
+  const nn::Model m = nn::testing::random_model(2, 16, nn::Activation::RELU, 52);
+  OptimizerConfig oc;
+  oc.kind = OptimizerKind::SGD;
+  constexpr int STEPS = 3;
+  for (int ranks : {2, 3}) {
+    CAPTURE(ranks);
+    const size_t rs = size_t(ranks);
+    // [step][rank]: the replica's own gradient and the one its update used
+    std::vector<std::vector<nn::Model>> local(STEPS, std::vector<nn::Model>(rs, nn::Model(m.arch)));
+    std::vector<std::vector<nn::Model>> used = local;
+    std::vector<std::string> summary(rs);
+    run_on_threads(ranks, [&](int r, HostComm& comm) {
+      cuda::GpuTrainer gpu(m, oc, 16, r % gpus);
+      gpu.attach_host(comm, 40000);
+      summary[size_t(r)] = gpu.bucket_summary();
+      for (int step = 0; step < STEPS; ++step) {
+        gpu.train_step(random_batch(16, uint64_t(60 + 10 * step + r)), 0.3f, 0.1f, 0.05, 0.0);
+        gpu.download_gradients(local[size_t(step)][size_t(r)]);
+        gpu.download_update_gradients(used[size_t(step)][size_t(r)]);
+      }
+    });
+    INFO(summary[0]);
+    CHECK(std::stoi(summary[0]) >= 3);  // several buckets
+    for (int step = 0; step < STEPS; ++step) {
+      CAPTURE(step);
+      size_t wrong = 0, differs = 0, elements = 0;
+      const auto& l = local[size_t(step)];
+      const auto& u = used[size_t(step)];
+      for (size_t t = 0; t < l[0].tensors().size(); ++t) {
+        if (!l[0].tensors()[t].trainable) continue;
+        const size_t count = l[0].tensors()[t].tensor->size();
+        for (size_t i = 0; i < count; ++i) {
+          double total = 0;
+          for (size_t r = 0; r < rs; ++r) total += double(l[r].tensors()[t].tensor->data[i]);
+          const float mean = float(total) * (1.0f / float(ranks));
+          for (size_t r = 0; r < rs; ++r)
+            wrong += std::bit_cast<uint32_t>(u[r].tensors()[t].tensor->data[i]) != std::bit_cast<uint32_t>(mean);
+          differs += l[0].tensors()[t].tensor->data[i] != l[1].tensors()[t].tensor->data[i];
+          ++elements;
+        }
+      }
+      CHECK(wrong == 0);
+      CHECK(differs > elements / 2);  // the replicas' gradients are their own
+    }
+  }
 }
 
 // On a machine of several GPUs: one replica on each, the gradients averaged by NCCL between the

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/thread_pool.h"
+
 #if JIRIKI_HAVE_MPI
 #include <mpi.h>
 #endif
@@ -41,6 +43,10 @@ void HostComm::average(float* data, size_t n) {
   sum(data, n);
   const float inv = 1.0f / float(size());
   for (size_t i = 0; i < n; ++i) data[i] *= inv;
+}
+
+void HostComm::average_ranges(float* data, const Ranges& ranges) {
+  for (const auto& [offset, count] : ranges) average(data + offset, count);
 }
 
 double average_on_host(HostComm& comm, float* g, size_t n, bool norm) {
@@ -85,22 +91,26 @@ class Barrier {
 };
 
 struct ThreadGroup::Shared {
-  int ranks;
+  int ranks, threads_per_rank;
   Barrier sync;
   std::vector<void*> buffers;  // each rank's buffer of the collective in progress
-  explicit Shared(int n) : ranks(n), sync(n), buffers(size_t(n), nullptr) {}
+  Shared(int n, int threads) : ranks(n), threads_per_rank(threads), sync(n), buffers(size_t(n), nullptr) {}
 };
 
 namespace {
 
 class ThreadComm final : public HostComm {
  public:
-  ThreadComm(ThreadGroup::Shared& s, int rank) : s_(s), rank_(rank) {}
+  ThreadComm(ThreadGroup::Shared& s, int rank)
+      : s_(s),
+        rank_(rank),
+        pool_(s.threads_per_rank > 1 ? std::make_unique<ThreadPool>(s.threads_per_rank) : nullptr) {}
   int rank() const override { return rank_; }
   int size() const override { return s_.ranks; }
-  void sum(float* data, size_t n) override { reduce(data, n, false); }
-  void sum(double* data, size_t n) override { reduce(data, n, false); }
-  void average(float* data, size_t n) override { reduce(data, n, true); }
+  void sum(float* data, size_t n) override { reduce(data, {{0, n}}, false); }
+  void sum(double* data, size_t n) override { reduce(data, {{0, n}}, false); }
+  void average(float* data, size_t n) override { reduce(data, {{0, n}}, true); }
+  void average_ranges(float* data, const Ranges& ranges) override { reduce(data, ranges, true); }
   void broadcast(void* data, size_t bytes, int root) override {
     s_.buffers[size_t(rank_)] = data;
     s_.sync.arrive_and_wait();
@@ -109,58 +119,96 @@ class ThreadComm final : public HostComm {
   }
 
  private:
-  // Two phases between barriers: publish the buffer; each rank sums its slice of the elements over
-  // all ranks (in rank order, in double), rounds, scales for a mean, and writes the value into that
-  // slice of every rank's buffer. The slices are disjoint, so no element has two writers, and each
-  // element is touched once per buffer: half the memory traffic of summing into a shared array and
-  // copying it back out (what made two GPUs' host aggregation cost 22 ms a step on the H200s).
+  // Two phases between barriers: publish the buffer; each rank sums its slice of the elements (of
+  // the ranges laid end to end) over all ranks (in rank order, in double), rounds, scales for a
+  // mean, and writes the value into that slice of every rank's buffer. The slices are disjoint, so
+  // no element has two writers, and each element is touched once per buffer: half the memory traffic
+  // of summing into a shared array and copying it back out (what made two GPUs' host aggregation
+  // cost 22 ms a step on the H200s). A large slice is split further over the rank's own threads:
+  // one thread cannot draw the memory bandwidth of a machine's cores. Every element's arithmetic is
+  // the same however the work is split.
   template <class T>
-  void reduce(T* data, size_t n, bool mean) {
+  void reduce(T* data, const Ranges& ranges, bool mean) {
     s_.buffers[size_t(rank_)] = data;
     s_.sync.arrive_and_wait();
+    size_t n = 0;
+    for (const auto& r : ranges) n += r.second;
     const size_t ranks = size_t(s_.ranks);
     const size_t begin = n * size_t(rank_) / ranks, end = n * size_t(rank_ + 1) / ranks;
-    const T inv = T(1) / T(ranks);
-    auto buffer = [&](size_t r) { return static_cast<T*>(s_.buffers[r]); };
-    constexpr size_t CHUNK = 2048;  // the double sums of a chunk stay in L1
-    double acc[CHUNK];
-    for (size_t c = begin; c < end; c += CHUNK) {
-      const size_t m = std::min(CHUNK, end - c);
-      const T* first = buffer(0) + c;
-      for (size_t i = 0; i < m; ++i) acc[i] = double(first[i]);
-      for (size_t r = 1; r < ranks; ++r) {
-        const T* b = buffer(r) + c;
-        for (size_t i = 0; i < m; ++i) acc[i] += double(b[i]);
+    // Elements [from, to) of the ranges laid end to end.
+    auto part = [&](size_t from, size_t to) {
+      size_t at = 0;  // where the current range starts, end to end
+      for (const auto& [offset, count] : ranges) {
+        const size_t lo = std::max(from, at), hi = std::min(to, at + count);
+        if (lo < hi) reduce_elements<T>(offset + (lo - at), hi - lo, mean);
+        at += count;
+        if (at >= to) break;
       }
-      for (size_t r = 0; r < ranks; ++r) {
-        T* b = buffer(r) + c;
-        if (mean)
-          for (size_t i = 0; i < m; ++i) b[i] = T(acc[i]) * inv;
-        else
-          for (size_t i = 0; i < m; ++i) b[i] = T(acc[i]);
-      }
-    }
+    };
+    constexpr size_t SPLIT_FROM = size_t(1) << 16;  // below that, waking helpers costs more than it saves
+    if (pool_ && end - begin >= SPLIT_FROM)
+      pool_->parallel_for(int64_t(end - begin),
+                          [&](int64_t b, int64_t e) { part(begin + size_t(b), begin + size_t(e)); });
+    else part(begin, end);
     s_.sync.arrive_and_wait();  // every slice is in every buffer
+  }
+
+  // Elements [first, first + count) of every rank's buffer become their sum (or mean), element by
+  // element: the double sum in rank order, rounded to T, scaled. With the rank count known at
+  // compile time the loop is one vectorised pass: on a 2-core machine, two ranks' mean of 29.8 MB
+  // took 2.3 ms this way (a memcpy of the bytes: 2.4 ms), 6.2 ms through a buffer of double sums.
+  template <class T>
+  void reduce_elements(size_t first, size_t count, bool mean) {
+    switch (s_.ranks) {
+      case 1: return reduce_pass<T, 1>(first, count, mean);
+      case 2: return reduce_pass<T, 2>(first, count, mean);
+      case 3: return reduce_pass<T, 3>(first, count, mean);
+      case 4: return reduce_pass<T, 4>(first, count, mean);
+      case 5: return reduce_pass<T, 5>(first, count, mean);
+      case 6: return reduce_pass<T, 6>(first, count, mean);
+      case 7: return reduce_pass<T, 7>(first, count, mean);
+      case 8: return reduce_pass<T, 8>(first, count, mean);
+      default: return reduce_pass<T, 0>(first, count, mean);
+    }
+  }
+  template <class T, int R>  // R: the rank count, or 0 to read it at run time
+  void reduce_pass(size_t first, size_t count, bool mean) {
+    const int ranks = R ? R : s_.ranks;
+    std::vector<T*> buffers(static_cast<size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) buffers[size_t(r)] = static_cast<T*>(s_.buffers[size_t(r)]) + first;
+    T* const* b = buffers.data();
+    const T inv = mean ? T(1) / T(ranks) : T(1);  // (x 1 is exact: a sum stays as it is)
+#pragma GCC ivdep
+    for (size_t i = 0; i < count; ++i) {
+      double sum = double(b[0][i]);
+      for (int r = 1; r < ranks; ++r) sum += double(b[r][i]);
+      const T v = T(sum) * inv;
+      for (int r = 0; r < ranks; ++r) b[r][i] = v;
+    }
   }
 
   ThreadGroup::Shared& s_;
   int rank_;
+  std::unique_ptr<ThreadPool> pool_;  // the rank's helpers (null: the rank's thread alone)
 };
 
 }  // namespace
 
-ThreadGroup::ThreadGroup(int ranks) {
+ThreadGroup::ThreadGroup(int ranks, int threads_per_rank) {
   if (ranks < 1) throw std::invalid_argument("a thread group needs at least one rank");
-  shared_ = std::make_unique<Shared>(ranks);
+  if (threads_per_rank < 0) throw std::invalid_argument("a thread group needs at least one thread per rank");
+  if (threads_per_rank == 0) threads_per_rank = std::clamp(int(std::thread::hardware_concurrency()) / ranks, 1, 16);
+  shared_ = std::make_unique<Shared>(ranks, threads_per_rank);
   for (int r = 0; r < ranks; ++r) comms_.push_back(std::make_unique<ThreadComm>(*shared_, r));
 }
 ThreadGroup::~ThreadGroup() = default;
 HostComm& ThreadGroup::comm(int rank) { return *comms_.at(size_t(rank)); }
 int ThreadGroup::size() const { return int(comms_.size()); }
+int ThreadGroup::threads_per_rank() const { return shared_->threads_per_rank; }
 void ThreadGroup::abort() { shared_->sync.abort(); }
 
-void run_on_threads(int n, const std::function<void(int rank, HostComm& comm)>& fn) {
-  ThreadGroup group(n);
+void run_on_threads(int n, const std::function<void(int rank, HostComm& comm)>& fn, int threads_per_rank) {
+  ThreadGroup group(n, threads_per_rank);
   std::exception_ptr error;
   std::mutex error_mutex;
   std::vector<std::thread> threads;

@@ -3,8 +3,9 @@
 // norms for the noise scale, step times for the tuner, weight checksums).
 //
 // Three implementations behind one interface: one replica (nothing to exchange), threads of one
-// process (ThreadGroup: each rank's thread sums its own slice of every buffer, so the CPU work of an
-// all-reduce is shared), and processes started by mpirun (MPI). Every sum adds the ranks' values in
+// process (ThreadGroup: each rank sums its own slice of every buffer, split further over a few
+// threads of its own, so the CPU work of an all-reduce is shared and uses the machine's cores), and
+// processes started by mpirun (MPI). Every sum adds the ranks' values in
 // rank order, so every rank receives bit-identical results: replicas that apply the same averaged
 // gradients keep bit-identical weights.
 #pragma once
@@ -13,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace jiriki::training {
@@ -28,6 +30,10 @@ class HostComm {
   // On every rank, data[0, n) becomes the mean over the ranks: the sum as sum() makes it, rounded to
   // float, times 1/size (a single pass over the data where an implementation can fuse them).
   virtual void average(float* data, size_t n);
+  // average() of the elements of several ranges of one buffer at once, (offset, count) each (a
+  // bucket of gradients): one collective instead of one per range.
+  using Ranges = std::vector<std::pair<size_t, size_t>>;
+  virtual void average_ranges(float* data, const Ranges& ranges);
   // Copies `bytes` at `data` from rank `root` to every rank.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
 
@@ -50,13 +56,16 @@ class SoloComm final : public HostComm {
 };
 
 // `ranks` replicas on threads of this process; comm(r) is rank r's handle, used by its thread only.
-// Every rank must enter each collective, in the same order (as with MPI).
+// Every rank must enter each collective, in the same order (as with MPI). Each rank sums its slice
+// of a large buffer on `threads_per_rank` threads (itself and helpers of its own; 0: the machine's
+// hardware threads shared out among the ranks, at most 16 each).
 class ThreadGroup {
  public:
-  explicit ThreadGroup(int ranks);
+  explicit ThreadGroup(int ranks, int threads_per_rank = 0);
   ~ThreadGroup();
   HostComm& comm(int rank);
   int size() const;
+  int threads_per_rank() const;
   // Makes every collective in progress or to come throw (a replica failed: the others must not wait
   // for it forever).
   void abort();
@@ -71,7 +80,7 @@ class ThreadGroup {
 // The replica launcher of `train` and `bench train`: fn(rank, comm) for ranks 0..n-1, each on a
 // thread of its own, sharing one ThreadGroup. The first exception aborts the group (the other
 // replicas leave their next collective with an error) and is rethrown once every thread has ended.
-void run_on_threads(int n, const std::function<void(int rank, HostComm& comm)>& fn);
+void run_on_threads(int n, const std::function<void(int rank, HostComm& comm)>& fn, int threads_per_rank = 0);
 
 // The classic host-side gradient aggregation: data[0, n) becomes the mean over the ranks (summed
 // by their CPU threads). Returns the squared norm the local values had before (the noise scale's

@@ -37,7 +37,8 @@ namespace {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer, ThreadPool& pool, HostComm& comm)
+  CpuDevice(const DeviceSettings& c, int batch, nn::Model& model, Optimizer& optimizer, ThreadPool& pool,
+            HostComm& comm)
       : c_(c), model_(model), optimizer_(optimizer), pool_(pool), comm_(comm), ws_(model.arch, batch) {}
   Step step(const Batch& batch, double lr, bool measure_half, const Batch* /*next*/) override {
     Step s;
@@ -91,7 +92,7 @@ class CpuDevice final : public Device {
   }
 
  private:
-  const TrainConfig& c_;
+  const DeviceSettings c_;
   nn::Model& model_;
   Optimizer& optimizer_;
   ThreadPool& pool_;
@@ -101,7 +102,7 @@ class CpuDevice final : public Device {
 
 }  // namespace
 
-std::unique_ptr<Device> make_device(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer,
+std::unique_ptr<Device> make_device(const DeviceSettings& c, int batch, nn::Model& model, Optimizer& optimizer,
                                     ThreadPool& pool, HostComm& comm, const ReplicaPlace& place) {
   if (c.backend == nn::BackendKind::CUDA) return make_gpu_device(c, batch, model, optimizer, comm, place);
   return std::make_unique<CpuDevice>(c, batch, model, optimizer, pool, comm);
@@ -109,7 +110,7 @@ std::unique_ptr<Device> make_device(const TrainConfig& c, int batch, nn::Model& 
 
 #if !JIRIKI_HAVE_CUDA
 // Built without CUDA: the GPU side of the seam says so.
-std::unique_ptr<Device> make_gpu_device(const TrainConfig&, int, nn::Model&, Optimizer&, HostComm&,
+std::unique_ptr<Device> make_gpu_device(const DeviceSettings&, int, nn::Model&, Optimizer&, HostComm&,
                                         const ReplicaPlace&) {
   throw std::runtime_error("--backend cuda: this jiriki was built without CUDA");
 }

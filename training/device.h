@@ -10,16 +10,30 @@
 #include <string>
 #include <vector>
 
+#include "common/thread_pool.h"
+#include "nn/backend.h"
 #include "nn/layers_backward.h"
 #include "nn/model.h"
 #include "training/batch.h"
 #include "training/batch_tuner.h"
 #include "training/comm.h"
 #include "training/optimizer.h"
-#include "common/thread_pool.h"
-#include "training/trainer.h"
 
 namespace jiriki::training {
+
+// What a device needs of the training run's settings (the trainer fills it from its TrainConfig).
+struct DeviceSettings {
+  nn::BackendKind backend = nn::BackendKind::CPU;
+  nn::CudaSettings cuda;  // the GPU trainer's convolutions, logging, profiling
+  OptimizerConfig optimizer;
+  float val_lambda = 0.333f;    // weight of the eval target in the value loss
+  float bn_momentum = 0.1f;     // batch-norm running statistics
+  double clip_grad_norm = 0.0;  // 0: no clipping
+  // Gradients averaged on the host (GPUs: with one replica too, which then still pays the copies);
+  // else by NCCL where a communicator is given, on the host otherwise.
+  bool host_allreduce = false;
+  double bucket_mb = 4.0;  // GPUs: gradient bucket size, NCCL and host
+};
 
 // One replica's steps. The CPU works on the replica's model and optimizer in place; the GPU keeps its
 // own copy of both, brought to the host by sync_host() (checkpoints, the export, switching batch
@@ -61,13 +75,13 @@ struct ReplicaPlace {
   void* nccl = nullptr;  // ::ncclComm_t of this replica (gradients averaged by NCCL in the step), or null
 };
 
-// The device of c.backend for one replica training batches of `batch` positions on `model` and
+// The device of s.backend for one replica training batches of `batch` positions on `model` and
 // `optimizer` (the CPU device uses `pool`). Throws std::runtime_error naming the problem when the
 // backend cannot run here (built without CUDA, no device).
-std::unique_ptr<Device> make_device(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer,
+std::unique_ptr<Device> make_device(const DeviceSettings& s, int batch, nn::Model& model, Optimizer& optimizer,
                                     ThreadPool& pool, HostComm& comm, const ReplicaPlace& place);
 // The CUDA device behind make_device (training/cuda/gpu_device.cpp).
-std::unique_ptr<Device> make_gpu_device(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer,
+std::unique_ptr<Device> make_gpu_device(const DeviceSettings& s, int batch, nn::Model& model, Optimizer& optimizer,
                                         HostComm& comm, const ReplicaPlace& place);
 
 // The NCCL communicators of this process's replicas (--allreduce nccl), destroyed with the object:

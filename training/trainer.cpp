@@ -308,12 +308,20 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   // One device per batch size in use (the tuner switches between them; each keeps its buffers, and
   // on a GPU its tuned convolutions and captured graphs).
   std::map<int, std::unique_ptr<Device>> devices;
+  const DeviceSettings settings{.backend = c.backend,
+                                .cuda = c.cuda,
+                                .optimizer = c.optimizer,
+                                .val_lambda = c.val_lambda,
+                                .bn_momentum = c.bn_momentum,
+                                .clip_grad_norm = c.clip_grad_norm,
+                                .host_allreduce = c.allreduce == AllReduce::HOST,
+                                .bucket_mb = c.bucket_mb};
   auto device_for = [&](int b) -> Device& {
     auto& d = devices[b];
     if (!d) {
       // Its set-up time (on a GPU, cuDNN's tuning: 2-20 s on an H200) is part of what --batch auto costs.
       const auto made = Clock::now();
-      d = make_device(c, b, model, optimizer, pool, comm, place);
+      d = make_device(settings, b, model, optimizer, pool, comm, place);
       log.write({{"type", "device"}, {"batch", b}, {"setup_seconds", seconds_since(made)}});
     }
     return *d;

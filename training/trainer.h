@@ -57,11 +57,12 @@ struct TrainConfig {
   // One replica per GPU of `gpus` (threads of this process), or `replicas` CPU replicas on threads;
   // under mpirun one replica per process instead, on GPU local_rank. Each replica takes its slice
   // of every global batch; gradients are averaged, by NCCL in buckets overlapped with the backward
-  // pass ("nccl", GPUs only) or on the host by CPU threads ("host").
+  // pass ("nccl", GPUs only) or on the host by CPU threads ("host"; on GPUs in the same buckets,
+  // copied to the host and back while the backward pass goes on).
   std::vector<int> gpus;         // the CUDA devices, one replica each; empty: {0}
   int replicas = 1;              // cpu backend
   AllReduce allreduce = AllReduce::AUTO;
-  double bucket_mb = 4.0;        // NCCL bucket size
+  double bucket_mb = 4.0;        // gradient bucket size (GPUs, NCCL and host)
   int64_t check_every = 1000;    // steps between checks that every replica holds the same weights
 
   // ---- the per-replica batch tuner (training/batch_tuner.h) -----------------------------------

@@ -15,30 +15,22 @@ class GpuDevice final : public Device {
  public:
   // nccl: this replica's communicator (gradients averaged by NCCL inside the step), or null (one
   // replica, or host aggregation through `comm`).
-  GpuDevice(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer, HostComm& comm, int gpu,
+  GpuDevice(const DeviceSettings& c, int batch, nn::Model& model, Optimizer& optimizer, HostComm& comm, int gpu,
             ncclComm_t nccl)
       : c_(c), model_(model), optimizer_(optimizer), comm_(comm), gpu_(model, c.optimizer, batch, gpu, c.cuda) {
     gpu_.upload_optimizer(optimizer);
     // Host aggregation: always with several replicas, and with one when asked for (--allreduce host
     // on one GPU), which still pays the copies to host memory and back: the seed's regime, where
     // gradients are aggregated by the CPU, measured on one GPU.
-    if (nccl) gpu_.attach_nccl(nccl, size_t(c.bucket_mb * 1e6));
-    else if (comm.size() > 1 || c.allreduce == AllReduce::HOST)  // page-locked: the copies are DMA at full speed
-      host_grads_ = {static_cast<float*>(gpu_.host_allocator()->allocate(gpu_.gradient_floats() * sizeof(float))),
-                     Free{gpu_.host_allocator()}};
+    const size_t bucket_bytes = size_t(c.bucket_mb * 1e6);
+    if (nccl) gpu_.attach_nccl(nccl, bucket_bytes);
+    else if (comm.size() > 1 || c.host_allreduce) gpu_.attach_host(comm, bucket_bytes), host_ = true;
   }
   Step step(const Batch& batch, double lr, bool measure_half, const Batch* next) override {
     Step s;
     if (measure_half && batch.size % 2 == 0) s.half_norm2 = gpu_.half_batch_norm2(batch, c_.val_lambda);
-    if (!host_grads_) {  // one replica, or NCCL inside the step
-      const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm, next);
-      s.totals = r.totals, s.grad_norm = r.grad_norm, s.local_norm2 = r.local_norm2;
-      return s;
-    }
-    s.totals = gpu_.compute_gradients(batch, c_.val_lambda, c_.bn_momentum, 1.0f / float(batch.size), next);
-    s.local_norm2 = gpu_.local_norm2();
-    average();
-    s.grad_norm = gpu_.apply_gradients(lr, c_.clip_grad_norm);
+    const auto r = gpu_.train_step(batch, c_.val_lambda, c_.bn_momentum, lr, c_.clip_grad_norm, next);
+    s.totals = r.totals, s.grad_norm = r.grad_norm, s.local_norm2 = r.local_norm2;
     return s;
   }
   nn::LossTotals evaluate(const Batch& batch) override { return gpu_.evaluate(batch, c_.val_lambda); }
@@ -52,13 +44,6 @@ class GpuDevice final : public Device {
   }
   StepSample time_step(const Batch& batch, int reps) override {
     for (int i = 0; i < 3; ++i) step(batch, 0.0, false, nullptr);  // the first runs eagerly, then graphs are captured
-    if (host_grads_) {                             // host aggregation: wall-clock time of real steps
-      StepSample t{double(batch.size), 0, 0, 0};
-      t.step_seconds = seconds_per_call(reps, [&] { step(batch, 0.0, false, nullptr); });
-      t.compute_seconds = gpu_.time_step(reps).step;
-      t.comm_seconds = seconds_per_call(reps, [&] { average(); });
-      return t;
-    }
     const auto t = gpu_.time_step(reps);
     return {double(batch.size), t.step, t.compute, t.comm};
   }
@@ -66,35 +51,25 @@ class GpuDevice final : public Device {
   HostAllocator* allocator() override { return gpu_.host_allocator(); }
   std::string name() const override {
     std::string s = gpu_.description();
-    if (comm_.size() > 1 || host_grads_)
+    if (comm_.size() > 1 || host_)
       s += ", " + std::to_string(comm_.size()) + (comm_.size() > 1 ? " replicas, " : " replica, ") +
-           (!host_grads_ ? "NCCL all-reduce, " + gpu_.bucket_summary() : std::string("host all-reduce"));
+           (host_ ? "host all-reduce, " : "NCCL all-reduce, ") + gpu_.bucket_summary();
     return s;
   }
 
  private:
-  const TrainConfig& c_;
+  const DeviceSettings c_;
   nn::Model& model_;
   Optimizer& optimizer_;
   HostComm& comm_;
-  // Host aggregation: the flat gradients to page-locked host memory, averaged there, and back.
-  void average() {
-    gpu_.copy_gradients_to_host(host_grads_.get());
-    average_on_host(comm_, host_grads_.get(), gpu_.gradient_floats(), false);
-    gpu_.copy_gradients_from_host(host_grads_.get());
-  }
-  struct Free {
-    HostAllocator* allocator;
-    void operator()(float* p) const noexcept { allocator->deallocate(p); }
-  };
   GpuTrainer gpu_;
-  std::unique_ptr<float[], Free> host_grads_{nullptr, Free{nullptr}};  // host aggregation only
+  bool host_ = false;  // gradients averaged on the host
 };
 
 }  // namespace
 }  // namespace cuda
 
-std::unique_ptr<Device> make_gpu_device(const TrainConfig& c, int batch, nn::Model& model, Optimizer& optimizer,
+std::unique_ptr<Device> make_gpu_device(const DeviceSettings& c, int batch, nn::Model& model, Optimizer& optimizer,
                                         HostComm& comm, const ReplicaPlace& place) {
   return std::make_unique<cuda::GpuDevice>(c, batch, model, optimizer, comm, place.gpu,
                                            static_cast<ncclComm_t>(place.nccl));

@@ -50,6 +50,82 @@ nn::LossTotals GpuTrainer::Impl::read_records(int n) const {
   return t;
 }
 
+// ---- host aggregation ----------------------------------------------------------------------------
+
+// Counts a bucket as landed in host memory. Runs on a CUDA driver thread, in stream order after the
+// bucket's copies: it may not call CUDA, and only signals.
+static void CUDART_CB bucket_landed(void* p) {
+  auto* l = static_cast<GpuTrainer::Impl::Landed*>(p);
+  {
+    std::lock_guard lock(l->mutex);
+    ++l->count;
+  }
+  l->cv.notify_all();
+}
+
+void GpuTrainer::Impl::enqueue_download(const Bucket& b, cudaStream_t on) {
+  for (const auto& [offset, count] : b.ranges)
+    JIRIKI_CUDA_CHECK(cudaMemcpyAsync(host_grads.get<float>() + offset, at<float>(grads, offset), count * sizeof(float),
+                                      cudaMemcpyDeviceToHost, on));
+  JIRIKI_CUDA_CHECK(cudaLaunchHostFunc(on, bucket_landed, &landed));
+}
+
+int64_t GpuTrainer::Impl::landed_count() {
+  std::lock_guard lock(landed.mutex);
+  return landed.count;
+}
+
+void GpuTrainer::Impl::wait_landed(int64_t count) {
+  std::unique_lock lock(landed.mutex);
+  // A failed copy or kernel never lands its bucket: look at the streams now and then.
+  while (!landed.cv.wait_for(lock, std::chrono::seconds(1), [&] { return landed.count >= count; }))
+    for (cudaStream_t s : {stream, wgrad_stream, comm_stream})
+      if (cudaError_t e = cudaStreamQuery(s); e != cudaSuccess && e != cudaErrorNotReady)
+        throw std::runtime_error(std::string("GPU trainer: a gradient bucket never reached the host: ") +
+                                 cudaGetErrorString(e));
+}
+
+void GpuTrainer::Impl::average_buckets(int64_t base) {
+  float* h = host_grads.get<float>();
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    wait_landed(base + int64_t(k) + 1);
+    host->average_ranges(h, buckets[k].ranges);
+    for (const auto& [offset, count] : buckets[k].ranges)
+      JIRIKI_CUDA_CHECK(cudaMemcpyAsync(at<float>(reduced, offset), h + offset, count * sizeof(float),
+                                        cudaMemcpyHostToDevice, up_stream));
+  }
+  JIRIKI_CUDA_CHECK(cudaEventRecord(up_done, up_stream));
+  JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(stream, up_done, 0));
+}
+
+void GpuTrainer::Impl::run_step() {
+  const int64_t base = host ? landed_count() : 0;
+  run(gradients_graph, &Impl::enqueue_gradients);
+  if (host) average_buckets(base);
+  run(update_graph, &Impl::enqueue_update);
+}
+
+void GpuTrainer::Impl::plan(size_t bucket_bytes) {
+  if (nccl || host) throw std::logic_error("GPU trainer: gradient averaging attached twice");
+  // Graphs captured so far hold no communication.
+  for (Graph* g : {&gradients_graph, &update_graph, &compute_graph})
+    if (g->exec) cudaGraphExecDestroy(g->exec), *g = Graph{};
+  std::vector<GradientSlot> gradient_slots;
+  for (const auto& [name, slot] : slots)
+    gradient_slots.push_back({name, slot.offset, slot.count, backward_stage(name, arch.blocks)});
+  buckets = plan_buckets(gradient_slots, std::max<size_t>(1, bucket_bytes / sizeof(float)), ALIGN);
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    cudaEvent_t e;
+    JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    bucket_events.push_back(e);
+  }
+  JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(&comm_done, cudaEventDisableTiming));
+  JIRIKI_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream, cudaStreamNonBlocking));
+  reduced = DeviceBuffer(total * sizeof(float));
+  zero(reduced);  // pads no range covers stay zero
+  JIRIKI_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 // ---- the public calls ----------------------------------------------------------------------------
 
 GpuTrainer::GpuTrainer(const nn::Model& model, const OptimizerConfig& optimizer, int batch, int gpu,
@@ -203,6 +279,7 @@ double GpuTrainer::local_norm2() const {
 
 double GpuTrainer::apply_gradients(double lr, double clip_grad_norm) {
   Impl& m = *impl_;
+  if (m.host) throw std::logic_error("GPU trainer: with host aggregation, steps go through train_step");
   JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
   ++m.adam_steps;
   StepParams& p = m.host_step();
@@ -236,8 +313,7 @@ GpuTrainer::StepResult GpuTrainer::train_step(const Batch& batch, float val_lamb
   m.upload_batch(batch, batch.size);
   if (next) stage(*next);
   m.upload_step_params();
-  m.run(m.gradients_graph, &Impl::enqueue_gradients);
-  m.run(m.update_graph, &Impl::enqueue_update);
+  m.run_step();
   JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_records.get(), m.records.get(), size_t(m.batch) * LOSS_RECORD * sizeof(float),
                                     cudaMemcpyDeviceToHost, m.stream));
   JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_norm.get(), m.norm.get(), sizeof(float), cudaMemcpyDeviceToHost, m.stream));
@@ -283,26 +359,35 @@ GpuTrainer::Timing GpuTrainer::time_step(int reps) {
     JIRIKI_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
     return 1e-3 * ms / reps;
   };
+  // Seconds per repetition of fn on the host's clock, the replicas started together.
+  auto wall = [&](const std::function<void()>& fn) {
+    m.host->max(0);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) fn();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  };
   // Each variant runs once untimed first: its first run is eager and captures its graph.
   Timing t;
-  m.run(m.gradients_graph, &Impl::enqueue_gradients);
-  m.run(m.update_graph, &Impl::enqueue_update);
-  t.step = seconds(m.stream, [&] {
-    m.run(m.gradients_graph, &Impl::enqueue_gradients);
-    m.run(m.update_graph, &Impl::enqueue_update);
-  });
+  m.run_step();
+  if (m.host) {
+    t.step = wall([&] {
+      m.run_step();
+      JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    });
+  } else {
+    t.step = seconds(m.stream, [&] { m.run_step(); });
+  }
   t.compute = t.step;
   // CudaSettings::profile (JIRIKI_CUDA_PROFILE=1): one more step between cudaProfilerStart and Stop,
   // for a profiler started with profiling off (ncu --profile-from-start off) to see the graphs'
   // kernels alone.
   if (m.settings.profile) {
     JIRIKI_CUDA_CHECK(cudaProfilerStart());
-    m.run(m.gradients_graph, &Impl::enqueue_gradients);
-    m.run(m.update_graph, &Impl::enqueue_update);
+    m.run_step();
     JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
     JIRIKI_CUDA_CHECK(cudaProfilerStop());
   }
-  if (m.nccl) {
+  if (m.nccl || m.host) {
     m.communicate = false;
     m.run(m.compute_graph, &Impl::enqueue_gradients);
     t.compute = seconds(m.stream, [&] {
@@ -310,10 +395,30 @@ GpuTrainer::Timing GpuTrainer::time_step(int reps) {
       m.run(m.update_graph, &Impl::enqueue_update);
     });
     m.communicate = true;
+  }
+  if (m.nccl) {
     for (const Bucket& b : m.buckets) m.enqueue_allreduce(b, m.comm_stream);
     t.comm = seconds(m.comm_stream, [&] {
       for (const Bucket& b : m.buckets) m.enqueue_allreduce(b, m.comm_stream);
     });
+  }
+  if (m.host) {
+    // The buckets' way through the host without the backward pass; then the floor: the whole
+    // gradient down and back up on one stream, and the mean of it on the host, each alone.
+    t.comm = wall([&] {
+      const int64_t base = m.landed_count();
+      for (const Bucket& b : m.buckets) m.enqueue_download(b, m.comm_stream);
+      m.average_buckets(base);
+      JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+    });
+    float* h = m.host_grads.get<float>();
+    const size_t bytes = m.total * sizeof(float);
+    t.copy = wall([&] {
+      JIRIKI_CUDA_CHECK(cudaMemcpyAsync(h, m.grads.get(), bytes, cudaMemcpyDeviceToHost, m.comm_stream));
+      JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.reduced.get(), h, bytes, cudaMemcpyHostToDevice, m.comm_stream));
+      JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.comm_stream));
+    });
+    t.mean = wall([&] { m.host->average(h, m.total); });
   }
   cudaEventDestroy(begin);
   cudaEventDestroy(end);
@@ -326,26 +431,20 @@ void GpuTrainer::attach_nccl(ncclComm_t nccl, size_t bucket_bytes) {
   (void)nccl, (void)bucket_bytes;
   throw std::runtime_error("this jiriki was built without NCCL: use --allreduce host");
 #else
-  if (m.nccl) throw std::logic_error("GPU trainer: NCCL attached twice");
   JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
-  // Graphs captured so far hold no all-reduce.
-  for (Graph* g : {&m.gradients_graph, &m.update_graph, &m.compute_graph})
-    if (g->exec) cudaGraphExecDestroy(g->exec), *g = Graph{};
-  std::vector<GradientSlot> slots;
-  for (const auto& [name, slot] : m.slots) slots.push_back({name, slot.offset, slot.count, backward_stage(name, m.arch.blocks)});
-  m.buckets = plan_buckets(slots, std::max<size_t>(1, bucket_bytes / sizeof(float)), ALIGN);
-  for (size_t k = 0; k < m.buckets.size(); ++k) {
-    cudaEvent_t e;
-    JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    m.bucket_events.push_back(e);
-  }
-  JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(&m.comm_done, cudaEventDisableTiming));
-  JIRIKI_CUDA_CHECK(cudaStreamCreateWithFlags(&m.comm_stream, cudaStreamNonBlocking));
-  m.reduced = DeviceBuffer(m.total * sizeof(float));
-  m.zero(m.reduced);  // pads no range covers stay zero
-  JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
+  m.plan(bucket_bytes);
   m.nccl = nccl;
 #endif
+}
+
+void GpuTrainer::attach_host(HostComm& comm, size_t bucket_bytes) {
+  Impl& m = *impl_;
+  JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
+  m.plan(bucket_bytes);
+  m.host_grads = PinnedBuffer(m.total * sizeof(float));
+  JIRIKI_CUDA_CHECK(cudaStreamCreateWithFlags(&m.up_stream, cudaStreamNonBlocking));
+  JIRIKI_CUDA_CHECK(cudaEventCreateWithFlags(&m.up_done, cudaEventDisableTiming));
+  m.host = &comm;
 }
 
 std::string GpuTrainer::bucket_summary() const {
@@ -361,16 +460,11 @@ std::string GpuTrainer::bucket_summary() const {
 
 size_t GpuTrainer::gradient_floats() const { return impl_->total; }
 
-void GpuTrainer::copy_gradients_to_host(float* host) {
+void GpuTrainer::download_update_gradients(nn::Model& grads) {
   Impl& m = *impl_;
+  if (!(grads.arch == m.arch)) throw std::invalid_argument("GPU trainer: the gradient model has another architecture");
   JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
-  m.copy(host, m.grads.get(), m.total * sizeof(float), cudaMemcpyDeviceToHost);
-}
-
-void GpuTrainer::copy_gradients_from_host(const float* host) {
-  Impl& m = *impl_;
-  JIRIKI_CUDA_CHECK(cudaSetDevice(m.device));
-  m.copy(m.grads.get(), host, m.total * sizeof(float), cudaMemcpyHostToDevice);
+  m.download_tensors(m.nccl || m.host ? m.reduced : m.grads, grads);
 }
 
 uint64_t GpuTrainer::weights_checksum() {

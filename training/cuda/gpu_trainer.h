@@ -25,6 +25,7 @@
 #include "nn/layers_backward.h"
 #include "nn/model.h"
 #include "training/batch.h"
+#include "training/comm.h"
 #include "training/optimizer.h"
 
 // NCCL's communicator handle (nccl.h declares it the same way), so that this header needs no NCCL.
@@ -81,11 +82,13 @@ class GpuTrainer {
   void download_gradients(nn::Model& grads);
   void upload_gradients(const nn::Model& grads);
   // One optimizer step with the gradients of the last compute_gradients, clipped to a global norm of
-  // `clip_grad_norm` (0: no clipping). Returns the gradient norm before clipping.
+  // `clip_grad_norm` (0: no clipping). Returns the gradient norm before clipping. Not with host
+  // aggregation attached, whose average happens inside train_step only.
   double apply_gradients(double lr, double clip_grad_norm);
 
   // compute_gradients (grad_scale 1 / batch size) and apply_gradients with a single synchronisation.
-  // With NCCL attached the gradients are averaged with the other replicas' in between.
+  // With NCCL or the host attached the gradients are averaged with the other replicas' in between
+  // (a collective: every replica calls it together).
   struct StepResult {
     nn::LossTotals totals;
     double grad_norm = 0;    // of the gradient the optimizer used (averaged over the replicas), before clipping
@@ -100,9 +103,13 @@ class GpuTrainer {
   // Seconds per training step on the device alone: `reps` replays of the step (forward, loss,
   // backward, optimizer) on the batch of the last train_step, timed with CUDA events. The weights
   // are updated as by real steps. With NCCL attached (every replica must call it together) also the
-  // step without communication, and the all-reduce of every bucket alone.
+  // step without communication, and the all-reduce of every bucket alone. With the host attached
+  // (collective too) the step and the all-reduce are wall-clock times, as the host takes part, and
+  // the floor of host aggregation is measured: the whole gradient copied down and up alone, and its
+  // mean over the replicas on the host alone.
   struct Timing {
     double step = 0, compute = 0, comm = 0;  // seconds
+    double copy = 0, mean = 0;               // host aggregation's floor (seconds), else 0
   };
   Timing time_step(int reps);
   double device_seconds_per_step(int reps) { return time_step(reps).step; }
@@ -112,13 +119,19 @@ class GpuTrainer {
   // (this GPU's communicator), in buckets of about `bucket_bytes` all-reduced on a stream of their own
   // as soon as the backward pass has finished them.
   void attach_nccl(ncclComm_t nccl, size_t bucket_bytes);
-  // The buckets of attach_nccl, for logs: "7 buckets: 1.2, 4.1, ... MB".
+  // From now on every training step averages its gradients with the other replicas' on the host
+  // through `comm` (--allreduce host), in the buckets NCCL would use: each bucket is copied to
+  // page-locked host memory on a stream of its own as soon as the backward pass has finished it,
+  // averaged there by the replicas' threads while the backward pass goes on, and copied back on
+  // another stream; the optimizer waits for the last. The average is comm's, bit for bit.
+  void attach_host(HostComm& comm, size_t bucket_bytes);
+  // The buckets of attach_nccl or attach_host, for logs: "7 buckets: 1.2, 4.1, ... MB".
   std::string bucket_summary() const;
-  // The gradients in the device's flat layout (the same on every replica): gradient_floats() floats,
-  // to host memory after compute_gradients and back before apply_gradients (host aggregation).
+  // The gradients in the device's flat layout (the same on every replica).
   size_t gradient_floats() const;
-  void copy_gradients_to_host(float* host);
-  void copy_gradients_from_host(const float* host);
+  // The gradient the last train_step's optimizer used, into a gradient model of the same
+  // architecture: the replicas' average with NCCL or the host attached, else this replica's own.
+  void download_update_gradients(nn::Model& grads);
   // A hash of every weight's bits: replicas that stay in step have equal ones.
   uint64_t weights_checksum();
 

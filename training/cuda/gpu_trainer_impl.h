@@ -49,7 +49,9 @@
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -380,9 +382,35 @@ struct GpuTrainer::Impl {
   PinnedBuffer host_local_norm;
   bool communicate = true;
   Graph compute_graph;
-  const float* update_grads() const { return nccl ? at<float>(reduced) : at<float>(grads); }
+  const float* update_grads() const { return nccl || host ? at<float>(reduced) : at<float>(grads); }
+  void plan(size_t bucket_bytes);  // buckets, their events, comm_stream, `reduced`
   void stage_done(int stage);
   void enqueue_allreduce(const Bucket& b, cudaStream_t on);
+
+  // ---- host aggregation (attach_host) --------------------------------------------------------
+  // In the gradients sequence, each bucket is copied from `grads` to host_grads (page-locked) on
+  // comm_stream, followed by a host function that counts it in `landed`. The replica's thread,
+  // having launched the sequence, takes the buckets as they land: their average with the other
+  // replicas' (host->average_ranges), then their copy into `reduced` on up_stream. The optimizer's
+  // sequence waits for up_done. Every path that runs the gradients sequence synchronises before the
+  // next, so the count read before a launch is that launch's base.
+  HostComm* host = nullptr;
+  PinnedBuffer host_grads;
+  cudaStream_t up_stream = nullptr;
+  cudaEvent_t up_done = nullptr;
+  struct Landed {
+    std::mutex mutex;
+    std::condition_variable cv;
+    int64_t count = 0;  // buckets landed since attach_host
+  } landed;
+  void enqueue_download(const Bucket& b, cudaStream_t on);
+  int64_t landed_count();
+  void wait_landed(int64_t count);
+  // The host's part of a step whose gradients sequence was launched when `landed` stood at base:
+  // every bucket averaged and on its way into `reduced`, the update's stream waiting for it.
+  void average_buckets(int64_t base);
+  // The gradients and update sequences of one step, with the host's part in between when attached.
+  void run_step();
 
   Impl(const nn::Model& model, const OptimizerConfig& o, int b, int gpu, const nn::CudaSettings& cuda);
   ~Impl();

@@ -65,6 +65,7 @@ GpuTrainer::Impl::~Impl() {
   cudaSetDevice(device);
   cudaStreamSynchronize(stream);
   if (comm_stream) cudaStreamSynchronize(comm_stream);
+  if (up_stream) cudaStreamSynchronize(up_stream);
   if (wgrad_stream) cudaStreamSynchronize(wgrad_stream);
   if (copy_stream) cudaStreamSynchronize(copy_stream);  // a staged copy may still read host memory
   for (Graph* g : {&gradients_graph, &update_graph, &eval_graph, &compute_graph})
@@ -72,6 +73,8 @@ GpuTrainer::Impl::~Impl() {
   for (cudaEvent_t e : bucket_events) cudaEventDestroy(e);
   if (comm_done) cudaEventDestroy(comm_done);
   if (comm_stream) cudaStreamDestroy(comm_stream);
+  if (up_done) cudaEventDestroy(up_done);
+  if (up_stream) cudaStreamDestroy(up_stream);
   for (cudaEvent_t e : {dz_ready, dz_free[0], dz_free[1], dz_free[2], stage_ready, wgrad_done, staged_ready, staged_free})
     if (e) cudaEventDestroy(e);
   if (wgrad_stream) cudaStreamDestroy(wgrad_stream);

@@ -149,7 +149,7 @@ void GpuTrainer::Impl::enqueue_backward() {
   JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(stream, wgrad_done, 0));
   mark("wait for the weight gradients");
   launch_norm(at<float>(grads), int64_t(total), at<float>(local_norm), at<double>(norm_scratch), stream);
-  if (nccl && communicate) {  // the step goes on once the last bucket is averaged
+  if ((nccl || host) && communicate) {  // the step goes on once the last bucket is averaged (NCCL) or landed (host)
     JIRIKI_CUDA_CHECK(cudaEventRecord(comm_done, comm_stream));
     JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(stream, comm_done, 0));
   }
@@ -171,21 +171,22 @@ void GpuTrainer::Impl::weight_gradient(int unit, const uint16_t* in, const uint1
   JIRIKI_CUDA_CHECK(cudaEventRecord(dz_free[k % DZ_RING], wgrad_stream));
 }
 
-// The end of a backward stage: its convolutions' weight gradients to fp32, then the all-reduce of
-// every bucket it completes, on comm_stream. Both run after wgrad_stream's work so far and after
-// what `stream` has done (the stage's other gradients).
+// The end of a backward stage: its convolutions' weight gradients to fp32, then the all-reduce (or
+// the copy to the host) of every bucket it completes, on comm_stream. Both run after wgrad_stream's
+// work so far and after what `stream` has done (the stage's other gradients).
 void GpuTrainer::Impl::stage_done(int stage) {
   JIRIKI_CUDA_CHECK(cudaEventRecord(stage_ready, stream));
   JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(wgrad_stream, stage_ready, 0));
   if (size_t(stage) < stage_conv_ranges.size())
     for (const auto& [offset, count] : stage_conv_ranges[size_t(stage)])
       launch_bf16_to_f32(at(wgrad16, offset), at<float>(grads, offset), int64_t(count), wgrad_stream);
-  if (!nccl || !communicate) return;
+  if (!(nccl || host) || !communicate) return;
   for (size_t k = 0; k < buckets.size(); ++k) {
     if (buckets[k].ready_stage != stage) continue;
     JIRIKI_CUDA_CHECK(cudaEventRecord(bucket_events[k], wgrad_stream));
     JIRIKI_CUDA_CHECK(cudaStreamWaitEvent(comm_stream, bucket_events[k], 0));
-    enqueue_allreduce(buckets[k], comm_stream);
+    if (nccl) enqueue_allreduce(buckets[k], comm_stream);
+    else enqueue_download(buckets[k], comm_stream);
   }
 }
 
