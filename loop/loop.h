@@ -1,8 +1,11 @@
-// `jiriki loop`: the overnight training loop. Generation 0 is a fresh network (step init) or one
-// trained on a teacher's games (teacher_games, teacher_train); then generation after generation:
-// selfplay with the best network, holdout positions, train on a sliding window of the newest
-// positions, gate (a match of the candidate against the best), eval_first (against generation 0),
-// eval_anchor (against a fixed outside engine), promote, record (metrics, TensorBoard, plots). Every phase is a child process; RUN/state.json
+// `jiriki loop`: the overnight training loop. Generation 0 is a fresh network (step init), a model
+// file (init_model) or one trained on a teacher's games (teacher_games, teacher_train); then
+// generation after generation: selfplay with the best network, holdout positions, train on a
+// sliding window of the newest positions (each network of the config: the main one, self-play's,
+// and the other shapes of `networks`, each fine-tuning its best or training afresh, or both), gate
+// (each candidate against its network's best; the better one that passes is chosen), eval_first
+// (against generation 0), eval_anchor (against fixed outside references: the anchor and `anchors`),
+// promote, record (metrics, TensorBoard, plots). Every phase is a child process; RUN/state.json
 // (written atomically) names the step in flight, so a loop started again redoes only that step.
 #pragma once
 #include <atomic>
@@ -19,7 +22,7 @@ namespace jiriki::loop {
 // std::runtime_error on a failed phase (naming its log) or a bad run directory.
 int run_loop(const std::string& run_dir, const std::atomic<bool>& stop, std::ostream& out);
 
-// `jiriki loop eval`: plays the matches against generation 0 and against the anchor that the run's
+// `jiriki loop eval`: plays the matches against generation 0 and against the anchors that the run's
 // finished generations lack (a run made with none, to be evaluated on other machines' idle cores),
 // with `overrides` (config keys such as eval_first_games, anchor, backend, gate_concurrency) laid
 // over RUN/config.json for these matches only. Returns 0, or 130 when stopped.

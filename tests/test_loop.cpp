@@ -348,8 +348,14 @@ TEST_CASE("loop config: defaults, overrides, and clear errors", "[loop]") {
   CHECK_THROWS_WITH(Config(json{{"train_steps", 0}}), Catch::Contains("'train_steps' must be positive"));
   CHECK_THROWS_WITH(Config(json{{"backend", "tpu"}}), Catch::Contains("auto, cpu or cuda"));
   CHECK_THROWS_WITH(Config(json{{"anchor_games", 4}}), Catch::Contains("'anchor_games' needs an 'anchor'"));
-  // Every key is documented.
-  for (const auto& k : config_keys()) CHECK(config_help().find(k.name) != std::string::npos);
+  // Every key is documented, in the help and with its default in docs/loop.md's table.
+  std::ifstream doc_file(std::string(JIRIKI_SOURCE_DIR) + "/docs/loop.md");
+  const std::string doc((std::istreambuf_iterator<char>(doc_file)), std::istreambuf_iterator<char>());
+  for (const auto& k : config_keys()) {
+    INFO(k.name);
+    CHECK(config_help().find(k.name) != std::string::npos);
+    CHECK(doc.find("| `" + std::string(k.name) + "` | `" + k.def.dump() + "` |") != std::string::npos);
+  }
 }
 
 TEST_CASE("loop: two generations end to end; killed at 20 points and restarted each time", "[loop][cli]") {

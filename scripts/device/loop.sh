@@ -4,20 +4,27 @@
 # and pack the results come out of it), then stops it with SIGTERM (the phase in flight is
 # interrupted and redone by the next call: a warm machine keeps build-device between calls, so the
 # same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
-# to $OUT/loop-run.tar.gz, the best network to $OUT/best.jnn, and the whole run a fresh machine
-# needs to continue it (records, every generation's network, the phase in flight; xz, in parts
-# of 15 MB) to $OUT/resume.tar.xz.NN: copy those parts into .carry/resume/ here and carry
-# .carry/resume, and a machine without the run unpacks them first. The config: scripts/device/loop.json,
-# or CONFIG=FILE (scripts/device/loop_teacher.json: from a network trained on teacher games, which
-# stay in every generation's training data).
+# to $OUT/loop-run.tar.gz, each network's best to $OUT/best.jnn (the main one) and $OUT/best-NAME.jnn
+# (the config's other networks), and the whole run a fresh machine needs to continue it (records,
+# networks, the phase in flight; xz, in parts of 15 MB) to $OUT/resume.tar.xz.NN: copy those parts
+# into .carry/resume/ here and carry .carry/resume, and a machine without the run unpacks them first.
+# What travels is kept small: the config's prune_records and window_max_rows bound the records, a
+# generation 0 that is its init_model file in the tree (e.g. networks/gpu.jnn) stays behind and is
+# copied back, and only the networks the run still needs go (generation 0 and each network's best).
 #
-#   run with carry [".carry"] (scripts/device/prepare.sh fills it: Boost headers for jiriki match;
-#   .carry/resume to continue a run on a fresh machine;
-#   .carry/debs for an anchor or teacher engine; loop_teacher.json carries .carry/data and .carry/eval too):
-#     bash scripts/device/loop.sh [SECONDS]        (default 540, under the 10-minute call limit)
+# The config: scripts/device/loop.json (one GPU, a 6x64 from networks/cpu.jnn), or CONFIG=FILE, e.g.
+# scripts/device/loop_x4.json: a machine of 4 GPUs, the GPU network (10x128) and the CPU network
+# (6x64) from the shipped ones, both trained on every generation's window and gated at 800 playouts,
+# matched against the shipped networks and gpsshogi.
 #
-# TEACHER="CMD" bootstraps generation 0 from a USI engine (on the first call only); or set the
-# config's init_model / extra_data to a network and games made by scripts/device/teacher.sh.
+#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/bin", ".carry/debs", ".carry/resume"]
+#   (scripts/device/prepare.sh fills .carry: Boost headers and libraries for jiriki match, gpsshogi's
+#   .debs in .carry/debs for an anchor or teacher engine; prebuild.sh the CUDA jiriki in .carry/bin,
+#   which saves the build's minutes; .carry/resume only to continue a run on a fresh machine):
+#     CONFIG=scripts/device/loop_x4.json bash scripts/device/loop.sh [SECONDS]   (default 540, under
+#     the 10-minute call limit)
+#
+# TEACHER="CMD" bootstraps generation 0 from a USI engine (on the first call only).
 set -uo pipefail
 source scripts/device/env.sh
 SECONDS_LIMIT=${1:-540}
@@ -32,7 +39,7 @@ step "build"
 build jiriki
 J=$PWD/build-device/jiriki
 # gpsshogi and fairy-stockfish in /tmp/gps when the config names an anchor or a teacher (carry .carry/debs).
-if [[ -d .carry/debs ]] && grep -qE '"(anchor|teacher)": *"[^"]' "$CONFIG"; then
+if [[ -d .carry/debs ]] && grep -qE '"(anchor|teacher|engine)": *"[^"]' "$CONFIG"; then
   source scripts/device/engines.sh
   unpack_engines "$J"
 fi
@@ -41,7 +48,21 @@ if [[ ! -f "$RUN/state.json" ]] && compgen -G ".carry/resume/resume.tar.xz.*" > 
   step "the run from .carry/resume"
   cat .carry/resume/resume.tar.xz.* | tar xJf - -C "$(dirname "$RUN")" && ls "$RUN"
 fi
-CARRIED_MODELS=$(ls "$RUN/models" 2>/dev/null)  # already on the machine they came from
+# Each network's generation 0 left behind because it is its init_model file (gen0000 NAME FILE lines).
+init_models() {
+  python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+if c.get("init_model"): print("models/gen0000.jnn", c["init_model"])
+for n in c.get("networks", []):
+    if n.get("init_model"): print("models/%s/gen0000.jnn" % n["name"], n["init_model"])' "$1"
+}
+if [[ -f "$RUN/config.json" ]]; then
+  while read -r model file; do
+    [[ -f "$RUN/$model" || ! -f "$file" ]] || { mkdir -p "$(dirname "$RUN/$model")" && cp "$file" "$RUN/$model"; }
+  done < <(init_models "$RUN/config.json")
+fi
+CARRIED_MODELS=$(cd "$RUN/models" 2>/dev/null && find . -name '*.jnn' | sed 's|^\./||')  # already on the machine they came from
 
 LOOP_SECONDS=$((SECONDS_LIMIT - SECONDS - 60))  # (bash's SECONDS: the time since the script started)
 step "loop for at most $LOOP_SECONDS s"
@@ -58,33 +79,52 @@ step "results"
 # TensorBoard files, phase logs): `jiriki loop report --dir` redraws the plots from it elsewhere.
 tar czf "$OUT/loop-run.tar.gz" --exclude='*.hcpe3' --exclude='*.hcpe' --exclude='*.jnn' --exclude='*.bin' --exclude='*.ckpt' \
   -C "$(dirname "$RUN")" "$(basename "$RUN")"
-# The best network so far (a few MB), to be matched elsewhere.
-BEST=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' "$RUN/state.json" 2>/dev/null)
-[[ -n "$BEST" && -f "$RUN/$BEST" ]] && cp "$RUN/$BEST" "$OUT/best.jnn"
+# The best networks so far (a few MB each), to be matched elsewhere.
+BESTS=$(python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+print("main", s["best"])
+for name, n in s.get("networks", {}).items(): print(name, n["best"])' "$RUN/state.json" 2>/dev/null)
+while read -r name best; do
+  [[ -n "$best" && -f "$RUN/$best" ]] && cp "$RUN/$best" "$OUT/$([[ $name == main ]] && echo best || echo "best-$name").jnn"
+done <<< "$BESTS"
 # The run for a fresh machine, or to evaluate its generations elsewhere (`jiriki loop eval`): all but
-# the checkpoints of finished generations' training (and the networks carried in, but for the two it needs).
+# the checkpoints of finished trainings and the candidates of finished generations (and the networks
+# carried in, but for those it needs).
 if [[ -f "$RUN/state.json" ]]; then
   GEN=$(python3 -c 'import json, sys; print("gen%04d" % json.load(open(sys.argv[1]))["generation"])' "$RUN/state.json")
   SKIP=()
-  for t in "$RUN"/train/gen*; do
-    [[ "$(basename "$t")" == "$GEN" ]] || SKIP+=(--exclude="$(basename "$RUN")/train/$(basename "$t")/"{train.ckpt,candidate.jnn})
-  done
-  # Networks that came in .carry/resume go back only when the run needs them (generation 0, the best):
-  # what comes back from a call is limited to 64 MiB in all.
+  R=$(basename "$RUN")
+  while read -r t; do
+    t=${t#"$RUN"/}
+    if [[ "$(basename "$t")" != "$GEN"* ]]; then SKIP+=(--exclude="$R/$t/"{train.ckpt,candidate.jnn})
+    elif [[ -f "$RUN/$t/candidate.jnn" ]]; then SKIP+=(--exclude="$R/$t/train.ckpt"); fi  # its training is done
+  done < <(find "$RUN/train" -mindepth 1 -maxdepth 2 -type d -name 'gen*' 2>/dev/null)
+  # Networks that came in .carry/resume go back only when the run needs them (generation 0, each best):
+  # what comes in is limited to 64 MiB with the tree.
   for m in $CARRIED_MODELS; do
-    [[ "$m" == gen0000.jnn || "models/$m" == "$BEST" ]] || SKIP+=(--exclude="$(basename "$RUN")/models/$m")
+    [[ "$(basename "$m")" == gen0000.jnn ]] || grep -q " models/$m\$" <<< "$BESTS" || SKIP+=(--exclude="$R/models/$m")
   done
-  XZ_OPT="-1 -T0" tar cJf - "${SKIP[@]}" -C "$(dirname "$RUN")" "$(basename "$RUN")" | split -b 15000000 -d - "$OUT/resume.tar.xz."
+  # A generation 0 that is its init_model file travels in the tree instead.
+  while read -r model file; do
+    cmp -s "$RUN/$model" "$file" && SKIP+=(--exclude="$R/$model")
+  done < <(init_models "$RUN/config.json")
+  XZ_OPT="-1 -T0" tar cJf - "${SKIP[@]}" -C "$(dirname "$RUN")" "$R" | split -b 15000000 -d - "$OUT/resume.tar.xz."
   ls -l "$OUT"/resume.tar.xz.*
+  MB=$(($(cat "$OUT"/resume.tar.xz.* | wc -c) / 1000000))
+  echo "resume: $MB MB$( ((MB > 40)) && echo ": too much to carry in beside the tree and .carry (64 MiB in all); lower window_max_rows")"
 fi
 cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
 import json, sys
+def m(x):
+    return "%s (%s, Elo %s %s)" % (x.get("score"), "+%d -%d =%d" % (x.get("wins", 0), x.get("losses", 0), x.get("draws", 0)), x.get("elo"), x.get("elo_95"))
 for line in sys.stdin:
     r = json.loads(line)
-    g, e, k = r.get("gate", {}), r.get("eval_first", {}), r.get("eval_anchor", {})
-    print("generation %d: positions %d (total %d, window %d), held-out policy %.3f value %.3f, gate %s Elo %.0f %s, vs gen 0 Elo %s %s, vs anchor %s %s %s, promoted %s, seconds %s" % (
-        r["generation"], r.get("selfplay", {}).get("positions", 0), r.get("positions_total", 0), r.get("window", 0),
-        r.get("train", {}).get("test", {}).get("policy_accuracy", float("nan")),
-        r.get("train", {}).get("test", {}).get("value_accuracy", float("nan")),
-        g.get("score"), g.get("elo", float("nan")), g.get("elo_95"), e.get("elo"), e.get("elo_95"), k.get("score"), k.get("elo"), k.get("elo_95"), r.get("promoted"),
-        {k: round(v) for k, v in r.get("seconds", {}).items()}))'
+    out = ["generation %d: positions %d (total %d, window %d)" % (r["generation"], r.get("selfplay", {}).get("positions", 0), r.get("positions_total", 0), r.get("window", 0))]
+    out.append("main %s candidate: gate %s, promoted %s" % (r.get("train_kind"), m(r["gate"]) if "gate" in r else "none", r.get("promoted")))
+    for name, n in r.get("networks", {}).items():
+        out.append("%s %s candidate: gate %s, promoted %s" % (name, n.get("train_kind"), m(n["gate"]) if "gate" in n else "none", n.get("promoted")))
+    for key, x in [("generation 0", r.get("eval_first")), ("anchor", r.get("eval_anchor"))] + sorted(r.get("anchors", {}).items()):
+        if x: out.append("vs %s %s" % (key, m(x)))
+    out.append("seconds %s" % {k: round(v) for k, v in r.get("seconds", {}).items()})
+    print("; ".join(out))'
