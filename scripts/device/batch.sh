@@ -9,7 +9,7 @@
 #              "256 1024"), then scripts/sustained_rate.py: samples/s after the first 15 s
 #   tuner      `jiriki train --batch auto` with --allreduce nccl and host: the step-time tables,
 #              noise scale and choices (logs tuner_nccl.jsonl, tuner_host.jsonl)
-# Logs go to $OUT. DATA defaults to .carry/data (teacher records made by scripts/device/teacher.sh).
+# Logs go to $OUT. DATA defaults to .carry/data (hcpe3 records, e.g. a loop run's teacher/ or selfplay/ games).
 #
 #   run with carry [".carry/catch2", ".carry/include", ".carry/lib", ".carry/data"]:
 #     STEPS="tests bench" bash scripts/device/batch.sh
