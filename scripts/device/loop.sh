@@ -10,7 +10,8 @@
 # into .carry/resume/ here and carry .carry/resume, and a machine without the run unpacks them first.
 # What travels is kept small: the config's prune_records and window_max_rows bound the records, a
 # generation 0 that is its init_model file in the tree (e.g. networks/gpu.jnn) stays behind and is
-# copied back, and only the networks the run still needs go (generation 0 and each network's best).
+# copied back, only the networks the run still needs go (generation 0 and each network's best), with
+# bf16 weights, and no checkpoint of a finished training.
 #
 # The config: scripts/device/loop.json (one GPU, a 6x64 from networks/cpu.jnn), or CONFIG=FILE, e.g.
 # scripts/device/loop_x4.json: a machine of 4 GPUs, the GPU network (10x128) and the CPU network
@@ -109,6 +110,11 @@ if [[ -f "$RUN/state.json" ]]; then
   while read -r model file; do
     cmp -s "$RUN/$model" "$file" && SKIP+=(--exclude="$R/$model")
   done < <(init_models "$RUN/config.json")
+  # Networks travel with bf16 weights (half the size; as the shipped ones are kept): the run's
+  # networks and the generation in flight's candidates, rewritten in place (the run goes on with them).
+  while read -r f; do
+    "$J" nn convert "$f" -o "$f.bf16" --weights bf16 > /dev/null && mv "$f.bf16" "$f" || rm -f "$f.bf16"
+  done < <(find "$RUN/models" -name '*.jnn'; find "$RUN/train" -path "*/$GEN*/candidate.jnn" 2>/dev/null)
   XZ_OPT="-1 -T0" tar cJf - "${SKIP[@]}" -C "$(dirname "$RUN")" "$R" | split -b 15000000 -d - "$OUT/resume.tar.xz."
   ls -l "$OUT"/resume.tar.xz.*
   MB=$(($(cat "$OUT"/resume.tar.xz.* | wc -c) / 1000000))
