@@ -309,14 +309,12 @@ class Loop {
     for (auto& w : split_command(extra)) argv.push_back(w);
   }
   // A jiriki engine playing `model` in a match. On several GPUs the candidate plays on the first and
-  // every opponent on the second (each engine sees only its GPU), so that a match's two sides do
-  // not share one GPU.
+  // every opponent on the second, so that a match's two sides do not share one GPU.
   std::string engine_spec(const std::string& name, const std::string& model) const {
     std::string s = "cmd=" + self_ + " name=" + name + " option.ModelFile=" + model +
                     " option.Backend=" + config_.search_backend();
     const auto gpus = split_list(config_.str("gpus"));
-    if (config_.search_backend() == "cuda" && gpus.size() > 1)
-      s += " env.CUDA_VISIBLE_DEVICES=" + gpus[name == "candidate" ? 0 : 1];
+    if (config_.search_backend() == "cuda" && gpus.size() > 1) s += " option.GPU=" + gpus[name == "candidate" ? 0 : 1];
     if (!config_.str("engine_options").empty()) s += " " + config_.str("engine_options");
     return s;
   }

@@ -75,6 +75,7 @@ void board_moves(const Position& pos, MoveList& list, Bitboard target) {
 template <Color Us>
 void king_moves(const Position& pos, MoveList& list, Bitboard target) {
   Square ksq = pos.king_square(Us);
+  if (ksq == SQ_NONE) return;  // the attacker of a mate problem
   Bitboard occ = pos.pieces() ^ Bitboard::square(ksq);
   for (Bitboard b = bb::king_attacks(ksq) & target; b;) {
     Square to = b.pop_lsb();
@@ -94,7 +95,8 @@ void drops(const Position& pos, MoveList& list, Bitboard target) {
     Bitboard t = target.andnot(last1);
     for (Bitboard p = pos.pieces(Us, PAWN); p;) t = t.andnot(bb::FILE_BB[file_of(p.pop_lsb())]);
     // The square from which a pawn would check the enemy king.
-    Bitboard front = bb::STEP_ATTACKS[make_piece(~Us, PAWN)][pos.king_square(~Us)] & t;
+    const Square ksq = pos.king_square(~Us);
+    Bitboard front = ksq == SQ_NONE ? Bitboard() : bb::STEP_ATTACKS[make_piece(~Us, PAWN)][ksq] & t;
     if (front && pos.pawn_drop_mates(front.lsb())) t ^= front;
     while (t) list.push(make_drop(PAWN, t.pop_lsb()));
   }

@@ -162,8 +162,8 @@ std::optional<std::string> Position::set_sfen(std::string_view text) {
   }
 
   // Validation of the whole position.
-  if (p.king_[BLACK] == SQ_NONE) return std::string("SFEN has no Black king");
-  if (p.king_[WHITE] == SQ_NONE) return std::string("SFEN has no White king");
+  // A mate problem gives the attacker no king; a position needs the king of one side at least.
+  if (p.king_[BLACK] == SQ_NONE && p.king_[WHITE] == SQ_NONE) return std::string("SFEN has no king on either side");
   for (int pt = PAWN; pt <= GOLD; ++pt) {
     int n = p.hand_[BLACK][PieceType(pt)] + p.hand_[WHITE][PieceType(pt)] + p.pieces(PieceType(pt)).popcount();
     if (can_promote(PieceType(pt))) n += p.pieces(promoted(PieceType(pt))).popcount();
@@ -183,7 +183,7 @@ std::optional<std::string> Position::set_sfen(std::string_view text) {
     for (int f = 0; f < 9; ++f)
       if ((p.pieces(c, PAWN) & bb::FILE_BB[f]).more_than_one())
         return "SFEN has two unpromoted " + std::string(c == BLACK ? "Black" : "White") + " pawns on file " + std::to_string(f + 1);
-  if (p.attackers_to(p.side_, p.king_[~p.side_]))
+  if (p.king_[~p.side_] != SQ_NONE && p.attackers_to(p.side_, p.king_[~p.side_]))
     return std::string("SFEN position has the side not to move in check");
 
   p.states_.emplace_back();
@@ -271,6 +271,7 @@ Bitboard Position::attackers_to(Color c, Square s, Bitboard occ) const {
 
 Bitboard Position::slider_blockers(Color kc, Bitboard occ) const {
   Square ksq = king_[kc];
+  if (ksq == SQ_NONE) return Bitboard();
   Color e = ~kc;
   Bitboard snipers = ((bb::ROOK_PSEUDO[ksq] & (by_type_[ROOK] | by_type_[DRAGON])) |
                       (bb::BISHOP_PSEUDO[ksq] & (by_type_[BISHOP] | by_type_[HORSE])) |
@@ -287,7 +288,7 @@ Bitboard Position::slider_blockers(Color kc, Bitboard occ) const {
 
 void Position::update_check_info() {
   StateInfo& s = st();
-  s.checkers = attackers_to(~side_, king_[side_]);
+  s.checkers = king_[side_] == SQ_NONE ? Bitboard() : attackers_to(~side_, king_[side_]);
   s.pinned = slider_blockers(side_, occupied_) & by_color_[side_];
 }
 
@@ -366,7 +367,7 @@ void Position::undo_null_move() {
 bool Position::pawn_drop_mates(Square to) const {
   Color us = side_, them = ~us;
   Square ksq = king_[them];
-  if (!(bb::STEP_ATTACKS[make_piece(us, PAWN)][to] == Bitboard::square(ksq))) return false;
+  if (ksq == SQ_NONE || !(bb::STEP_ATTACKS[make_piece(us, PAWN)][to] == Bitboard::square(ksq))) return false;
   Bitboard occ = occupied_ | Bitboard::square(to);
   // Another enemy piece may capture the pawn, unless pinned off the line to the pawn.
   Bitboard capturers = attackers_to(them, to, occ) & ~Bitboard::square(ksq);
@@ -419,12 +420,13 @@ bool Position::is_legal(Move m) const {
   // King safety after the move: no enemy piece (other than one captured on `to`) attacks our king.
   Bitboard occ = (occupied_ ^ Bitboard::square(from)) | Bitboard::square(to);
   Square ksq = pt == KING ? to : king_[us];
-  return !(attackers_to(them, ksq, occ) & ~Bitboard::square(to));
+  return ksq == SQ_NONE || !(attackers_to(them, ksq, occ) & ~Bitboard::square(to));
 }
 
 bool Position::gives_check(Move m) const {
   Color us = side_, them = ~us;
   Square ksq = king_[them], to = move_to(m);
+  if (ksq == SQ_NONE) return false;
   Piece np = is_drop(m) ? make_piece(us, drop_type(m)) : Piece(board_[move_from(m)] + (is_promotion(m) ? int(PROMOTED) : 0));
   Bitboard occ = occupied_ | Bitboard::square(to);
   if (!is_drop(m)) occ ^= Bitboard::square(move_from(m));
@@ -460,7 +462,7 @@ bool Position::declaration_win(EnteringKingRule rule) const {
   if (rule == EnteringKingRule::NONE || in_check()) return false;
   Color us = side_;
   Bitboard zone = bb::ZONE[us];
-  if (!zone.test(king_[us])) return false;
+  if (king_[us] == SQ_NONE || !zone.test(king_[us])) return false;
   Bitboard own = by_color_[us] & zone & ~Bitboard::square(king_[us]);
   if (own.popcount() < 10) return false;
   Bitboard big = by_type_[BISHOP] | by_type_[ROOK] | by_type_[HORSE] | by_type_[DRAGON];

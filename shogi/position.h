@@ -38,7 +38,8 @@ class Position {
   Position() { set_startpos(); }
   void set_startpos();
   // Parses and validates an SFEN ("startpos" is accepted too). On error returns a message that
-  // names the problem and leaves the position unchanged.
+  // names the problem and leaves the position unchanged. One side may have no king, as the attacker
+  // of a mate problem (tsume shogi) has none: that side is never in check.
   std::optional<std::string> set_sfen(std::string_view sfen);
   std::string sfen(bool with_ply = true) const;
 
@@ -46,7 +47,7 @@ class Position {
   Color side_to_move() const { return side_; }
   Piece piece_on(Square s) const { return board_[s]; }
   const Hand& hand(Color c) const { return hand_[c]; }
-  Square king_square(Color c) const { return king_[c]; }
+  Square king_square(Color c) const { return king_[c]; }  // SQ_NONE when c has no king (a mate problem)
   Bitboard pieces() const { return occupied_; }
   Bitboard pieces(Color c) const { return by_color_[c]; }
   Bitboard pieces(PieceType pt) const { return by_type_[pt]; }

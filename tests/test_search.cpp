@@ -397,7 +397,7 @@ TEST_CASE("time: clocks too long to be real are capped, never overflow", "[searc
   CHECK(b.minimum == 2000);
   CHECK(b.optimum >= b.minimum);
   CHECK(b.maximum >= b.optimum);
-  CHECK(b.maximum <= 2 * cap);  // time and byoyomi, each capped at 2^40 ms
+  CHECK(b.maximum <= 3 * cap);  // time, increment and byoyomi, each capped at 2^40 ms
   c = GoClock{};
   c.movetime = std::numeric_limits<int64_t>::max();
   CHECK(allocate_time(c, BLACK, 1, o).maximum == cap - o.network_delay);
@@ -425,14 +425,22 @@ TEST_CASE("time: budgets worked out by hand", "[search][time]") {
   c.time[BLACK] = 500;
   CHECK(allocate_time(c, BLACK, 1, o).maximum == 1380);
   c.time[BLACK] = 0;
-  // Fischer 10 s + 1 s at move 1: 40 moves to go, share (10000 + 39 * 1000) / 40 = 1225, raised
-  // to the minimum 2000; maximum min(5 * 1225, 10000 / 4) = 2500.
+  // Fischer 10 s + 1 s at move 1: 40 moves to go, share (10000 + 40 * 1000) / 40 = 1250, raised
+  // to the minimum 2000; maximum min(5 * 1250, (10000 + 1000) / 4) = 2750.
   c = GoClock{};
   c.time[WHITE] = 10000;
   c.inc[WHITE] = 1000;
   b = allocate_time(c, WHITE, 1, o);
   CHECK(b.optimum == 2000);
-  CHECK(b.maximum == 2500);
+  CHECK(b.maximum == 2750);
+  // Fischer with no main time: the increment this move brings is the clock, less NetworkDelay2:
+  // 2000 - 1120 = 880 (it was 0, an answer at depth 1).
+  c = GoClock{};
+  c.inc[BLACK] = c.inc[WHITE] = 2000;
+  b = allocate_time(c, BLACK, 1, o);
+  CHECK(b.minimum == 880);
+  CHECK(b.optimum == 880);
+  CHECK(b.maximum == 880);
   // Sudden death, 60 s left at move 100: 30 moves to go, share 2000, maximum min(10000, 15000).
   c = GoClock{};
   c.time[BLACK] = 60000;

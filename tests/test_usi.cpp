@@ -1,13 +1,7 @@
-// The USI engine as a GUI sees it: the jiriki binary runs as a child process on pipes, and each test
-// plays a scripted session the way ShogiHome does. Every read has a timeout, so a hung engine fails
-// the test instead of hanging CI. Moves the engine plays are checked with the rules core.
+// The USI engine as a GUI sees it: the jiriki binary runs as a child process on pipes
+// (tests/usi_process.h), and each test plays a scripted session. Moves the engine plays are checked
+// with the rules core.
 #include <catch2/catch.hpp>
-
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -19,178 +13,13 @@
 
 #include "engine/search/search.h"
 #include "nn/model_file.h"
+#include "shogi/movegen.h"
+#include "tests/usi_process.h"
 #include "usi/network.h"
 #include "usi/shipped_networks.h"
-#include "shogi/movegen.h"
-#include "tests/usi_session.h"
 
 using namespace jiriki;
-using jiriki::testing::tiny_model_path;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-int64_t ms_since(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
-// The engine in a child process.
-class EngineProcess {
- public:
-  EngineProcess() {
-    signal(SIGPIPE, SIG_IGN);  // a dead engine must fail the test, not kill it
-    int in[2], out[2];
-    REQUIRE(pipe(in) == 0);
-    REQUIRE(pipe(out) == 0);
-    pid_ = fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-      execl(JIRIKI_BINARY, JIRIKI_BINARY, (char*)nullptr);  // no arguments: what a GUI runs
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_ = in[1];
-    from_ = out[0];
-  }
-  ~EngineProcess() {
-    if (to_ >= 0) close(to_);
-    if (pid_ > 0 && wait_exit(0) == -2) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(from_);
-  }
-
-  void send(const std::string& line) {
-    std::string s = line + "\n";
-    transcript_ += "> " + line + "\n";
-    CHECK(write(to_, s.data(), s.size()) == ssize_t(s.size()));
-  }
-
-  // The next line, or nullopt when none comes within timeout_ms (or the engine closed stdout).
-  std::optional<std::string> line(int64_t timeout_ms) {
-    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (;;) {
-      size_t nl = buf_.find('\n');
-      if (nl != std::string::npos) {
-        std::string l = buf_.substr(0, nl);
-        buf_.erase(0, nl + 1);
-        transcript_ += "< " + l + "\n";
-        return l;
-      }
-      int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left < 0) return std::nullopt;
-      pollfd p{from_, POLLIN, 0};
-      if (poll(&p, 1, int(left)) <= 0) continue;
-      char chunk[4096];
-      ssize_t n = read(from_, chunk, sizeof chunk);
-      if (n <= 0) return std::nullopt;
-      buf_.append(chunk, size_t(n));
-    }
-  }
-
-  // Reads until a line starting with `prefix`; lines before it go to `seen`. Fails the test with
-  // the transcript when it does not come in time.
-  std::string expect(const std::string& prefix, int64_t timeout_ms, std::vector<std::string>* seen = nullptr) {
-    auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (;;) {
-      int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      auto l = line(std::max<int64_t>(left, 0));
-      if (!l) FAIL("no '" << prefix << "' within " << timeout_ms << " ms; transcript:\n" << transcript_);
-      if (l->rfind(prefix, 0) == 0) return *l;
-      if (seen) seen->push_back(*l);
-    }
-  }
-
-  // Sends isready and expects readyok; returns the lines before it.
-  std::vector<std::string> sync(int64_t timeout_ms = 30000) {
-    send("isready");
-    std::vector<std::string> seen;
-    expect("readyok", timeout_ms, &seen);
-    return seen;
-  }
-
-  // Sends a bad command and expects an error line (before readyok), then proves the engine usable.
-  void expect_error(const std::string& command, const std::string& words) {
-    send(command);
-    std::vector<std::string> seen = sync();
-    REQUIRE(seen.size() == 1);
-    CHECK(seen[0].rfind("info string error:", 0) == 0);
-    CHECK_THAT(seen[0], Catch::Contains(words));
-  }
-
-  // Exit status, -1 when killed by a signal, -2 when still running after timeout_ms.
-  int wait_exit(int64_t timeout_ms) {
-    auto t0 = Clock::now();
-    for (;;) {
-      int status = 0;
-      pid_t r = waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      if (ms_since(t0) >= timeout_ms) return -2;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-
-  const std::string& transcript() const { return transcript_; }
-
- private:
-  pid_t pid_ = -1;
-  int to_ = -1, from_ = -1;
-  std::string buf_, transcript_;
-};
-
-// usi + the tiny network + isready.
-void start(EngineProcess& e, const std::vector<std::string>& options = {}) {
-  e.send("usi");
-  e.expect("usiok", 10000);
-  e.send("setoption name ModelFile value " + tiny_model_path());
-  e.send("setoption name PV_Interval value 200");
-  for (const auto& o : options) e.send("setoption name " + o);
-  e.sync();
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::istringstream is(s);
-  std::vector<std::string> w;
-  for (std::string t; is >> t;) w.push_back(t);
-  return w;
-}
-
-// The move of a `bestmove` line (and its ponder move), checked legal in `pos`.
-Move best_of(const std::string& line, const Position& pos, Move* ponder = nullptr) {
-  std::vector<std::string> w = split(line);
-  REQUIRE(w.size() >= 2);
-  REQUIRE(w[0] == "bestmove");
-  Move m = move_from_usi(pos, w[1]);
-  INFO(line << " in " << pos.sfen());
-  REQUIRE(m != MOVE_NONE);
-  REQUIRE(pos.is_legal(m));
-  if (ponder) {
-    *ponder = MOVE_NONE;
-    if (w.size() == 4 && w[2] == "ponder") {
-      Position next = pos;
-      next.do_move(m);
-      *ponder = move_from_usi(next, w[3]);
-      REQUIRE(next.is_legal(*ponder));
-    }
-  }
-  return m;
-}
-
-std::string moves_text(const std::vector<Move>& moves) {
-  std::string s;
-  for (Move m : moves) s += " " + move_to_usi(m);
-  return s;
-}
-
-}  // namespace
+using namespace jiriki::testing;
 
 TEST_CASE("usi: handshake announces every option and isready loads the network", "[usi]") {
   EngineProcess e;
@@ -200,16 +29,39 @@ TEST_CASE("usi: handshake announces every option and isready loads the network",
   REQUIRE(seen.size() > 2);
   CHECK(seen[0] == "id name jiriki");
   CHECK(seen[1].rfind("id author ", 0) == 0);
-  for (const char* name :
-       {"USI_Hash", "USI_Ponder", "Threads", "ModelFile", "Backend", "GPU", "BatchSize", "MultiPV", "NetworkDelay",
-        "NetworkDelay2", "MinimumThinkingTime", "SlowMover", "ResignValue", "DrawValueBlack", "DrawValueWhite",
-        "MaxMovesToDraw", "EnteringKingRule", "C_init", "C_base", "C_fpu_reduction", "Softmax_Temperature",
-        "LeafMateSearchPly", "RootMateSearch", "RootThreatSearch"}) {
+  for (const char* name : {"USI_Hash",
+                           "USI_Ponder",
+                           "Threads",
+                           "ModelFile",
+                           "Backend",
+                           "GPU",
+                           "BatchSize",
+                           "MultiPV",
+                           "NetworkDelay",
+                           "NetworkDelay2",
+                           "MinimumThinkingTime",
+                           "SlowMover",
+                           "ResignValue",
+                           "Resign_Threshold",
+                           "DrawValueBlack",
+                           "DrawValueWhite",
+                           "MaxMovesToDraw",
+                           "EnteringKingRule",
+                           "C_init",
+                           "C_base",
+                           "C_fpu_reduction",
+                           "Softmax_Temperature",
+                           "LeafMateSearchPly",
+                           "RootMateSearch",
+                           "RootThreatSearch"}) {
     bool found = false;
     for (const auto& l : seen) found |= l.rfind(std::string("option name ") + name + " type ", 0) == 0;
     INFO("option " << name);
     CHECK(found);
   }
+  // Aliases are taken by setoption but not announced: a GUI would show each option twice.
+  for (const char* alias : {"DNN_Model", "DNN_Batch_Size", "UCT_Threads", "PvInterval"})
+    for (const auto& l : seen) CHECK(l.find(std::string(" ") + alias + " ") == std::string::npos);
   // The PUCT options' defaults (hundredths) are the search's own, which self-play and `jiriki play`
   // use: the two must not drift apart.
   const search::SearchParams params;
@@ -233,6 +85,43 @@ TEST_CASE("usi: handshake announces every option and isready loads the network",
   for (const auto& l : info)
     said |= l.find(shipped ? "network: the shipped networks/" : "UNTRAINED") != std::string::npos;
   CHECK(said);
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
+TEST_CASE("usi: docs/usi.md lists every option with the type, default and range the engine announces", "[usi]") {
+  std::ifstream doc_file(std::string(JIRIKI_SOURCE_DIR) + "/docs/usi.md");
+  REQUIRE(doc_file);
+  std::vector<std::string> rows;  // the option tables' rows, by the option's name
+  for (std::string l; std::getline(doc_file, l);)
+    if (l.starts_with("| `")) rows.push_back(l);
+  EngineProcess e;
+  e.send("usi");
+  std::vector<std::string> seen;
+  e.expect("usiok", 10000, &seen);
+  int options = 0;
+  for (const auto& l : seen) {
+    if (!l.starts_with("option name ")) continue;
+    ++options;
+    // option name N type T default D [min A max B] [var V ...]
+    const std::vector<std::string> w = split(l);
+    REQUIRE(w.size() >= 6);
+    std::string expected = "| `" + w[2] + "` | " + w[4] + " | `" + w[6] + "` |";
+    if (w[4] == "spin") expected += " " + w[8] + " to " + w[10] + " |";
+    if (w[4] == "combo") {
+      std::string vars;
+      for (size_t i = 7; i + 1 < w.size(); i += 2) vars += (vars.empty() ? "" : ", ") + w[i + 1];
+      expected += " " + vars + " |";
+    }
+    INFO(l);
+    CHECK(std::count_if(rows.begin(), rows.end(), [&](const std::string& r) { return r.starts_with(expected); }) == 1);
+  }
+  // And nothing more: one row per option, one per alias (those rows start "| `ALIAS` | `OPTION` |").
+  int alias_rows = 0;
+  for (const auto& r : rows)
+    alias_rows += r.find("` | `") != std::string::npos && r.find(" | type") == std::string::npos &&
+                  std::count(r.begin(), r.end(), '|') == 3;
+  CHECK(int(rows.size()) == options + alias_rows);
   e.send("quit");
   CHECK(e.wait_exit(5000) == 0);
 }
@@ -484,8 +373,13 @@ TEST_CASE("usi: declaration and resignation and go mate", "[usi]") {
   best_of(e.expect("bestmove", 2000), Position());
   CHECK(ms_since(t0) >= 350);
   CHECK(ms_since(t0) < 500);
-  // ResignValue 1000: no unproven position is worth that much.
+  // ResignValue is YaneuraOu's, in centipawns: 1000 resigns at -1000 or below, which the start
+  // position is far from. Resign_Threshold is dlshogi's, a win rate per mille: at 1000 no unproven
+  // position is worth that much.
   e.send("setoption name ResignValue value 1000");
+  e.send("go nodes 100");
+  CHECK(e.expect("bestmove", 10000) != "bestmove resign");
+  e.send("setoption name Resign_Threshold value 1000");
   e.send("go nodes 100");
   CHECK(e.expect("bestmove", 10000) == "bestmove resign");
   e.send("quit");
@@ -496,7 +390,8 @@ namespace {
 
 // Two engines play each other from the start position under a clock, as a GUI would run them,
 // for at most max_plies. The GUI's clock: the time from sending go to reading bestmove is charged
-// to the mover. Returns each move's elapsed time and the time it was allowed.
+// to the mover, whose clock gets the increment as the move starts (as YaneuraOu reads binc/winc).
+// Returns each move's elapsed time and the time it was allowed.
 struct TimedMove {
   int64_t elapsed, allowed;
 };
@@ -521,12 +416,13 @@ std::vector<TimedMove> play_clocked_game(int64_t time_ms, int64_t inc_ms, int64_
     else go << " binc " << inc_ms << " winc " << inc_ms;
     auto t0 = Clock::now();
     e.send(go.str());
-    std::string line = e.expect("bestmove", left[side] + byoyomi_ms + 5000);
+    const int64_t allowed = left[side] + inc_ms + byoyomi_ms;
+    std::string line = e.expect("bestmove", allowed + 5000);
     const int64_t elapsed = ms_since(t0);
-    record.push_back({elapsed, left[side] + byoyomi_ms});
-    INFO("ply " << ply << ": " << line << " after " << elapsed << " ms of " << left[side] + byoyomi_ms);
-    REQUIRE(elapsed <= left[side] + byoyomi_ms);  // no time loss
-    left[side] = std::max<int64_t>(left[side] - elapsed, 0) + inc_ms;
+    record.push_back({elapsed, allowed});
+    INFO("ply " << ply << ": " << line << " after " << elapsed << " ms of " << allowed);
+    REQUIRE(elapsed <= allowed);  // no time loss
+    left[side] = std::max<int64_t>(left[side] + inc_ms - elapsed, 0);
     if (line == "bestmove resign" || line == "bestmove win") break;
     Move m = best_of(line, pos);
     pos.do_move(m);
@@ -560,6 +456,22 @@ TEST_CASE("usi: no time loss at 10 s + 1 s per move over a game against itself",
   for (const auto& m : record) worst_margin = std::min(worst_margin, m.allowed - m.elapsed);
   WARN("10 s + 1 s: " << record.size() << " moves, smallest margin left on the clock " << worst_margin << " ms");
   CHECK(worst_margin > 0);
+}
+
+TEST_CASE("usi: Fischer with no main time uses the increment and loses no time", "[usi][time]") {
+  // go btime 0 wtime 0 binc 2000 winc 2000 was answered after 18 ms at depth 1. NetworkDelay2 1000:
+  // about a second of each increment is used; the rest builds up the clock.
+  auto record = play_clocked_game(0, 2000, 0, 8, {"NetworkDelay2 value 1000"});
+  REQUIRE(record.size() == 8);
+  int64_t worst_margin = 1 << 30, quickest = 1 << 30;
+  for (const auto& m : record) {
+    worst_margin = std::min(worst_margin, m.allowed - m.elapsed);
+    quickest = std::min(quickest, m.elapsed);
+  }
+  WARN("0 s + 2 s: " << record.size() << " moves, quickest " << quickest << " ms, smallest margin " << worst_margin
+                     << " ms");
+  CHECK(worst_margin > 0);
+  CHECK(quickest >= 700);  // it does think
 }
 
 // Issue 18, bug 1: a malformed clock value must not leave a search running. The go is still

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -43,11 +46,6 @@ std::optional<int64_t> parse_int(const std::string& s) {
   return v;
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = char(std::tolower((unsigned char)c));
-  return s;
-}
-
 EnteringKingRule parse_rule(const std::string& s) {
   if (s == "NoEnteringKing") return EnteringKingRule::NONE;
   if (s == "CSARule24") return EnteringKingRule::POINT24;
@@ -69,8 +67,12 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   options_.add_spin("NetworkDelay2", 1120, 0, 10000);
   options_.add_spin("MinimumThinkingTime", 2000, 0, 600000);
   options_.add_spin("SlowMover", 100, 1, 1000);
-  options_.add_spin("ResignValue", 0, 0, 1000);     // per mille win rate; 0 never resigns
-  options_.add_spin("DrawValueBlack", 500, 0, 1000);  // per mille, when the engine plays Black
+  // Resigning, in the units of the family each name comes from: ResignValue as YaneuraOu's (resign
+  // at an evaluation of -ResignValue centipawns or below; 99999 never), Resign_Threshold as dlshogi's
+  // (resign below this win rate, per mille; 0 never). Either one resigns.
+  options_.add_spin("ResignValue", 99999, 0, 99999);
+  options_.add_spin("Resign_Threshold", 0, 0, 1000);
+  options_.add_spin("DrawValueBlack", 500, 0, 1000);  // dlshogi's: a draw's win rate, per mille, playing Black
   options_.add_spin("DrawValueWhite", 500, 0, 1000);
   options_.add_spin("MaxMovesToDraw", 0, 0, 100000);  // 0: no limit
   options_.add_combo("EnteringKingRule", "CSARule27", {"NoEnteringKing", "CSARule27", "CSARule24"});
@@ -86,6 +88,11 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   options_.add_check("RootThreatSearch", true);  // (with RootMateSearch) SearchParams says why
   options_.add_spin("PV_Interval", 1000, 100, 100000);  // ms between info lines
   UsiBook::add_options(options_);
+  // The names dlshogi and YaneuraOu users already type, where the meaning is the same.
+  options_.add_alias("DNN_Model", "ModelFile");
+  options_.add_alias("DNN_Batch_Size", "BatchSize");
+  options_.add_alias("UCT_Threads", "Threads");
+  options_.add_alias("PvInterval", "PV_Interval");
 }
 
 Engine::~Engine() { finish(true); }
@@ -166,11 +173,9 @@ bool Engine::command(const std::string& raw) {
       // idle: nothing. thinking, pondering: -> idle, bestmove sent.
       if (s != State::IDLE) finish(true);
     } else if (cmd == "ponderhit") {
-      // pondering: -> thinking, the clock runs from now. idle, thinking: nothing.
-      if (s == State::PONDERING) {
-        searcher_.ponderhit();
-        state_ = State::THINKING;
-      }
+      // pondering: -> thinking, the clock runs from now (the clock given with ponderhit, if any, replaces
+      // that of go ponder). idle, thinking: nothing.
+      if (s == State::PONDERING) cmd_ponderhit(args);
     } else if (cmd == "gameover") {
       // idle: nothing. thinking, pondering: -> idle, and no bestmove after the game ended.
       if (s != State::IDLE) finish(false);
@@ -193,16 +198,62 @@ void Engine::cmd_usi() {
   send("usiok");
 }
 
+// engine_options.txt beside the executable, read at every isready as YaneuraOu does, so that options
+// can be set without a GUI. Each line is `Name value`, `Name=value` or `setoption name Name value V`;
+// blank lines and lines starting with # are skipped. Its values replace those the GUI set.
+void Engine::read_engine_options() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return;
+  const std::filesystem::path file = exe.parent_path() / "engine_options.txt";
+  std::ifstream in(file);
+  if (!in) return;
+  int set = 0, line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_number;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    std::string rest;
+    const std::string first = first_word(line, &rest);
+    if (first.empty() || first[0] == '#') continue;
+    std::string name, value;
+    if (first == "setoption" || first == "option") {
+      if (!parse_setoption(rest, &name, &value)) {
+        error(file.string() + " line " + std::to_string(line_number) + ": expected 'setoption name <id> value <x>'");
+        continue;
+      }
+    } else {
+      const size_t eq = first.find('=');
+      name = first.substr(0, eq);
+      value = eq == std::string::npos ? rest : first.substr(eq + 1) + (rest.empty() ? "" : " " + rest);
+    }
+    if (auto err = set_option(name, value)) {
+      error(file.string() + " line " + std::to_string(line_number) + ": " + *err);
+      continue;
+    }
+    ++set;
+  }
+  send("info string " + file.string() + ": " + std::to_string(set) + " options set");
+}
+
+std::optional<std::string> Engine::set_option(const std::string& name, const std::string& value) {
+  if (auto err = options_.set(name, value)) return err;
+  // These shape the evaluators: the network is made again at the next isready or go.
+  const std::string c = *options_.canonical(name);
+  if (c == "ModelFile" || c == "Backend" || c == "GPU" || c == "BatchSize" || c == "Threads") network_dirty_ = true;
+  return std::nullopt;
+}
+
 void Engine::cmd_isready() {
+  read_engine_options();
   if (state_ == State::IDLE) ensure_network();
   book_.prepare(options_, [this](const std::string& l) { send(l); });
   send("readyok");
 }
 
-void Engine::cmd_setoption(const std::string& args) {
-  // setoption name NAME [value VALUE]; the value is the rest of the line (paths may hold spaces).
+// `name NAME [value VALUE]`; the value is the rest of the line (paths may hold spaces).
+bool Engine::parse_setoption(const std::string& args, std::string* name_out, std::string* value_out) {
   std::string rest;
-  if (first_word(args, &rest) != "name") return error("setoption: expected 'setoption name <id> [value <x>]'");
+  if (first_word(args, &rest) != "name") return false;
   std::string name, value;
   size_t v = rest.find(" value ");
   if (v == std::string::npos) {
@@ -215,11 +266,16 @@ void Engine::cmd_setoption(const std::string& args) {
     value = b == std::string::npos ? "" : value.substr(b, e - b + 1);
   }
   while (!name.empty() && name.back() == ' ') name.pop_back();
+  *name_out = name;
+  *value_out = value;
+  return true;
+}
+
+void Engine::cmd_setoption(const std::string& args) {
+  std::string name, value;
+  if (!parse_setoption(args, &name, &value)) return error("setoption: expected 'setoption name <id> [value <x>]'");
   if (name.empty()) return error("setoption: no option name");
-  if (auto err = options_.set(name, value)) return error(*err);
-  // These shape the evaluators: the network is made again at the next isready or go.
-  for (const char* n : {"ModelFile", "Backend", "GPU", "BatchSize", "Threads"})
-    if (lower(name) == lower(n)) network_dirty_ = true;
+  if (auto err = set_option(name, value)) return error(*err);
 }
 
 void Engine::cmd_position(const std::string& args) {
@@ -299,7 +355,10 @@ search::SearchParams Engine::search_params() const {
   p.max_moves_to_draw = int(options_.integer("MaxMovesToDraw"));
   p.entering_king_rule = parse_rule(options_.str("EnteringKingRule"));
   p.leaf_mate_plies = leaf_mate_plies();
-  p.resign_value = float(options_.integer("ResignValue")) / 1000.0f;
+  // Centipawns to a win rate, the inverse of search::winrate_to_cp.
+  const float resign_cp = float(options_.integer("ResignValue"));
+  p.resign_value =
+      std::max(float(options_.integer("Resign_Threshold")) / 1000.0f, 1.0f / (1.0f + std::exp(resign_cp / 756.0f)));
   p.multipv = int(options_.integer("MultiPV"));
   p.root_mate_search = options_.check("RootMateSearch");
   p.root_threat_search = options_.check("RootThreatSearch");
@@ -322,41 +381,50 @@ void Engine::cmd_go(const std::string& args) {
   }
 }
 
-void Engine::start_search(const std::vector<std::string>& w) {
-  search::GoClock clock;
-  search::SearchLimits limits;
-  // A word or number that cannot be read makes the go a timed one on whatever clock was read
-  // (a zero clock at worst: the quickest answer), never an endless search a GUI would wait on.
+// Reads the clock words of a `go` or of a `ponderhit` (YaneuraOu's extension: a GUI that sent
+// `go ponder` without a clock sends it there). Returns whether any clock word was given. A word or
+// number that cannot be read counts as a clock word (a zero clock at worst: the quickest answer),
+// never as an endless search a GUI would wait on.
+bool Engine::read_clock(const std::string& cmd, const std::vector<std::string>& w, search::GoClock* clock,
+                        search::SearchLimits* limits) {
   bool timed = false;
   for (size_t i = 0; i < w.size(); ++i) {
     const std::string& k = w[i];
     if (k == "infinite") {
-      limits.infinite = true;
+      limits->infinite = true;
       continue;
     }
     if (k == "ponder") {
-      limits.ponder = true;
+      limits->ponder = true;
       continue;
     }
     int64_t* field = nullptr;
     int64_t* field2 = nullptr;
-    if (k == "btime") field = &clock.time[BLACK];
-    else if (k == "wtime") field = &clock.time[WHITE];
-    else if (k == "binc") field = &clock.inc[BLACK];
-    else if (k == "winc") field = &clock.inc[WHITE];
-    else if (k == "byoyomi") field = &clock.byoyomi[BLACK], field2 = &clock.byoyomi[WHITE];
-    else if (k == "bbyoyomi") field = &clock.byoyomi[BLACK];
-    else if (k == "wbyoyomi") field = &clock.byoyomi[WHITE];
-    else if (k == "movetime") field = &clock.movetime;
-    else if (k == "nodes") field = &limits.nodes;
-    else {
-      error("go: unknown parameter '" + k + "' ignored");
+    if (k == "btime") field = &clock->time[BLACK];
+    else if (k == "wtime") field = &clock->time[WHITE];
+    else if (k == "binc") field = &clock->inc[BLACK];
+    else if (k == "winc") field = &clock->inc[WHITE];
+    else if (k == "byoyomi") field = &clock->byoyomi[BLACK], field2 = &clock->byoyomi[WHITE];
+    else if (k == "bbyoyomi") field = &clock->byoyomi[BLACK];
+    else if (k == "wbyoyomi") field = &clock->byoyomi[WHITE];
+    else if (k == "movetime") field = &clock->movetime;
+    else if (k == "nodes") field = &limits->nodes;
+    else if (k == "depth") {
+      // A tree search grows no depth to stop at; the GUI is told so, and gets an answer at once.
+      error(cmd +
+            ": depth is not supported by this engine (a tree search has no depth limit): use go nodes N "
+            "or go movetime MS; answering at once");
+      if (i + 1 < w.size() && parse_int(w[i + 1])) ++i;
+      timed = true;
+      continue;
+    } else {
+      error(cmd + ": unknown parameter '" + k + "' ignored");
       timed = true;
       continue;
     }
     std::optional<int64_t> v = i + 1 < w.size() ? parse_int(w[i + 1]) : std::nullopt;
     if (!v || *v < 0) {
-      error("go: " + k + " needs a non-negative integer" + (i + 1 < w.size() ? ", not '" + w[i + 1] + "'" : ""));
+      error(cmd + ": " + k + " needs a non-negative integer" + (i + 1 < w.size() ? ", not '" + w[i + 1] + "'" : ""));
       if (i + 1 < w.size() && !v) ++i;
       timed = true;
       continue;
@@ -366,17 +434,38 @@ void Engine::start_search(const std::vector<std::string>& w) {
     if (field2) *field2 = *v;
     if (k != "nodes") timed = true;
   }
-  // A bare `go` (or `go ponder` without a clock) runs until stop.
-  if (!timed && limits.nodes == 0) limits.infinite = true;
+  return timed;
+}
+
+search::TimeBudget Engine::budget(const search::GoClock& clock, Color us, int game_ply) const {
+  search::TimeOptions to;
+  to.network_delay = options_.integer("NetworkDelay");
+  to.network_delay2 = options_.integer("NetworkDelay2");
+  to.minimum_thinking_time = options_.integer("MinimumThinkingTime");
+  to.slow_mover = int(options_.integer("SlowMover"));
+  return search::allocate_time(clock, us, game_ply, to);
+}
+
+void Engine::cmd_ponderhit(const std::string& args) {
+  search::GoClock clock;
+  search::SearchLimits ignored;
+  const bool timed = read_clock("ponderhit", words(args), &clock, &ignored);
+  searcher_.ponderhit(timed ? std::optional(budget(clock, pondered_side_, pondered_ply_)) : std::nullopt);
+  state_ = State::THINKING;
+}
+
+void Engine::start_search(const std::vector<std::string>& w) {
+  search::GoClock clock;
+  search::SearchLimits limits;
+  const bool timed = read_clock("go", w, &clock, &limits);
+  // A bare `go` runs until stop; so does `go ponder` without a clock, unless its ponderhit brings one.
+  if (!timed && limits.nodes == 0 && !limits.ponder) limits.infinite = true;
   if (timed && !limits.infinite) {
-    search::TimeOptions to;
-    to.network_delay = options_.integer("NetworkDelay");
-    to.network_delay2 = options_.integer("NetworkDelay2");
-    to.minimum_thinking_time = options_.integer("MinimumThinkingTime");
-    to.slow_mover = int(options_.integer("SlowMover"));
     limits.use_time = true;
-    limits.time = search::allocate_time(clock, game_->pos.side_to_move(), game_->pos.game_ply(), to);
+    limits.time = budget(clock, game_->pos.side_to_move(), game_->pos.game_ply());
   }
+  pondered_side_ = game_->pos.side_to_move();
+  pondered_ply_ = game_->pos.game_ply();
 
   // A book move is played at once; not while pondering or analysing, which must wait for stop.
   if (!limits.ponder && !limits.infinite)

@@ -59,9 +59,16 @@ class Engine {
   void cmd_usi();
   void cmd_isready();
   void cmd_setoption(const std::string& args);
+  static bool parse_setoption(const std::string& args, std::string* name, std::string* value);
+  std::optional<std::string> set_option(const std::string& name, const std::string& value);  // error or none
+  void read_engine_options();
   void cmd_position(const std::string& args);
   void cmd_go(const std::string& args);
   void start_search(const std::vector<std::string>& words);
+  void cmd_ponderhit(const std::string& args);
+  bool read_clock(const std::string& cmd, const std::vector<std::string>& words, search::GoClock* clock,
+                  search::SearchLimits* limits);
+  search::TimeBudget budget(const search::GoClock& clock, Color us, int game_ply) const;
   void start_mate(const std::string& time);
 
   bool ensure_network();  // (re)builds the evaluation queue when an option changed; false on error
@@ -91,6 +98,8 @@ class Engine {
   std::atomic<bool> mate_running_{false};
   std::atomic<bool> quiet_{false};        // the answer of the search being stopped is not wanted (gameover)
   std::atomic<bool> send_ponder_{true};  // USI_Ponder as it was at `go`
+  Color pondered_side_ = BLACK;          // the side to move and move number at the last go, for the
+  int pondered_ply_ = 1;                 // clock a ponderhit brings
 };
 
 }  // namespace jiriki::usi

@@ -65,9 +65,24 @@ void Options::add_string(const std::string& name, const std::string& def, bool f
   options_.push_back(o);
 }
 
+void Options::add_alias(const std::string& alias, const std::string& name) {
+  (void)(*this)[name];  // throws when the option is absent: an alias must name one
+  aliases_.emplace_back(alias, name);
+}
+
+std::optional<std::string> Options::canonical(const std::string& name) const {
+  for (const auto& o : options_)
+    if (iequals(o.name, name)) return o.name;
+  for (const auto& [alias, target] : aliases_)
+    if (iequals(alias, name)) return target;
+  return std::nullopt;
+}
+
 Option* Options::find(const std::string& name) {
+  const std::optional<std::string> c = canonical(name);
+  if (!c) return nullptr;
   for (auto& o : options_)
-    if (iequals(o.name, name)) return &o;
+    if (o.name == *c) return &o;
   return nullptr;
 }
 

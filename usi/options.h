@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace jiriki::usi {
@@ -30,6 +31,9 @@ class Options {
   void add_spin(const std::string& name, int64_t def, int64_t min, int64_t max);
   void add_combo(const std::string& name, const std::string& def, std::vector<std::string> vars);
   void add_string(const std::string& name, const std::string& def, bool filename = false);
+  // Another name for an option of the same meaning (as dlshogi or YaneuraOu call it); `setoption`
+  // and engine_options.txt take it, `usi` does not announce it.
+  void add_alias(const std::string& alias, const std::string& name);
 
   // Sets an option (names match without regard to case). Returns a message naming the problem
   // when the name is unknown or the value does not fit the type or range.
@@ -39,10 +43,14 @@ class Options {
   bool check(const std::string& name) const { return (*this)[name].check(); }
   const std::string& str(const std::string& name) const { return (*this)[name].value; }
   const std::vector<Option>& all() const { return options_; }  // in announcement order
+  // The announced name of an option or alias (any case), or nullopt when there is none.
+  std::optional<std::string> canonical(const std::string& name) const;
+  const std::vector<std::pair<std::string, std::string>>& aliases() const { return aliases_; }  // alias, name
 
  private:
   Option* find(const std::string& name);
   std::vector<Option> options_;
+  std::vector<std::pair<std::string, std::string>> aliases_;
 };
 
 }  // namespace jiriki::usi

@@ -173,6 +173,7 @@ void Searcher::start(const SearchLimits& limits, std::function<void(const Search
   start_time_ = Clock::now();
   stop_requested_ = false;
   ponderhit_ = false;
+  ponderhit_budget_.reset();
   stop_workers_ = false;
   finished_ = false;
   workers_done_ = 0;
@@ -194,9 +195,10 @@ void Searcher::stop() {
   signal_cv_.notify_all();
 }
 
-void Searcher::ponderhit() {
+void Searcher::ponderhit(const std::optional<TimeBudget>& budget) {
   {
     std::lock_guard lock(signal_mutex_);
+    ponderhit_budget_ = budget;
     ponderhit_ = true;
   }
   signal_cv_.notify_all();
@@ -451,6 +453,12 @@ void Searcher::manager(SearchLimits limits, std::function<void(const SearchInfo&
     if (ponder && ponderhit_) {
       ponder = false;
       origin = Clock::now();
+      std::lock_guard lock(signal_mutex_);
+      if (ponderhit_budget_) {
+        limits.time = *ponderhit_budget_;
+        limits.use_time = true;
+        limits.infinite = false;
+      }
     }
     const int64_t t_soft = elapsed_ms(start_time_);  // pondering counts towards the optimum
     const int64_t t_hard = elapsed_ms(origin);

@@ -118,7 +118,9 @@ class Searcher {
   void start(const SearchLimits& limits, std::function<void(const SearchInfo&)> on_info,
              std::function<void(const SearchResult&)> on_done, int info_interval_ms = 1000);
   void stop();       // ends the search promptly (on_done follows)
-  void ponderhit();  // the pondered move was played: the time budget applies from now
+  // The pondered move was played: the time budget applies from now; `budget`, when given, replaces
+  // the one of start() (a GUI that sent `go ponder` without a clock sends it with ponderhit).
+  void ponderhit(const std::optional<TimeBudget>& budget = std::nullopt);
   void wait();       // joins the threads of the last search
   bool searching() const { return manager_.joinable() && !finished_.load(); }  // start() .. on_done
 
@@ -172,6 +174,7 @@ class Searcher {
   std::atomic<bool> finished_{true};        // on_done has been called
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> ponderhit_{false};
+  std::optional<TimeBudget> ponderhit_budget_;  // guarded by signal_mutex_
   std::mutex signal_mutex_;
   std::condition_variable signal_cv_;
   std::atomic<int64_t> playouts_reserved_{0};

@@ -18,7 +18,9 @@ TimeBudget allocate_time(const GoClock& clock, Color us, int game_ply, const Tim
   const int64_t time = real(clock.time[us]);
   const int64_t inc = real(clock.inc[us]);
   const int64_t byoyomi = real(clock.byoyomi[us]);
-  const int64_t remain = time + byoyomi;
+  // The increment is added to the clock for this move (as YaneuraOu reads binc and winc): with no
+  // main time left, `btime 0 binc 2000` still gives two seconds.
+  const int64_t remain = time + inc + byoyomi;
   // Never past this: NetworkDelay2 stays in hand; on a clock shorter than that, 30% of what is left.
   // A byoyomi period cannot be saved for later, so under byoyomi the margin shrinks to a tenth of the
   // period (never below NetworkDelay): at 1 s byoyomi the engine thinks 880 ms, not 30% of it.
@@ -27,12 +29,12 @@ TimeBudget allocate_time(const GoClock& clock, Color us, int game_ply, const Tim
   const int64_t hard = std::max(remain - margin, remain * 3 / 10);
   // Our moves still to come, guessed from the move number: 40 at the start, never fewer than 20.
   const int64_t moves_left = std::clamp<int64_t>((160 - game_ply) / 2, 20, 40);
-  // This move's fair share of the clock and of the increments still to come.
-  const int64_t share = (time + inc * (moves_left - 1)) / moves_left;
+  // This move's fair share of the clock and of the increments still to come, this one's included.
+  const int64_t share = (time + inc * moves_left) / moves_left;
   b.minimum = std::min(std::max<int64_t>(o.minimum_thinking_time, 0), hard);
   b.optimum = std::clamp(share * o.slow_mover / 100 + byoyomi, b.minimum, hard);
   // Room to think longer when the best move is unsettled, but never a quarter of the clock.
-  b.maximum = std::clamp(std::min(share * 5, time / 4) + byoyomi, b.optimum, hard);
+  b.maximum = std::clamp(std::min(share * 5, (time + inc) / 4) + byoyomi, b.optimum, hard);
   return b;
 }
 

@@ -16,7 +16,7 @@ namespace jiriki::search {
 // The clock fields of a USI `go`.
 struct GoClock {
   int64_t time[COLOR_NB] = {0, 0};     // btime, wtime: time left on each clock
-  int64_t inc[COLOR_NB] = {0, 0};      // binc, winc: added after each move
+  int64_t inc[COLOR_NB] = {0, 0};      // binc, winc: added to the clock for each move, this one's included
   int64_t byoyomi[COLOR_NB] = {0, 0};  // byoyomi (per move, after the clock runs out)
   int64_t movetime = 0;                // think exactly this long (0: not given)
 };
