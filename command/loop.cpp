@@ -69,9 +69,10 @@ int loop_plot(int argc, char** argv) {
 int loop_eval(int argc, char** argv) {
   Args args("jiriki loop eval --dir RUN [--games N] [--anchor-games N] [OPTIONS]",
             "Plays the evaluation matches that a run's finished generations lack: each generation's network against\n"
-            "generation 0 (the Elo curve) and against the anchor engine, then writes the history, metrics.jsonl and\n"
-            "plots. For a run made without them (eval_first_games, anchor_games 0) on a busy GPU machine, evaluated\n"
-            "here on idle cores. The options replace the run's config keys for these matches only.");
+            "generation 0 (the Elo curve), against the anchor engine and against each of the config's anchors, then\n"
+            "writes the history, metrics.jsonl and plots. For a run made without them (eval_first_games, anchor_games\n"
+            "0, or anchors added to RUN/config.json since) on a busy GPU machine, evaluated here on idle cores. The\n"
+            "options replace the run's config keys for these matches only.");
   args.option("dir", "", "the run directory (required)")
       .option("games", "", "games against generation 0 per generation (eval_first_games)")
       .option("anchor-games", "", "games against the anchor per generation (anchor_games)")
