@@ -419,3 +419,107 @@ TEST_CASE("tuner: geometric candidate batches", "[tuner]") {
   CHECK(geometric_batches(1 << 30, std::numeric_limits<int>::max()) == std::vector<int>{1 << 30});
   CHECK_THROWS_AS(geometric_batches(0, 64), std::invalid_argument);
 }
+
+TEST_CASE("tuner: the BatchTuner's decisions, ramp and noise sums survive a checkpoint bit for bit", "[tuner]") {
+  // Two replicas, batch 64 of 16..256, decisions every 20 steps, noise samples every 5 steps. One
+  // tuner runs 200 steps; another is restored at step 90 from the first's state at that step (its
+  // noise sums half way to a sample) and runs the rest. Both see the same measurements, drawn from
+  // a gradient of known noise scale, and must make the same decisions and learning-rate factors
+  // bit for bit; a state field lost in the round trip would show as a different ramp, a different
+  // noise scale, or a decision at another step.
+  const BatchTuner::Config config{.enabled = true,
+                                  .candidates = geometric_batches(16, 256),
+                                  .replicas = 2,
+                                  .reference_global_batch = 128,
+                                  .adam = false,
+                                  .tune_every = 20,
+                                  .noise_every = 5,
+                                  .lr_ramp_steps = 30};
+  const StepTimeModel cost{0.5e-3, 8e-6, 1.0e-3, 1.5};
+  struct Trace {
+    std::vector<double> lr;
+    std::vector<std::pair<int64_t, int>> decisions;  // (step, batch)
+  };
+  auto run = [&](BatchTuner& tuner, int& batch, int64_t from, int64_t to, Trace& trace) {
+    for (int64_t step = from; step < to; ++step) {
+      trace.lr.push_back(tuner.lr_factor(step));
+      CHECK(!tuner.measure_half(step, batch));  // two replicas sample across replicas, not halves
+      // |G|^2 = 1, tr(Sigma) = 200: E|g_b|^2 = 1 + 200 / b, a little noise from the step number.
+      const double wobble = 1.0 + 0.01 * std::sin(double(step));
+      tuner.add_step((1 + 200.0 / batch) * wobble, std::sqrt((1 + 100.0 / batch) * wobble), NAN, false, batch);
+      if (tuner.sample_due()) tuner.add_sample(2 * tuner.pending_local(), batch);
+      if (tuner.decision_due(step + 1, batch)) {
+        const int next = tuner.decide(batch).batch;
+        trace.decisions.emplace_back(step + 1, next);
+        if (next != batch) tuner.switched(step + 1, next), batch = next;
+      }
+    }
+  };
+  BatchTuner whole(config, 64, 0);
+  whole.set_cost(cost);
+  int whole_batch = 64;
+  Trace a;
+  run(whole, whole_batch, 0, 90, a);
+  const BatchTuner::State saved = whole.state();
+  const int saved_batch = whole_batch;
+  run(whole, whole_batch, 90, 200, a);
+
+  BatchTuner resumed(config, saved_batch, 90);
+  resumed.restore(saved);
+  int resumed_batch = saved_batch;
+  Trace b;
+  run(resumed, resumed_batch, 90, 200, b);
+
+  REQUIRE(!a.decisions.empty());
+  CHECK(std::any_of(a.decisions.begin(), a.decisions.end(), [](auto& d) { return d.second != 64; }));
+  const std::vector<double> tail(a.lr.begin() + 90, a.lr.end());
+  CHECK(tail == b.lr);
+  const std::vector<std::pair<int64_t, int>> later(
+      std::find_if(a.decisions.begin(), a.decisions.end(), [](auto& d) { return d.first > 90; }), a.decisions.end());
+  CHECK(later == b.decisions);
+  CHECK(resumed_batch == whole_batch);
+  CHECK(resumed.noise().noise_scale() == whole.noise().noise_scale());
+  CHECK(std::abs(whole.noise().noise_scale() - 200.0) < 40.0);
+  // A fresh tuner at the saved step without the state ramps from elsewhere or decides otherwise.
+  BatchTuner fresh(config, saved_batch, 90);
+  fresh.set_cost(cost);
+  int fresh_batch = saved_batch;
+  Trace c;
+  run(fresh, fresh_batch, 90, 200, c);
+  CHECK((c.lr != b.lr || c.decisions != b.decisions));
+}
+
+TEST_CASE("tuner: the BatchTuner's learning-rate factor, halves and when it decides", "[tuner]") {
+  // One replica with AdamW: sqrt scaling; halves every noise_every steps on even batches only.
+  BatchTuner one({.enabled = true,
+                  .candidates = {8, 16, 32},
+                  .replicas = 1,
+                  .reference_global_batch = 8,
+                  .adam = true,
+                  .tune_every = 10,
+                  .noise_every = 4,
+                  .lr_ramp_steps = 10},
+                 8, 0);
+  CHECK(one.lr_factor(0) == 1.0);
+  CHECK(one.measure_half(3, 8));
+  CHECK(!one.measure_half(2, 8));
+  CHECK(!one.measure_half(3, 7));
+  // Before the halves have their samples, no decision (the starting batch is kept).
+  CHECK(!one.decision_due(10, 8));
+  one.switched(10, 32);
+  CHECK(one.lr_factor(10) == 1.0);
+  CHECK(one.lr_factor(15) == Approx(1.5));
+  CHECK(one.lr_factor(20) == Approx(2.0));  // sqrt(32 / 8)
+  CHECK(one.lr_factor(100) == Approx(2.0));
+  // A device without halves (NaN): the tuner goes on throughput and decides at once.
+  one.add_step(1.0, 1.0, NAN, true, 32);
+  CHECK(!one.measure_half(3, 32));
+  CHECK(one.decision_due(20, 32));
+  CHECK(!one.decision_due(21, 32));
+  // Not enabled: measures, never decides; the factor is the batch's.
+  BatchTuner off({.replicas = 2, .reference_global_batch = 64}, 32, 0);
+  CHECK(off.lr_factor(5) == 1.0);
+  CHECK(!off.measure_half(49, 32));
+  CHECK(!off.decision_due(200, 32));
+  CHECK_THROWS_AS(BatchTuner({.enabled = true}, 8, 0), std::invalid_argument);
+}

@@ -242,4 +242,78 @@ double LrRamp::at(int64_t steps_since_change) const {
   return from_ + (to_ - from_) * t;
 }
 
+// ---------------------------------------------------------------------------------------------
+// BatchTuner
+
+BatchTuner::BatchTuner(const Config& config, int batch, int64_t step)
+    : config_(config), half_noise_(config.replicas == 1 && config.enabled), change_step_(step) {
+  if (config_.enabled && config_.candidates.empty()) throw std::invalid_argument("batch tuner: no candidate batches");
+  ramp_ = LrRamp(lr_scale(batch), lr_scale(batch), 0);
+}
+
+double BatchTuner::lr_scale(int batch) const {
+  return scaled_lr(1.0, config_.reference_global_batch, double(batch) * config_.replicas, config_.adam);
+}
+
+bool BatchTuner::measure_half(int64_t step, int size) const {
+  return half_noise_ && (step + 1) % config_.noise_every == 0 && size % 2 == 0;
+}
+
+void BatchTuner::add_step(double local_norm2, double grad_norm, double half_norm2, bool measured_half, int size) {
+  if (measured_half) {
+    if (std::isnan(half_norm2)) half_noise_ = false;
+    else noise_.add(half_norm2, double(size / 2), grad_norm * grad_norm, double(size));
+  }
+  pending_local_ += local_norm2;
+  pending_global_ += grad_norm * grad_norm;
+  ++pending_steps_;
+}
+
+void BatchTuner::add_sample(double local_sum_over_replicas, int batch) {
+  if (pending_steps_ == 0) return;
+  const double steps = double(pending_steps_);
+  noise_.add(local_sum_over_replicas / (config_.replicas * steps), batch, pending_global_ / steps,
+             double(batch) * config_.replicas);
+  pending_local_ = pending_global_ = 0;
+  pending_steps_ = 0;
+}
+
+bool BatchTuner::decision_due(int64_t step, int batch) {
+  noise_measured_ = noise_measured_ || noise_.ready();
+  const bool awaiting_halves = half_noise_ && batch % 2 == 0 && !noise_.measured();
+  return config_.enabled && step % config_.tune_every == 0 &&
+         (noise_.ready() || (config_.replicas == 1 && !noise_measured_ && !awaiting_halves));
+}
+
+TunerDecision BatchTuner::decide(int batch, int* best) const {
+  TunerDecision d = choose_batch(cost_, config_.candidates, config_.replicas,
+                                 noise_.ready() ? noise_.noise_scale() : std::numeric_limits<double>::quiet_NaN(),
+                                 double(config_.replicas) * config_.candidates.front());
+  if (best) *best = d.batch;
+  d.batch = keep_or_switch(d, batch, TUNER_MIN_GAIN);
+  return d;
+}
+
+void BatchTuner::switched(int64_t step, int batch) {
+  ramp_ = LrRamp(lr_factor(step), lr_scale(batch), config_.lr_ramp_steps);
+  change_step_ = step;
+  pending_local_ = pending_global_ = 0;
+  pending_steps_ = 0;
+}
+
+BatchTuner::State BatchTuner::state() const {
+  return {cost_,        noise_.state(), ramp_.from_lr(), ramp_.to_lr(), ramp_.steps(),
+          change_step_, pending_local_, pending_global_, pending_steps_};
+}
+
+void BatchTuner::restore(const State& s) {
+  cost_ = s.cost;
+  noise_.restore(s.noise);
+  ramp_ = LrRamp(s.ramp_from, s.ramp_to, s.ramp_steps);
+  change_step_ = s.change_step;
+  pending_local_ = s.pending_local;
+  pending_global_ = s.pending_global;
+  pending_steps_ = s.pending_steps;
+}
+
 }  // namespace jiriki::training

@@ -167,4 +167,89 @@ class LrRamp {
   int64_t steps_;
 };
 
+// --batch auto's state between the trainer's steps, and its decisions: the step-time model (set
+// once from measured steps), the noise scale's averages (from every step's gradient norms), the
+// learning-rate factor of the current batch with its ramp after a change, and when to decide. The
+// trainer gives it measurements and acts on what it says; the state travels with checkpoints
+// (state() and restore()), so that a resumed run decides as the interrupted one would have. Without
+// --batch auto it still estimates the noise scale (logged) and gives the learning-rate factor of
+// the batch in use.
+class BatchTuner {
+ public:
+  struct Config {
+    bool enabled = false;         // --batch auto: decides; else only measures
+    std::vector<int> candidates;  // per-replica batches (enabled only)
+    int replicas = 1;
+    double reference_global_batch = 1;  // the global batch the learning rate and schedule are given for
+    bool adam = false;                  // the learning rate scales as sqrt(B) rather than B
+    int64_t tune_every = 200;           // steps between decisions
+    int64_t noise_every = 50;           // steps between noise samples
+    int64_t lr_ramp_steps = 50;         // the ramp after a batch change
+  };
+  // At `step` on per-replica batch `batch`; throws std::invalid_argument on an enabled tuner without
+  // candidates.
+  BatchTuner(const Config& config, int batch, int64_t step);
+
+  // The learning-rate factor at `step`: the current batch's scaling, ramped after a change.
+  double lr_factor(int64_t step) const { return ramp_.at(step - change_step_); }
+  // Whether the step that completes `step` + 1 should also measure the first half of its batch of
+  // `size` positions (one replica: the small batch of the noise scale's two-batch estimate).
+  bool measure_half(int64_t step, int size) const;
+  // One step's measurements: this replica's squared gradient norm (batch `size`), the averaged
+  // gradient's norm, and the first half's squared norm when measured (NaN: the device cannot, and
+  // the tuner goes on throughput).
+  void add_step(double local_norm2, double grad_norm, double half_norm2, bool measured_half, int size);
+  // Several replicas: whether a noise sample is due (every noise_every steps); the sum over this
+  // replica's steps since the last sample of its squared local norms (summed over the replicas by
+  // the caller); and the sample, from that sum over the replicas at per-replica batch `batch`.
+  bool sample_due() const { return pending_steps_ >= config_.noise_every; }
+  double pending_local() const { return pending_local_; }
+  void add_sample(double local_sum_over_replicas, int batch);
+
+  // The step-time model, from the measured steps of timed_batches() (enabled only).
+  void set_cost(const StepTimeModel& cost) { cost_ = cost; }
+  const StepTimeModel& cost() const { return cost_; }
+  const NoiseScaleEstimator& noise() const { return noise_; }
+
+  // Whether a decision is due after `step` on per-replica batch `batch`: every tune_every steps, once
+  // the noise scale is measured. One replica measuring batch halves keeps its starting batch until
+  // the estimator has its samples (with a sparse noise_every, throughput alone would jump to the
+  // largest batch on no evidence); then, while |G|^2 is not resolved from the noise, and on a device
+  // or an odd batch without halves, it decides on throughput alone. Once measured, a noise scale
+  // that is unready again (its |G|^2 average fell to 0 or below: a noisy stretch late in training)
+  // holds the batch rather than falling back.
+  bool decision_due(int64_t step, int batch);
+  // The decision at per-replica batch `batch` (choose_batch, then keep_or_switch); `best` receives
+  // choose_batch's own pick.
+  TunerDecision decide(int batch, int* best = nullptr) const;
+  // The batch in use becomes `batch` after `step`: the learning rate ramps from its factor now to
+  // the new batch's, and the noise sums start again.
+  void switched(int64_t step, int batch);
+
+  // What a checkpoint keeps.
+  struct State {
+    StepTimeModel cost;
+    NoiseScaleEstimator::State noise;
+    double ramp_from = 1, ramp_to = 1;
+    int64_t ramp_steps = 0, change_step = 0;
+    double pending_local = 0, pending_global = 0;
+    int64_t pending_steps = 0;
+  };
+  State state() const;
+  void restore(const State& s);
+
+ private:
+  double lr_scale(int batch) const;
+
+  Config config_;
+  StepTimeModel cost_;
+  NoiseScaleEstimator noise_;
+  bool noise_measured_ = false;  // the noise scale has been ready at some decision
+  bool half_noise_;              // one replica: the noise scale from batch halves
+  LrRamp ramp_{1.0, 1.0, 0};
+  int64_t change_step_;
+  double pending_local_ = 0, pending_global_ = 0;  // sums over the steps since the last sample
+  int64_t pending_steps_ = 0;
+};
+
 }  // namespace jiriki::training

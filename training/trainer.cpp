@@ -294,16 +294,18 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     resumed.reset();
     if (!quiet) std::cerr << "resumed from " << c.checkpoint << " at step " << step << "\n";
   }
-  // --batch auto's state, kept in checkpoints: the step-time model, the noise averages, and the
-  // learning-rate ramp after the latest batch change (set below).
-  StepTimeModel cost;
-  NoiseScaleEstimator noise;
-  bool noise_measured = false;  // the noise scale has been ready at some decision
-  bool half_noise = replicas == 1 && c.batch_auto;  // one replica: the noise scale from batch halves
-  LrRamp ramp(1.0, 1.0, 0);
-  int64_t change_step = step;
-  double noise_local = 0, noise_global = 0;  // sums over the steps since the last noise sample
-  int64_t noise_steps = 0;
+  // --batch auto's state, kept in checkpoints: the step-time model (measured below), the noise
+  // averages, and the learning-rate ramp after the latest batch change.
+  const std::vector<int> candidates = c.batch_auto ? geometric_batches(c.tune_min, c.tune_max) : std::vector<int>{};
+  BatchTuner tuner({.enabled = c.batch_auto,
+                    .candidates = candidates,
+                    .replicas = replicas,
+                    .reference_global_batch = double(reference_batch),
+                    .adam = c.optimizer.kind == OptimizerKind::ADAMW,
+                    .tune_every = c.tune_every,
+                    .noise_every = c.noise_every,
+                    .lr_ramp_steps = c.lr_ramp_steps},
+                   batch, step);
 
   // One device per batch size in use (the tuner switches between them; each keeps its buffers, and
   // on a GPU its tuned convolutions and captured graphs).
@@ -357,12 +359,15 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                  {"data_positions", data.positions.size()},
                  {"config", run_signature(c)}};
     if (c.batch_auto) {
-      const NoiseScaleEstimator::State n = noise.state();
+      const BatchTuner::State t = tuner.state();
+      const StepTimeModel& m = t.cost;
+      const NoiseScaleEstimator::State& n = t.noise;
       meta["tuner"] = {
-          {"cost", {{"alpha_c", cost.alpha_c}, {"beta_c", cost.beta_c}, {"t_n", cost.t_n}, {"gamma", cost.gamma}}},
-          {"noise", {{"ema_trace", n.ema_trace}, {"ema_g2", n.ema_g2}, {"decay_pow", n.decay_pow}, {"samples", n.samples}}},
-          {"ramp", {{"from", ramp.from_lr()}, {"to", ramp.to_lr()}, {"steps", ramp.steps()}, {"change_step", change_step}}},
-          {"pending", {{"local", noise_local}, {"global", noise_global}, {"steps", noise_steps}}}};
+          {"cost", {{"alpha_c", m.alpha_c}, {"beta_c", m.beta_c}, {"t_n", m.t_n}, {"gamma", m.gamma}}},
+          {"noise",
+           {{"ema_trace", n.ema_trace}, {"ema_g2", n.ema_g2}, {"decay_pow", n.decay_pow}, {"samples", n.samples}}},
+          {"ramp", {{"from", t.ramp_from}, {"to", t.ramp_to}, {"steps", t.ramp_steps}, {"change_step", t.change_step}}},
+          {"pending", {{"local", t.pending_local}, {"global", t.pending_global}, {"steps", t.pending_steps}}}};
     }
     save_checkpoint(c.checkpoint, meta, model, optimizer);
     log.write({{"type", "checkpoint"}, {"step", step}, {"path", c.checkpoint}});
@@ -390,22 +395,20 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   };
 
   // ---- the tuner: the cost of every candidate batch, measured once ------------------------------
-  const bool adam = c.optimizer.kind == OptimizerKind::ADAMW;
-  auto lr_scale = [&](int b) { return scaled_lr(1.0, double(reference_batch), double(b) * replicas, adam); };
-  std::vector<int> candidates;
-  if (c.batch_auto) candidates = geometric_batches(c.tune_min, c.tune_max);
-  if (tuner_state.is_null()) ramp = LrRamp(lr_scale(batch), lr_scale(batch), 0);
   if (c.batch_auto && !tuner_state.is_null()) {
     // Resumed: the interrupted run's step-time model, noise averages, ramp and pending noise sums, so
     // that its decisions go on as they would have (measuring the steps again would give other times).
     const json& t = tuner_state;
-    cost = {t["cost"]["alpha_c"], t["cost"]["beta_c"], t["cost"]["t_n"], t["cost"]["gamma"]};
-    noise.restore({t["noise"]["ema_trace"], t["noise"]["ema_g2"], t["noise"]["decay_pow"], t["noise"]["samples"]});
-    ramp = LrRamp(t["ramp"]["from"], t["ramp"]["to"], t["ramp"]["steps"]);
-    change_step = t["ramp"]["change_step"];
-    noise_local = t["pending"]["local"];
-    noise_global = t["pending"]["global"];
-    noise_steps = t["pending"]["steps"];
+    tuner.restore(
+        {.cost = {t["cost"]["alpha_c"], t["cost"]["beta_c"], t["cost"]["t_n"], t["cost"]["gamma"]},
+         .noise = {t["noise"]["ema_trace"], t["noise"]["ema_g2"], t["noise"]["decay_pow"], t["noise"]["samples"]},
+         .ramp_from = t["ramp"]["from"],
+         .ramp_to = t["ramp"]["to"],
+         .ramp_steps = t["ramp"]["steps"],
+         .change_step = t["ramp"]["change_step"],
+         .pending_local = t["pending"]["local"],
+         .pending_global = t["pending"]["global"],
+         .pending_steps = t["pending"]["steps"]});
   } else if (c.batch_auto) {
     device->sync_host();
     const nn::Model saved_model = model;
@@ -442,7 +445,8 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     optimizer = saved_optimizer;
     device = &device_for(batch);
     device->load_host();
-    cost = fit_step_time(samples);
+    tuner.set_cost(fit_step_time(samples));
+    const StepTimeModel& cost = tuner.cost();
     log.write({{"type", "tuner_model"},
                {"alpha_c_ms", 1e3 * cost.alpha_c},
                {"beta_c_ms", 1e3 * cost.beta_c},
@@ -486,27 +490,21 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     const Batch* b = next ? next : loader->acquire();
     next = stream + uint64_t(batch) * uint64_t(replicas) < total_samples ? loader->acquire() : nullptr;
     interval_wait += seconds_since(t_wait);
-    const double lr = c.schedule.at(int64_t(stream / reference_batch)) * ramp.at(step - change_step);
+    const double lr = c.schedule.at(int64_t(stream / reference_batch)) * tuner.lr_factor(step);
 
     // Forward, loss, backward, the average over the replicas and the update, on the mean loss. With
     // one replica and --batch auto, every noise_every steps the first half's gradient too: the small
     // batch of the noise scale's two-batch estimate, the whole batch being the big one. (Only even
     // batches are halved, so that both halves are alike.)
-    const bool measure_half = half_noise && (step + 1) % c.noise_every == 0 && b->size % 2 == 0;
+    const bool measure_half = tuner.measure_half(step, b->size);
     const Device::Step done = device->step(*b, lr, measure_half, next);
-    if (measure_half) {
-      if (std::isnan(done.half_norm2)) half_noise = false;  // the device cannot: the tuner goes on throughput
-      else noise.add(done.half_norm2, double(b->size / 2), done.grad_norm * done.grad_norm, double(b->size));
-    }
+    tuner.add_step(done.local_norm2, done.grad_norm, done.half_norm2, measure_half, b->size);
     interval.add(done.totals);
     interval_grad_norm += done.grad_norm;
     stream += uint64_t(batch) * uint64_t(replicas);
     loader->release(b);
     ++step;
     ++interval_steps;
-    noise_local += done.local_norm2;
-    noise_global += done.grad_norm * done.grad_norm;
-    ++noise_steps;
 
     // A sync point every noise_every steps: a noise-scale sample (the mean over the replicas of their
     // own gradients' squared norms against the averaged gradient's) and the stop decision, which
@@ -514,14 +512,11 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     bool stop = c.stop_after > 0 && step - first_step >= c.stop_after;
     if (replicas == 1) {
       stop = stop || (c.stop && c.stop->load());
-    } else if (noise_steps >= c.noise_every || stream >= total_samples || stop) {
-      double v[2] = {noise_local, lead && c.stop && c.stop->load() ? 1.0 : 0.0};
+    } else if (tuner.sample_due() || stream >= total_samples || stop) {
+      double v[2] = {tuner.pending_local(), lead && c.stop && c.stop->load() ? 1.0 : 0.0};
       comm.sum(v, 2);
-      noise.add(v[0] / double(replicas * noise_steps), batch, noise_global / double(noise_steps),
-                double(batch) * replicas);
+      tuner.add_sample(v[0], batch);
       stop = stop || v[1] > 0;
-      noise_local = noise_global = 0;
-      noise_steps = 0;
     }
 
     if (step % c.log_every == 0 || stream >= total_samples) {
@@ -544,7 +539,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                 {"loader_samples_per_second", loader_rate},
                 {"data_wait_fraction", interval_wait / elapsed},
                 {"elapsed_seconds", seconds_since(run_start)}});
-      if (noise.ready()) j["noise_scale"] = noise.noise_scale();
+      if (tuner.noise().ready()) j["noise_scale"] = tuner.noise().noise_scale();
       log.write(j);
       if (!quiet) {
         const Metrics& m = result.last_train;
@@ -571,20 +566,10 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     if (replicas > 1 && c.check_every > 0 && step % c.check_every == 0 && !comm.all_equal(device->weights_checksum()))
       throw std::runtime_error("the replicas' weights differ at step " + std::to_string(step) +
                                ": data-parallel training has diverged");
-    // The tuner decides once the noise scale is measured. One replica measuring batch halves keeps
-    // its starting batch until the estimator has its samples (with a sparse --noise-every, throughput
-    // alone would jump to the largest batch on no evidence); then, while |G|^2 is not resolved from
-    // the noise, and on a device or an odd batch without halves, it decides on throughput alone. Once
-    // measured, a noise scale that is unready again (its |G|^2 average fell to 0 or below: a noisy
-    // stretch late in training) holds the batch rather than falling back.
-    noise_measured = noise_measured || noise.ready();
-    const bool awaiting_halves = half_noise && batch % 2 == 0 && !noise.measured();
-    if (c.batch_auto && step % c.tune_every == 0 && stream < total_samples &&
-        (noise.ready() || (replicas == 1 && !noise_measured && !awaiting_halves))) {
-      TunerDecision d = choose_batch(cost, candidates, replicas, noise.ready() ? noise.noise_scale() : NAN,
-                                     double(replicas) * c.tune_min);
-      const int best = d.batch;
-      d.batch = keep_or_switch(d, batch, TUNER_MIN_GAIN);
+    // The tuner decides once the noise scale is measured (BatchTuner::decision_due).
+    if (tuner.decision_due(step, batch) && stream < total_samples) {
+      int best = 0;
+      TunerDecision d = tuner.decide(batch, &best);
       comm.broadcast(&d.batch, sizeof d.batch, 0);
       json rows = json::array();
       for (const TunerRow& r : d.table)
@@ -607,15 +592,11 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
         std::fprintf(stderr, "tuner at step %lld: noise scale %.1f, per-replica batch %d -> %d\n%s", (long long)step,
                      d.noise_scale, batch, d.batch, format_table(d).c_str());
       if (d.batch != batch) {
-        const double from = ramp.at(step - change_step);
         drop_next();
         switch_to(d.batch);
         batch = d.batch;
         open_loader();
-        ramp = LrRamp(from, lr_scale(batch), c.lr_ramp_steps);
-        change_step = step;
-        noise_local = noise_global = 0;
-        noise_steps = 0;
+        tuner.switched(step, batch);
       }
     }
     if (stop && stream < total_samples) {
@@ -636,7 +617,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   const double seconds = seconds_since(run_start);
   result.step = step;
   result.batch = batch;
-  result.noise_scale = noise.ready() ? noise.noise_scale() : NAN;
+  result.noise_scale = tuner.noise().ready() ? tuner.noise().noise_scale() : NAN;
   result.samples_per_second = double(stream - first_stream) / std::max(1e-9, seconds - aside);
   result.loader_samples_per_second =
       loader->samples_built() / std::max(1e-9, loader->busy_seconds()) * loader->threads();
