@@ -12,6 +12,7 @@
 #include "command/commands.h"
 #include "command/options.h"
 #include "common/args.h"
+#include "common/cpus.h"
 #include "selfplay/openings.h"
 #include "selfplay/selfplay.h"
 
@@ -101,7 +102,7 @@ int cmd_selfplay(int argc, char** argv) {
   const bool gpu = c.backend == nn::BackendKind::CUDA;
   if (!gpu) c.gpus.resize(1);  // the CPU is one queue
   // GPU defaults: the best of the settings measured on an H100 with 16 cores (bench/results/selfplay_h100.txt).
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = usable_cpus().count;  // the affinity mask's and cgroup quota's, not the machine's
   // Worker threads are per GPU: three quarters of the cores shared by the GPUs, at most 12 each.
   c.threads = options::threads(args) > 0 ? options::threads(args)
               : gpu                      ? std::clamp(cores * 3 / 4 / int(c.gpus.size()), 1, 12)

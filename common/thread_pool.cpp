@@ -1,12 +1,14 @@
 #include "common/thread_pool.h"
 
+#include "common/cpus.h"
+
 #include <algorithm>
 #include <utility>
 
 namespace jiriki {
 
 ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = usable_cpus().count;
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 

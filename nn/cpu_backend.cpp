@@ -30,6 +30,7 @@
 #include <omp.h>
 #endif
 
+#include "common/cpus.h"
 #include "nn/backend.h"
 #include "nn/layers.h"
 
@@ -66,7 +67,7 @@ class CpuEvaluator : public Evaluator {
       throw std::invalid_argument("the cpu backend computes in fp32 or bf16, not fp16");
     bf16_ = o.precision == Precision::BF16 || (o.precision == Precision::AUTO && cpu_has_native_bf16());
     act_type_ = bf16_ ? DataType::bf16 : F32;
-    threads_ = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    threads_ = o.threads > 0 ? o.threads : usable_cpus().count;
     const int c = m_.arch.channels;
     stem_ = conv_weights(m_.stem);
     for (int b = 0; b < m_.arch.blocks; ++b) {

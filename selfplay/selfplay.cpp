@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/cpus.h"
 #include "engine/search/eval_queue.h"
 #include "engine/search/playout.h"
 #include "nn/model_file.h"
@@ -156,7 +157,7 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
     o.cuda = config.cuda;
     // CPU backends: the cores the workers leave, shared by the evaluators (OpenMP teams that spin
     // against the workers on the same cores run many times slower).
-    const int spare = int(std::thread::hardware_concurrency()) - workers_total;
+    const int spare = usable_cpus().count - workers_total;
     o.threads = config.nn_threads > 0 ? config.nn_threads : std::max(1, spare / (config.evaluators * int(config.gpus.size())));
     queues.push_back(search::make_eval_queue(model, o, config.evaluators));
   }

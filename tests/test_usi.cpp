@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/cpus.h"
 #include "engine/search/search.h"
 #include "nn/model_file.h"
 #include "shogi/movegen.h"
@@ -142,9 +143,33 @@ TEST_CASE("usi: Threads 0 picks the search threads for the backend; a number is 
   CHECK(announced);
   e.send("setoption name ModelFile value " + tiny_model_path());
   e.send("setoption name Backend value cpu");
-  CHECK_THAT(threads_line(e.sync()), Catch::EndsWith(", 2 search threads"));  // the CPU default
+  const int cpus = usable_cpus().count;
+  CHECK_THAT(threads_line(e.sync()),
+             Catch::EndsWith(", " + std::to_string(std::min(2, cpus)) + " search threads"));  // the CPU default
   e.send("setoption name Threads value 3");
   CHECK_THAT(threads_line(e.sync()), Catch::EndsWith(", 3 search threads"));
+  e.send("quit");
+  CHECK(e.wait_exit(5000) == 0);
+}
+
+TEST_CASE("usi: pinned to one CPU, Threads 0 starts one search thread of one oneDNN thread, and says why", "[usi]") {
+  // Pinned to 1 core of a 2-core machine it started 2 search threads; pinned to 2 cores of 64, 32
+  // oneDNN threads per search thread.
+  EngineProcess e(EngineProcess::default_binary(), 1);
+  e.send("usi");
+  e.expect("usiok", 10000);
+  e.send("setoption name ModelFile value " + tiny_model_path());
+  e.send("setoption name Backend value cpu");
+  const std::vector<std::string> info = e.sync();
+  bool cpus = false, backend = false;
+  for (const auto& l : info) {
+    cpus |= l.starts_with("info string CPUs: 1 (1 of ") && l.find(" in the affinity mask") != std::string::npos;
+    backend |= l.starts_with("info string backend: ") && l.find(" 1 threads") != std::string::npos &&
+               l.ends_with(", 1 search threads");
+  }
+  INFO(e.transcript());
+  CHECK(cpus);
+  CHECK(backend);
   e.send("quit");
   CHECK(e.wait_exit(5000) == 0);
 }

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,7 +40,8 @@ class EngineProcess {
     return other && *other ? other : JIRIKI_BINARY;
   }
   // `binary`: the jiriki executable (a copy elsewhere, to test what it reads beside itself).
-  explicit EngineProcess(const std::string& binary = default_binary()) {
+  // `pin_cpus` > 0: the engine may use only that many of the CPUs this process may (as taskset does).
+  explicit EngineProcess(const std::string& binary = default_binary(), int pin_cpus = 0) {
     signal(SIGPIPE, SIG_IGN);  // a dead engine must fail the test, not kill it
     int in[2], out[2];
     REQUIRE(pipe(in) == 0);
@@ -50,6 +52,14 @@ class EngineProcess {
       dup2(in[0], 0);
       dup2(out[1], 1);
       close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+      if (pin_cpus > 0) {
+        cpu_set_t allowed, pinned;
+        CPU_ZERO(&pinned);
+        sched_getaffinity(0, sizeof allowed, &allowed);
+        for (int c = 0, n = 0; c < CPU_SETSIZE && n < pin_cpus; ++c)
+          if (CPU_ISSET(c, &allowed)) CPU_SET(c, &pinned), ++n;
+        if (sched_setaffinity(0, sizeof pinned, &pinned) != 0) _exit(126);
+      }
       execl(binary.c_str(), binary.c_str(), (char*)nullptr);  // no arguments: what a GUI runs
       _exit(127);
     }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/build_info.h"
+#include "common/cpus.h"
 #include "shogi/movegen.h"
 #include "usi/network.h"
 
@@ -57,7 +58,7 @@ EnteringKingRule parse_rule(const std::string& s) {
 Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), mate_solver_(64) {
   options_.add_spin("USI_Hash", 1024, 1, 1 << 20);
   options_.add_check("USI_Ponder", true);
-  options_.add_spin("Threads", 0, 0, 256);  // 0: 8 on the GPU, 2 on a CPU backend
+  options_.add_spin("Threads", 0, 0, 256);  // 0: 8 on the GPU, 2 on a CPU backend (fewer CPUs usable: that many)
   options_.add_string("ModelFile", DEFAULT_MODEL);
   options_.add_combo("Backend", "auto", {"auto", "cpu", "cuda", "reference"});
   options_.add_spin("GPU", 0, 0, 15);
@@ -324,6 +325,8 @@ bool Engine::ensure_network() {
     gpu_queue_ = nn::resolve_backend(options_.str("Backend")).kind == nn::BackendKind::CUDA;
     send("info string " + build_info());
     send("info string " + describe_network(file, options_.str("Backend"), model));
+    const UsableCpus cpus = usable_cpus();
+    send("info string CPUs: " + std::to_string(cpus.count) + " (" + cpus.why + ")");
     send("info string " + backend);
     send("info string leaf mate search " + std::to_string(leaf_mate_plies()) + " plies");
   } catch (const std::exception& e) {

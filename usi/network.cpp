@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/cpus.h"
 #include "nn/model_file.h"
 #include "usi/shipped_networks.h"
 
@@ -53,13 +54,17 @@ std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, co
   o.precision = precision;
   o.cuda = nn::CudaSettings::from_environment();  // the JIRIKI_* overrides of the README
   int evaluators = 1;
-  // One evaluator per search thread; on a CPU each gets an equal share of the cores.
+  // One evaluator per search thread; on a CPU each gets an equal share of the CPUs the process may
+  // use (not the machine's: pinned to 2 cores of 64, 32 threads each would fight over 2).
+  const int cpus = usable_cpus().count;
   auto make = [&](nn::BackendKind kind) {
     const bool gpu_kind = kind == nn::BackendKind::CUDA;
     o.kind = kind;
     o.max_batch = max_batch > 0 ? max_batch : gpu_kind ? DEFAULT_GPU_BATCH : DEFAULT_CPU_BATCH;
-    evaluators = search_threads > 0 ? search_threads : gpu_kind ? DEFAULT_GPU_THREADS : DEFAULT_CPU_THREADS;
-    o.threads = std::max(1, int(std::thread::hardware_concurrency()) / evaluators);
+    evaluators = search_threads > 0 ? search_threads
+                 : gpu_kind         ? DEFAULT_GPU_THREADS
+                                    : std::min(DEFAULT_CPU_THREADS, cpus);
+    o.threads = std::max(1, cpus / evaluators);
     return search::make_eval_queue(model, o, evaluators);
   };
   const nn::BackendChoice choice = nn::resolve_backend(backend);
