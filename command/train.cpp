@@ -12,18 +12,21 @@ namespace jiriki {
 
 namespace {
 std::atomic<bool> g_stop{false};
-// The first Ctrl-C asks for a stop after the current step (lock-free atomic store: safe in a
-// handler); a second one ends the process at once.
-void on_sigint(int) {
+std::atomic<int> g_signal{0};
+// The first Ctrl-C or SIGTERM (what a job scheduler, systemd or `timeout` sends) asks for a stop
+// after the current step, with its checkpoint (lock-free atomic stores: safe in a handler); a second
+// one ends the process at once.
+void on_signal(int sig) {
+  g_signal = sig;
   g_stop = true;
-  std::signal(SIGINT, SIG_DFL);
+  std::signal(sig, SIG_DFL);
 }
 }  // namespace
 
 int cmd_train(int argc, char** argv) {
   Args args("jiriki train --data PATH... --model-out FILE [--init FILE | --blocks N --channels C] [OPTIONS]",
             "Trains a network on hcpe / hcpe3 records (files, directories, globs). Ctrl-C stops after the current\n"
-            "step and writes the checkpoint; --resume continues exactly where it stopped.\n"
+            "step and writes the checkpoint (so does SIGTERM); --resume continues exactly where it stopped.\n"
             "Several GPUs: --gpus 0,1,... (one thread each), or `mpirun -np K jiriki train ...` (one process per GPU,\n"
             "GPU = local rank); --batch auto picks the per-GPU batch by measured goodput.");
   args.option("data", "", "training data: .hcpe / .hcpe3 files, directories, glob patterns", true)
@@ -147,10 +150,12 @@ int cmd_train(int argc, char** argv) {
 
   std::cerr << backend.line() << "\n";
   c.stop = &g_stop;
-  std::signal(SIGINT, on_sigint);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
   training::TrainResult r = training::train(c);
   std::signal(SIGINT, SIG_DFL);
-  return r.interrupted && g_stop ? 130 : 0;  // 128 + SIGINT, as a shell reports an interrupted command
+  std::signal(SIGTERM, SIG_DFL);
+  return r.interrupted && g_stop ? 128 + g_signal : 0;  // as a shell reports a command the signal ended
 }
 
 }  // namespace jiriki

@@ -656,17 +656,23 @@ TEST_CASE("train command: options, errors and a short run", "[train][command]") 
   // own: in out.txt the runs above left progress lines, which the first grep could see before the
   // background job truncates the file, and a SIGINT sent before jiriki sets its handler is lost (a
   // background job of a non-interactive shell starts with SIGINT ignored): the run went on for hours.
-  const std::string out = dir.file("interrupted.txt");
-  const std::string cmd = "sh -c '" + std::string(JIRIKI_BINARY) + " train --data " + dir.file("a.hcpe") +
-                          " --model-out " + dir.file("i.bin") +
-                          " --blocks 1 --channels 4 --batch 8 --steps 1000000 --log-every 1 --backend cpu > " + out +
-                          " 2>&1 & pid=$!; i=0; while ! grep -q samples/s " + out +
-                          " && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; kill -INT $pid; wait $pid'";
-  const int status = std::system(cmd.c_str());
-  CHECK(WEXITSTATUS(status) == 130);
-  REQUIRE(fs::exists(dir.file("i.bin.ckpt")));
-  Checkpoint c = load_checkpoint(dir.file("i.bin.ckpt"));
-  CHECK(c.meta["step"].get<int64_t>() >= 1);
-  CHECK(c.meta["samples"].get<int64_t>() == 8 * c.meta["step"].get<int64_t>());
-  CHECK(!fs::exists(dir.file("i.bin")));  // no model exported from an interrupted run
+  // SIGTERM (a scheduler's, systemd's, timeout's) does the same; it used to end the run with no
+  // checkpoint. Exit status 128 + the signal.
+  for (const auto& [sig, name] : {std::pair{SIGINT, "INT"}, std::pair{SIGTERM, "TERM"}}) {
+    INFO("SIG" << name);
+    const std::string out = dir.file(std::string("interrupted_") + name + ".txt");
+    const std::string model = dir.file(std::string("i_") + name + ".bin");
+    const std::string cmd = "sh -c '" + std::string(JIRIKI_BINARY) + " train --data " + dir.file("a.hcpe") +
+                            " --model-out " + model +
+                            " --blocks 1 --channels 4 --batch 8 --steps 1000000 --log-every 1 --backend cpu > " + out +
+                            " 2>&1 & pid=$!; i=0; while ! grep -q samples/s " + out +
+                            " && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; kill -" + name + " $pid; wait $pid'";
+    const int status = std::system(cmd.c_str());
+    CHECK(WEXITSTATUS(status) == 128 + sig);
+    REQUIRE(fs::exists(model + ".ckpt"));
+    Checkpoint c = load_checkpoint(model + ".ckpt");
+    CHECK(c.meta["step"].get<int64_t>() >= 1);
+    CHECK(c.meta["samples"].get<int64_t>() == 8 * c.meta["step"].get<int64_t>());
+    CHECK(!fs::exists(model));  // no model exported from an interrupted run
+  }
 }
