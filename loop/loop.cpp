@@ -478,8 +478,23 @@ class Loop {
     const std::string base_key = kind + "_base";
     if (!c.contains(base_key)) {  // the count before this generation's games, kept across attempts
       c[base_key] = kind == "selfplay" ? count_positions(counted) - count_positions(dir) : 0;
+      if (kind == "selfplay") {
+        adopt_missing_records();
+        // Records the window should hold but that are not here (left behind by a machine's carry) are
+        // played again, by the newest best network, on top of the generation's own positions.
+        int64_t present = 0;
+        for (const auto& d : training_data()) present += count_hcpe(d) + count_positions(d);
+        const int64_t total = present + state_.value("pruned_positions", int64_t(0)) + target;
+        const int64_t refill = std::max<int64_t>(0, window_rows(total, config_.window()) - (present + target));
+        if (refill > 0) {
+          c[kind]["refill"] = refill;
+          out_ << "the window lacks " << refill << " positions that are not here: self-play plays them again"
+               << std::endl;
+        }
+      }
       save();
     }
+    if (c.contains(kind) && c[kind].contains("refill")) target += c[kind]["refill"].get<int64_t>();
     int64_t made = count_positions(counted) - c[base_key].get<int64_t>();
     const bool local = kind != "selfplay" || config_.flag("selfplay_local");
     for (int call = 0; made < target; ++call) {
@@ -508,6 +523,29 @@ class Loop {
     const double seconds = c["seconds"].is_object() ? c["seconds"].value(kind, 0.0) : 0.0;
     if (seconds > 0) c[kind]["positions_per_hour"] = double(made) / seconds * 3600.0;
     return next;
+  }
+
+  // What every generation trains on: the self-play records, the teacher's games, extra_data.
+  std::vector<std::string> training_data() const {
+    std::vector<std::string> data = {run_ + "/selfplay"};
+    if (fs::exists(run_ + "/teacher/games.hcpe3")) data.push_back(run_ + "/teacher");
+    for (const auto& d : split_list(config_.str("extra_data"))) data.push_back(d);
+    return data;
+  }
+
+  // A finished generation's self-play records that are gone without a prune (left behind when the run
+  // moved to another machine) are counted as pruned, so that the totals, and so the window, stay whole.
+  void adopt_missing_records() {
+    for (const json& r : state_["history"]) {
+      const std::string name = gen_name(r["generation"].get<int64_t>());
+      const int64_t n = r.contains("selfplay") ? r["selfplay"].value("positions", int64_t(0)) : 0;
+      if (n == 0 || fs::exists(run_ + "/selfplay/" + name) ||
+          (state_.contains("pruned") && state_["pruned"].contains(name)))
+        continue;
+      state_["pruned"][name] = n;
+      state_["pruned_positions"] = state_.value("pruned_positions", int64_t(0)) + n;
+      out_ << "selfplay/" << name << "'s records are not here (" << n << " positions): counted as pruned" << std::endl;
+    }
   }
 
   // Steps of a training of `epochs` passes over a window of `window` positions, each step taking
@@ -596,9 +634,7 @@ class Loop {
   std::string step_train(const std::string& kp) {
     ensure_networks();
     json& c = current();
-    std::vector<std::string> data = {run_ + "/selfplay"};
-    if (fs::exists(run_ + "/teacher/games.hcpe3")) data.push_back(run_ + "/teacher");
-    for (const auto& d : split_list(config_.str("extra_data"))) data.push_back(d);
+    const std::vector<std::string> data = training_data();
     if (!c.contains("window")) {  // fixed at the first attempt: a resumed training must see the same settings
       int64_t total = state_.value("pruned_positions", int64_t(0));
       for (const auto& d : data) total += count_hcpe(d) + count_positions(d);

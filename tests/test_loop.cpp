@@ -1064,3 +1064,32 @@ TEST_CASE(
   const std::string late = read_bytes(dir + "/anchors/late/fake_match_calls.txt");
   CHECK(late.find("name=candidate option.ModelFile=" + dir + "/models/small/gen0001.jnn") != std::string::npos);
 }
+
+TEST_CASE("loop: self-play records left behind count as pruned, and the next self-play plays the window's share again",
+          "[loop][cli]") {
+  const TempDir tmp("loop_refill");
+  json c = tiny_config(fake_match(tmp), 2);
+  c["plots"] = false;
+  c["eval_first_games"] = 0;
+  const std::string dir = run_to_end(tmp, c);
+  json state = read_json_file(dir + "/state.json");
+  const int64_t made = state["history"][0]["selfplay"]["positions"].get<int64_t>() +
+                       state["history"][1]["selfplay"]["positions"].get<int64_t>();
+  // The run moved to a machine without its records.
+  fs::remove_all(dir + "/selfplay");
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10", dir, "--generations 3") == 0);
+  INFO(run_output(dir));
+  CHECK(run_output(dir).find("selfplay/gen0001's records are not here") != std::string::npos);
+  state = read_json_file(dir + "/state.json");
+  CHECK(state["pruned_positions"] == made);
+  const json& r = state["history"][2];
+  // The window for the positions made so far, less what this generation plays anyway, is played again.
+  const int64_t refill = window_rows(made + 60, Config(c).window()) - 60;
+  REQUIRE(refill > 0);
+  CHECK(r["selfplay"]["refill"] == refill);
+  CHECK(r["selfplay"]["positions"].get<int64_t>() >= 60 + refill);
+  CHECK(r["positions_total"] == made + r["selfplay"]["positions"].get<int64_t>());
+  CHECK(count_positions(dir + "/selfplay") >= r["window"].get<int64_t>());
+  // A run with its records gets no refill.
+  CHECK_FALSE(state["history"][1]["selfplay"].contains("refill"));
+}

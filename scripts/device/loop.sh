@@ -11,7 +11,9 @@
 # What travels is kept small: the config's prune_records and window_max_rows bound the records, a
 # generation 0 that is its init_model file in the tree (e.g. networks/gpu.jnn) stays behind and is
 # copied back, only the networks the run still needs go (generation 0 and each network's best), with
-# bf16 weights, and no checkpoint of a finished training.
+# bf16 weights, and no checkpoint of a finished training. A resume still over RESUME_MB (default 36)
+# leaves the self-play records behind: the next machine's loop plays the window's share of them
+# again with the newest network.
 #
 # The config: scripts/device/loop.json (one GPU, a 6x64 from networks/cpu.jnn), or CONFIG=FILE, e.g.
 # scripts/device/loop_x4.json: a machine of 4 GPUs, the GPU network (10x128) and the CPU network
@@ -29,6 +31,8 @@
 set -uo pipefail
 source scripts/device/env.sh
 SECONDS_LIMIT=${1:-540}
+# The most megabytes of resume that can be carried in beside the tree (~20 MB) and .carry (64 MiB in all).
+RESUME_MB=${RESUME_MB:-36}
 CONFIG=${CONFIG:-scripts/device/loop.json}
 RUN=build-device/loop-run
 start loop_device.log
@@ -115,10 +119,20 @@ if [[ -f "$RUN/state.json" ]]; then
   while read -r f; do
     "$J" nn convert "$f" -o "$f.bf16" --weights bf16 > /dev/null && mv "$f.bf16" "$f" || rm -f "$f.bf16"
   done < <(find "$RUN/models" -name '*.jnn'; find "$RUN/train" -path "*/$GEN*/candidate.jnn" 2>/dev/null)
-  XZ_OPT="-1 -T0" tar cJf - "${SKIP[@]}" -C "$(dirname "$RUN")" "$R" | split -b 15000000 -d - "$OUT/resume.tar.xz."
+  pack() {
+    rm -f "$OUT"/resume.tar.xz.*
+    XZ_OPT="-1 -T0" tar cJf - "${SKIP[@]}" "$@" -C "$(dirname "$RUN")" "$R" | split -b 15000000 -d - "$OUT/resume.tar.xz."
+    MB=$(($(cat "$OUT"/resume.tar.xz.* | wc -c) / 1000000))
+  }
+  pack
+  if ((MB > RESUME_MB)); then
+    # Too much to carry in: the self-play records stay behind, and the next machine's loop plays the
+    # window's share of them again with the newest network (it counts them as pruned).
+    echo "resume: $MB MB, over RESUME_MB=$RESUME_MB: packed again without the self-play records"
+    pack --exclude="$R/selfplay"
+  fi
   ls -l "$OUT"/resume.tar.xz.*
-  MB=$(($(cat "$OUT"/resume.tar.xz.* | wc -c) / 1000000))
-  echo "resume: $MB MB$( ((MB > 40)) && echo ": too much to carry in beside the tree and .carry (64 MiB in all); lower window_max_rows")"
+  echo "resume: $MB MB"
 fi
 cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
 import json, sys
