@@ -17,14 +17,19 @@ class GpuDevice final : public Device {
   // replica, or host aggregation through `comm`).
   GpuDevice(const DeviceSettings& c, int batch, nn::Model& model, Optimizer& optimizer, HostComm& comm, int gpu,
             ncclComm_t nccl)
-      : c_(c), model_(model), optimizer_(optimizer), comm_(comm), gpu_(model, c.optimizer, batch, gpu, c.cuda) {
+      : c_(c),
+        model_(model),
+        optimizer_(optimizer),
+        comm_(comm),
+        gpu_(model, c.optimizer, batch, gpu, c.cuda),
+        host_(!nccl && (comm.size() > 1 || c.host_allreduce)) {
     gpu_.upload_optimizer(optimizer);
     // Host aggregation: always with several replicas, and with one when asked for (--allreduce host
     // on one GPU), which still pays the copies to host memory and back: the seed's regime, where
     // gradients are aggregated by the CPU, measured on one GPU.
     const size_t bucket_bytes = size_t(c.bucket_mb * 1e6);
     if (nccl) gpu_.attach_nccl(nccl, bucket_bytes);
-    else if (comm.size() > 1 || c.host_allreduce) gpu_.attach_host(comm, bucket_bytes), host_ = true;
+    else if (host_) gpu_.attach_host(comm, bucket_bytes);
   }
   Step step(const Batch& batch, double lr, bool measure_half, const Batch* next) override {
     Step s;
@@ -63,7 +68,7 @@ class GpuDevice final : public Device {
   Optimizer& optimizer_;
   HostComm& comm_;
   GpuTrainer gpu_;
-  bool host_ = false;  // gradients averaged on the host
+  const bool host_;  // gradients averaged on the host
 };
 
 }  // namespace
