@@ -321,7 +321,7 @@ int bench_allreduce(int argc, char** argv) {
   args.option("ranks", "2,4", "replicas (threads), comma-separated")
       .option("mb", "29.8", "megabytes per rank (29.8: the gradient of a 10x192 network)")
       .option("reps", "20", "timed all-reduces per rank count (after 3 untimed)")
-      .option("threads", "0", "threads per rank (0: the hardware threads shared out, as training does)");
+      .option("threads", "0", "threads per rank (0: the usable CPUs shared out, as training does)");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   const double mb = args.real("mb");
   const int reps = int(args.integer("reps"));

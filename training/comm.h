@@ -57,8 +57,8 @@ class SoloComm final : public HostComm {
 
 // `ranks` replicas on threads of this process; comm(r) is rank r's handle, used by its thread only.
 // Every rank must enter each collective, in the same order (as with MPI). Each rank sums its slice
-// of a large buffer on `threads_per_rank` threads (itself and helpers of its own; 0: the machine's
-// hardware threads shared out among the ranks, at most 16 each).
+// of a large buffer on `threads_per_rank` threads (itself and helpers of its own; 0: the usable
+// CPUs of common/cpus.h shared out among the ranks, at most 16 each).
 class ThreadGroup {
  public:
   explicit ThreadGroup(int ranks, int threads_per_rank = 0);
