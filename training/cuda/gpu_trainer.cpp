@@ -89,7 +89,7 @@ void GpuTrainer::Impl::average_buckets(int64_t base) {
   float* h = host_grads.get<float>();
   for (size_t k = 0; k < buckets.size(); ++k) {
     wait_landed(base + int64_t(k) + 1);
-    host->average_ranges(h, buckets[k].ranges);
+    if (host->size() > 1) host->average_ranges(h, buckets[k].ranges);  // (one replica: the copies alone)
     for (const auto& [offset, count] : buckets[k].ranges)
       JIRIKI_CUDA_CHECK(cudaMemcpyAsync(at<float>(reduced, offset), h + offset, count * sizeof(float),
                                         cudaMemcpyHostToDevice, up_stream));
