@@ -1,5 +1,8 @@
 // `jiriki match`: tournaments between USI engines with Elo, SPRT, adjudication by our own rules
 // code and game records (see match/ for the parts).
+#include <unistd.h>
+
+#include <atomic>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -103,6 +106,32 @@ std::vector<Opening> book_openings(const std::string& path, int plies, int64_t g
   return openings;
 }
 
+std::atomic<int> g_signal{0};  // the signal that stopped the match, for the exit status
+
+// summary.json into `dir`; when that fails (a full disk), into the temporary directory instead,
+// saying where. Returns whether it was written to `dir`.
+bool write_summary(const std::string& dir, const nlohmann::json& summary) {
+  const std::string text = summary.dump(2) + "\n";
+  const std::string path = (std::filesystem::path(dir) / "summary.json").string();
+  try {
+    std::filesystem::create_directories(dir);
+    write_file_atomically(path, text);
+    return true;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+  }
+  const std::string elsewhere =
+      (std::filesystem::temp_directory_path() / ("jiriki-summary-" + std::to_string(::getpid()) + ".json")).string();
+  try {
+    write_file_atomically(elsewhere, text);
+    std::cerr << "error: " << path << " could not be written; the summary is in " << elsewhere << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << path << " could not be written, nor " << elsewhere << " (" << e.what()
+              << "); the table above is the summary\n";
+  }
+  return false;
+}
+
 // --summarize: the table and summary.json of games.jsonl files instead of a tournament.
 int summarize(const Args& args) {
   if (args.has("engine")) {
@@ -116,15 +145,13 @@ int summarize(const Args& args) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }
+  for (const std::string& where : s.cut_lines)
+    std::cerr << "warning: " << where << ": the last line is cut short (a run killed while writing it): left out\n";
   std::cout << final_table(s.config, s.result);
   if (s.estimated_games > 0)
     std::cout << "(" << s.estimated_games << " of the " << s.result.games << " games come from lines without each side's "
               << "answered moves: a side's moves are counted from its plies after the opening)\n";
-  if (args.has("out")) {
-    std::filesystem::create_directories(args.str("out"));
-    std::string path = (std::filesystem::path(args.str("out")) / "summary.json").string();
-    write_file_atomically(path, summary_json(s.config, s.result).dump(2) + "\n");
-  }
+  if (args.has("out") && !write_summary(args.str("out"), summary_json(s.config, s.result))) return 1;
   return 0;
 }
 
@@ -185,6 +212,11 @@ int cmd_match(int argc, char** argv) {
       ++config.games;
       std::cerr << "note: --games rounded up to " << config.games << " (games come in colour-swapped pairs)\n";
     }
+    // More game threads than games would only start engines that never play.
+    if (config.concurrency > config.games) {
+      config.concurrency = int(config.games);
+      std::cerr << "note: --concurrency lowered to " << config.concurrency << ", the number of games\n";
+    }
     config.game.tc = parse_tc(args.str("tc"));
     for (const auto& e : config.engines)
       if (e.nodes > 0 && config.game.tc.nodes == 0)
@@ -223,18 +255,31 @@ int cmd_match(int argc, char** argv) {
   }
 
   // Ctrl-C or a kill: the engines live in their own process groups, so the runner ends them itself.
-  std::signal(SIGINT, [](int) { request_stop(); });
-  std::signal(SIGTERM, [](int) { request_stop(); });
-  TournamentResult result = run_tournament(config);
-  std::cout << final_table(config, result);
-  if (!config.records.dir.empty()) {
-    std::string path = (std::filesystem::path(config.records.dir) / "summary.json").string();
-    write_file_atomically(path, summary_json(config, result).dump(2) + "\n");
-  }
-  if (!result.error.empty() || result.interrupted) {
-    std::cerr << "error: " << (result.interrupted ? "interrupted; the games in progress were dropped" : result.error) << "\n";
+  auto on_signal = [](int sig) {
+    g_signal = sig;
+    request_stop();
+  };
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  TournamentResult result;
+  try {
+    result = run_tournament(config);
+  } catch (const std::exception& e) {  // the records could not be set up (an unwritable --out, say)
+    std::cerr << "error: " << e.what() << "\n";
     return 1;
   }
+  std::cout << final_table(config, result);
+  const bool summary_written =
+      config.records.dir.empty() || write_summary(config.records.dir, summary_json(config, result));
+  if (result.interrupted) {
+    std::cerr << "error: interrupted; the games in progress were dropped\n";
+    return 128 + (g_signal ? g_signal.load() : SIGINT);  // as a shell reports a command the signal ended
+  }
+  if (!result.error.empty()) {
+    std::cerr << "error: " << result.error << "\n";
+    return 1;
+  }
+  if (!summary_written) return 1;
   return result.sprt == SprtResult::H1 ? 10 : result.sprt == SprtResult::H0 ? 11 : 0;
 }
 

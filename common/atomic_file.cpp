@@ -26,14 +26,34 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
     done += size_t(w);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::string err = std::strerror(errno);
     ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot flush " + tmp);
+    throw std::runtime_error("cannot flush " + tmp + ": " + err);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string err = std::strerror(errno);
     ::unlink(tmp.c_str());
     throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + err);
   }
+}
+
+void append_to_file(const std::string& path, std::string_view bytes) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
+  const off_t start = ::lseek(fd, 0, SEEK_END);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      std::string err = std::strerror(errno);
+      if (start >= 0 && ::ftruncate(fd, start) != 0) err += "; the file could not be cut back to its last whole record";
+      ::close(fd);
+      throw std::runtime_error("cannot write " + path + ": " + err);
+    }
+    done += size_t(w);
+  }
+  if (::close(fd) != 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
 }
 
 }  // namespace jiriki

@@ -9,4 +9,9 @@ namespace jiriki {
 // Throws std::runtime_error naming the path on any failure; the target is then untouched.
 void write_file_atomically(const std::string& path, std::string_view bytes);
 
+// Appends `bytes` to the file (created when absent) whole or not at all: a write that fails (a full
+// disk, a file size limit) is cut back to where it began, so the file keeps every complete record
+// and no torn one. Throws std::runtime_error naming the path and the reason.
+void append_to_file(const std::string& path, std::string_view bytes);
+
 }  // namespace jiriki

@@ -19,12 +19,6 @@ namespace jiriki::match {
 
 namespace {
 
-void append_bytes(const std::string& path, const void* data, size_t n) {
-  std::ofstream out(path, std::ios::binary | std::ios::app);
-  out.write(static_cast<const char*>(data), std::streamsize(n));
-  if (!out) throw std::runtime_error("cannot write " + path);
-}
-
 std::string numbered(const char* dir, int64_t number, const char* ext) {
   char name[48];
   std::snprintf(name, sizeof name, "%s/%06lld.%s", dir, static_cast<long long>(number), ext);
@@ -88,7 +82,7 @@ std::string RecordWriter::write(const PlayedGame& game, const GameInfo& info) {
         {"csa", csa},
     };
     std::string line = j.dump() + "\n";
-    append_bytes((fs::path(paths_.dir) / "games.jsonl").string(), line.data(), line.size());
+    append_to_file((fs::path(paths_.dir) / "games.jsonl").string(), line);
   }
   if (!paths_.hcpe3.empty() || !paths_.hcpe.empty()) {
     try {
@@ -96,12 +90,13 @@ std::string RecordWriter::write(const PlayedGame& game, const GameInfo& info) {
       if (!paths_.hcpe3.empty()) {
         std::vector<uint8_t> bytes;
         append_hcpe3(h, bytes);
-        append_bytes(paths_.hcpe3, bytes.data(), bytes.size());
+        append_to_file(paths_.hcpe3, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
       }
       if (!paths_.hcpe.empty()) {
         std::vector<HcpeRecord> recs;
         append_training_positions(h, recs);
-        if (auto err = write_hcpe_file(paths_.hcpe, recs, true)) throw std::runtime_error(*err);
+        append_to_file(paths_.hcpe,
+                       std::string_view(reinterpret_cast<const char*>(recs.data()), recs.size() * sizeof(HcpeRecord)));
       }
     } catch (const std::invalid_argument& e) {
       warning = "game " + std::to_string(info.number) + " left out of the training records: " + e.what();

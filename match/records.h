@@ -33,7 +33,9 @@ class RecordWriter {
   // Creates the directories and truncates the files of a fresh run.
   explicit RecordWriter(RecordPaths paths);
   // Writes one finished game everywhere asked for; safe to call from several threads. Returns a
-  // warning ("" for none), e.g. when a start position cannot be coded as hcp.
+  // warning ("" for none), e.g. when a start position cannot be coded as hcp. Throws
+  // std::runtime_error naming the file and the reason when a write fails (a full disk); each file
+  // then keeps the games written before, whole.
   std::string write(const PlayedGame& game, const GameInfo& info);
 
  private:

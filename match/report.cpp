@@ -240,6 +240,7 @@ GameLine parse_game_line(const std::string& text, size_t file) {
 
 GameFilesSummary summarize_game_files(const std::vector<std::string>& paths) {
   std::vector<GameLine> lines;
+  std::vector<std::string> cut;
   for (size_t f = 0; f < paths.size(); ++f) {
     std::ifstream in(paths[f]);
     if (!in) throw std::runtime_error("cannot read " + paths[f]);
@@ -250,7 +251,12 @@ GameFilesSummary summarize_game_files(const std::vector<std::string>& paths) {
       try {
         lines.push_back(parse_game_line(text, f));
       } catch (const std::exception& e) {
-        throw std::runtime_error(paths[f] + ":" + std::to_string(number) + ": not a game line of jiriki match (" + e.what() + ")");
+        const std::string where = paths[f] + ":" + std::to_string(number);
+        if (in.eof()) {  // the last line, without its newline: cut short, not corrupt
+          cut.push_back(where);
+          continue;
+        }
+        throw std::runtime_error(where + ": not a game line of jiriki match (" + e.what() + ")");
       }
     }
   }
@@ -259,6 +265,7 @@ GameFilesSummary summarize_game_files(const std::vector<std::string>& paths) {
   std::stable_sort(lines.begin(), lines.end(),
                    [](const GameLine& a, const GameLine& b) { return std::tie(a.file, a.game) < std::tie(b.file, b.game); });
   GameFilesSummary out;
+  out.cut_lines = std::move(cut);
   std::map<std::string, int> index;
   auto engine = [&](const std::string& name) {
     auto [it, fresh] = index.emplace(name, int(index.size()));

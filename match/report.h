@@ -31,8 +31,11 @@ struct GameFilesSummary {
   TournamentResult result;
   int64_t estimated_games = 0;  // lines without the answered-move counts (written before they were
                                 // added): their moves are the plies each side played after the opening
+  std::vector<std::string> cut_lines;  // "FILE:LINE" of each file's last line left out, cut short by a
+                                       // run killed while writing it
 };
-// Throws std::runtime_error naming the file (and line) it cannot read or understand.
+// Throws std::runtime_error naming the file (and line) it cannot read or understand; a last line
+// without its newline that cannot be read is a killed run's, left out and named in cut_lines.
 GameFilesSummary summarize_game_files(const std::vector<std::string>& paths);
 
 }  // namespace jiriki::match

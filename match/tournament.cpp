@@ -114,7 +114,15 @@ class Scheduler {
 
  private:
   void finish(const Job& job, int thread, int black, int white, const PlayedGame& game) {
-    std::string warning = writer_.write(game, {job.number, job.pair + 1, openings_[job.pair].text()});
+    std::string warning, write_error;
+    try {
+      warning = writer_.write(game, {job.number, job.pair + 1, openings_[job.pair].text()});
+    } catch (const std::exception& e) {
+      // A full disk: the game still counts, the match stops, and the records keep the games before.
+      write_error = "game " + std::to_string(job.number) + "'s records could not be written (" + e.what() +
+                    "); the match stopped, the records hold the games before it";
+    }
+    if (!write_error.empty()) fail(write_error);
     std::lock_guard lock(mutex_);
     if (!warning.empty()) std::cerr << "\nwarning: " << warning << "\n";
     GameOutcome outcome{job.pairing, job.pair, black, white, game.verdict.winner, game.verdict.reason,

@@ -62,7 +62,8 @@ struct TournamentResult {
   double runner_us_per_move = 0;       // mean time from a bestmove line's arrival to the next go
   double runner_cpu_us_per_move = 0;   // the game thread's CPU time from taking the line to that go
   int64_t runner_moves = 0;
-  std::string error;                 // an engine that could not start: the tournament stopped
+  std::string error;                 // an engine that could not start, a record that could not be
+                                     // written: the tournament stopped
   bool interrupted = false;          // request_stop() came: the games in progress were dropped
 };
 

@@ -701,3 +701,82 @@ TEST_CASE("match command: exit codes and summary.json", "[match]") {
   CHECK(j["penta"][4].get<int64_t>() * 2 <= j["games"].get<int64_t>());
   CHECK(j["los"] == 1.0);
 }
+
+TEST_CASE("match command: a write that fails (a full disk) keeps the games written, says why, exits 1", "[match]") {
+  // The full disk is a file size limit (RLIMIT_FSIZE, `ulimit -f` in 512-byte blocks) with SIGXFSZ
+  // ignored, so that a write past it fails with EFBIG as one on a full disk fails with ENOSPC. The
+  // match aborted (terminate, exit 134, no summary.json); with --hcpe3 it exited 0 with an empty file.
+  TempDir dir("match_full");
+  fake(dir, "strong", {"7g7f", "3c3d"});
+  fake(dir, "weak", {});
+  const std::string engines = " --engine \"cmd=" + FAKE + " name=strong args=" + dir.file("strong.script") +
+                              "\" --engine \"cmd=" + FAKE + " name=weak args=" + dir.file("weak.script") +
+                              "\" --games 16 --tc byoyomi=10000";
+  // The limit binds the match alone: its stderr goes through a pipe to a file written outside it.
+  auto limited = [&](int blocks, const std::string& options, const std::string& err) {
+    const std::string rc = err + ".rc";
+    run("( ( trap '' XFSZ; ulimit -f " + std::to_string(blocks) + "; exec " + JIRIKI_BINARY + " match" + engines +
+        options + " ); echo $? > " + rc + " ) 2>&1 >/dev/null | cat > " + err);
+    return std::stoi(slurp(rc));
+  };
+  // games.jsonl (about 340 bytes a game) reaches 2048 bytes at the 7th game.
+  CHECK(limited(4, " --out " + dir.file("out"), dir.file("out.err")) == 1);
+  std::string err = slurp(dir.file("out.err"));
+  CHECK_THAT(
+      err, Catch::Contains("games.jsonl") && Catch::Contains("File too large") && Catch::Contains("the match stopped"));
+  // Every line kept is whole and its CSA file is there; summary.json counts at least those games.
+  std::ifstream games(dir.file("out/games.jsonl"));
+  int lines = 0;
+  for (std::string l; std::getline(games, l); ++lines) {
+    auto j = nlohmann::json::parse(l);
+    CHECK(std::filesystem::exists(dir.file("out/" + j["csa"].get<std::string>())));
+  }
+  CHECK(lines >= 1);
+  CHECK(lines < 16);
+  auto summary = nlohmann::json::parse(slurp(dir.file("out/summary.json")));
+  CHECK(summary["games"].get<int>() >= lines);
+
+  // --hcpe3 alone: the file keeps whole games only (41 bytes each here, 512 allowed).
+  CHECK(limited(1, " --hcpe3 " + dir.file("g.hcpe3"), dir.file("hcpe3.err")) == 1);
+  CHECK_THAT(slurp(dir.file("hcpe3.err")), Catch::Contains("g.hcpe3") && Catch::Contains("File too large"));
+  std::vector<Hcpe3Game> read;
+  CHECK_FALSE(read_hcpe3_file(dir.file("g.hcpe3"), read));
+  CHECK(read.size() >= 1);
+  CHECK(read.size() < 16);
+  // --hcpe with nothing allowed: the first game's write fails and says so.
+  CHECK(limited(0, " --hcpe " + dir.file("g.hcpe"), dir.file("hcpe.err")) == 1);
+  CHECK_THAT(slurp(dir.file("hcpe.err")), Catch::Contains("g.hcpe") && Catch::Contains("File too large"));
+  CHECK(std::filesystem::file_size(dir.file("g.hcpe")) == 0);
+}
+
+TEST_CASE("match command: --concurrency above the games, Ctrl-C, and a killed run's cut last line", "[match]") {
+  TempDir dir("match_misc");
+  fake(dir, "strong", {"7g7f", "3c3d"});
+  fake(dir, "weak", {});
+  fake(dir, "slow", {"hang"});
+  const std::string bin = JIRIKI_BINARY;
+  const std::string strong = " --engine \"cmd=" + FAKE + " name=strong args=" + dir.file("strong.script") + "\"";
+  const std::string weak = " --engine \"cmd=" + FAKE + " name=weak args=" + dir.file("weak.script") + "\"";
+  // 100000 game threads for 2 games aborted the runner.
+  CHECK(run(bin + " match" + strong + weak + " --games 2 --concurrency 100000 --out " + dir.file("c") +
+            " >/dev/null 2>" + dir.file("c.err")) == 0);
+  CHECK_THAT(slurp(dir.file("c.err")), Catch::Contains("--concurrency lowered to 2"));
+  // Ctrl-C: 130, as the other long commands (it was 1). SIGINT goes once the engine thinks.
+  const std::string slow = " --engine \"cmd=" + FAKE + " name=slow args=" + dir.file("slow.script") + "\"";
+  const std::string log = dir.file("traffic.log");
+  const std::string cmd = "sh -c '" + bin + " match" + slow + weak +
+                          " --games 2 --tc byoyomi=60000 --timeout 60000 --log " + log +
+                          " >/dev/null 2>&1 & pid=$!; i=0; while ! grep -q \"> go\" " + log +
+                          " 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; kill -INT $pid; wait $pid'";
+  const int status = std::system(cmd.c_str());
+  CHECK(WEXITSTATUS(status) == 130);
+  // A killed run's games.jsonl ends in a cut line: --summarize leaves it out and says so.
+  std::string text = slurp(dir.file("c/games.jsonl"));
+  REQUIRE(!text.empty());
+  std::ofstream(dir.file("cut.jsonl"), std::ios::binary) << text << text.substr(0, 40);
+  CHECK(run(bin + " match --summarize " + dir.file("cut.jsonl") + " >/dev/null 2>" + dir.file("cut.err")) == 0);
+  CHECK_THAT(slurp(dir.file("cut.err")), Catch::Contains("cut.jsonl:3: the last line is cut short"));
+  // A bad line that is not the last is still an error.
+  std::ofstream(dir.file("bad.jsonl"), std::ios::binary) << text.substr(0, 40) << "\n" << text;
+  CHECK(run(bin + " match --summarize " + dir.file("bad.jsonl") + " >/dev/null 2>&1") == 1);
+}
