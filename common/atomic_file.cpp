@@ -12,7 +12,7 @@ namespace jiriki {
 void write_file_atomically(const std::string& path, std::string_view bytes) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot create " + tmp + ": " + std::strerror(errno));
+  if (fd < 0) throw std::runtime_error("cannot write " + path + " (creating " + tmp + "): " + std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -21,14 +21,14 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
       std::string err = std::strerror(errno);
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw std::runtime_error("write failed for " + tmp + ": " + err);
+      throw std::runtime_error("cannot write " + path + ": " + err);
     }
     done += size_t(w);
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     std::string err = std::strerror(errno);
     ::unlink(tmp.c_str());
-    throw std::runtime_error("cannot flush " + tmp + ": " + err);
+    throw std::runtime_error("cannot write " + path + " (flushing " + tmp + "): " + err);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string err = std::strerror(errno);

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/atomic_file.h"
 #include "common/bf16.h"
 #include "common/fnv1a.h"
 
@@ -173,10 +174,12 @@ Model deserialize_model(const uint8_t* data, size_t size, const std::string& sou
 
 void save_model(const Model& model, const std::string& path, WeightStorage storage) {
   std::vector<uint8_t> bytes = serialize_model(model, storage);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) throw ModelFileError(path + ": cannot open for writing");
-  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  if (!f.flush()) throw ModelFileError(path + ": write failed");
+  // Through a temporary file and a rename: a full disk never leaves a cut network at `path`.
+  try {
+    write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  } catch (const std::exception& e) {
+    throw ModelFileError(e.what());
+  }
 }
 
 Model load_model(const std::string& path, ModelFileSummary* summary) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "common/atomic_file.h"
 #include "shogi/record.h"
 
 namespace jiriki {
@@ -214,11 +215,14 @@ std::optional<std::string> read_hcpe_file(const std::string& path, std::vector<H
 
 std::optional<std::string> write_hcpe_file(const std::string& path, const std::vector<HcpeRecord>& records,
                                            bool append) {
-  std::ofstream out(path, std::ios::binary | (append ? std::ios::app : std::ios::trunc));
-  if (!out) return path + ": cannot open for writing: " + std::strerror(errno);
-  out.write(reinterpret_cast<const char*>(records.data()), std::streamsize(records.size() * sizeof(HcpeRecord)));
-  out.flush();
-  if (!out) return path + ": write error";
+  // Through a temporary file and a rename (or appended whole): a full disk never leaves a cut file.
+  const std::string_view bytes(reinterpret_cast<const char*>(records.data()), records.size() * sizeof(HcpeRecord));
+  try {
+    if (append) append_to_file(path, bytes);
+    else write_file_atomically(path, bytes);
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
   return std::nullopt;
 }
 

@@ -95,3 +95,50 @@ TEST_CASE("records CLI: hcpe3 to CSA and back keeps moves and results", "[record
   CHECK(run("records summary " + (dir / "missing.hcpe3").string()) != 0);
   CHECK(run("records summary " + (dir / "in.hcpe3").string()) == 0);
 }
+
+TEST_CASE("records CLI and nn: outputs go through a temporary file, so a full disk leaves no cut one",
+          "[records][cli]") {
+  // The full disk is a file size limit of 512 bytes (RLIMIT_FSIZE, `ulimit -f 1`) with SIGXFSZ
+  // ignored: a write past it fails with EFBIG. `nn init`, `nn convert` and `records convert --to
+  // hcpe` wrote the target directly and left a cut file there.
+  const jiriki::testing::TempDir tmp("records_full");
+  const fs::path& dir = tmp.path;
+  std::mt19937 rng(7);
+  std::vector<Hcpe3Game> games;
+  for (int i = 0; i < 3; ++i) games.push_back(random_game(rng, WHITE_WIN));
+  REQUIRE_FALSE(write_hcpe3_file((dir / "in.hcpe3").string(), games));
+  auto limited = [&](const std::string& args, std::string* err) {
+    const std::string e = (dir / "err.txt").string(), rc = (dir / "rc.txt").string();
+    std::system(("( ( trap '' XFSZ; ulimit -f 1; exec " + std::string(JIRIKI_BINARY) + " " + args + " ); echo $? > " +
+                 rc + " ) 2>&1 >/dev/null | cat > " + e)
+                    .c_str());
+    std::ifstream in(e), status(rc);
+    *err = std::string(std::istreambuf_iterator<char>(in), {});
+    int code = -1;
+    status >> code;
+    return code;
+  };
+  auto content = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::string err;
+  // A target that was there keeps its bytes.
+  std::ofstream(dir / "pos.hcpe") << "old";
+  CHECK(limited("records convert --to hcpe -o " + (dir / "pos.hcpe").string() + " " + (dir / "in.hcpe3").string(),
+                &err) != 0);
+  CHECK_THAT(err, Catch::Contains("pos.hcpe") && Catch::Contains("File too large"));
+  CHECK(content(dir / "pos.hcpe") == "old");
+  // A network: none at all rather than a cut one.
+  CHECK(limited("nn init --blocks 2 --channels 32 -o " + (dir / "net.jnn").string(), &err) != 0);
+  CHECK_THAT(err, Catch::Contains("net.jnn") && Catch::Contains("File too large"));
+  CHECK_FALSE(fs::exists(dir / "net.jnn"));
+  REQUIRE(run("nn init --blocks 2 --channels 32 -o " + (dir / "net.jnn").string()) == 0);
+  CHECK(limited("nn convert " + (dir / "net.jnn").string() + " -o " + (dir / "bf16.jnn").string() + " --weights bf16",
+                &err) != 0);
+  CHECK_THAT(err, Catch::Contains("bf16.jnn") && Catch::Contains("File too large"));
+  CHECK_FALSE(fs::exists(dir / "bf16.jnn"));
+  // And no temporary file is left behind.
+  for (const auto& f : fs::directory_iterator(dir))
+    CHECK(f.path().filename().string().find(".tmp.") == std::string::npos);
+}
