@@ -99,6 +99,7 @@ int cmd_train(int argc, char** argv) {
   if (c.arch.channels < 1 || c.arch.channels > 4096)
     throw std::invalid_argument("--channels must be between 1 and 4096");
   c.arch.activation = nn::parse_activation(args.str("activation"));
+  c.arch_given = args.has("blocks") || args.has("channels") || args.has("activation");
   c.seed = options::seed(args);
   c.batch_auto = args.str("batch") == "auto";
   c.batch = int(c.batch_auto ? args.integer("batch-start") : args.integer("batch"));

@@ -546,8 +546,16 @@ TEST_CASE("training: a resumed run ends with exactly the weights of an uninterru
     CHECK(same_weights(nn::load_model(dir.file("whole.bin")), nn::load_model(dir.file("parts.bin"))));
 
     // Another batch size is another run: refused, naming the difference.
+    const int batch = c.batch;
     c.batch = 16;
     CHECK_THROWS_WITH(train(c), Catch::Contains("other settings") && Catch::Contains("batch"));
+    c.batch = batch;
+    // So is another shape asked for by --blocks/--channels (it resumed the checkpoint's silently).
+    c.arch_given = true;
+    c.arch.channels *= 2;
+    CHECK_THROWS_WITH(train(c), Catch::Contains("the checkpoint holds a") && Catch::Contains("drop --blocks"));
+    c.arch_given = false;
+    c.arch.channels /= 2;
     fs::remove(c.checkpoint);
     fs::remove(c.model_out);
   }

@@ -272,11 +272,20 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   const uint64_t total_samples = uint64_t(total_steps) * reference_batch;
 
   // ---- model and optimizer, fresh or from the checkpoint ---------------------------------------
-  // (A resumed run's architecture is the checkpoint's, whatever the options say.)
+  // (A resumed run's architecture is the checkpoint's; asking for another is refused, as another
+  // --batch is, rather than silently resuming the checkpoint's shape.)
   std::optional<Checkpoint> resumed;
   if (c.resume) {
     resumed = load_checkpoint(c.checkpoint);
     check_resume(resumed->meta, c, total_steps, data.fingerprint);
+    const nn::Architecture& a = resumed->model.arch;
+    if (c.arch_given &&
+        (a.blocks != c.arch.blocks || a.channels != c.arch.channels || a.activation != c.arch.activation))
+      throw std::runtime_error("the checkpoint holds a " + std::to_string(a.blocks) + "x" + std::to_string(a.channels) +
+                               " " + nn::activation_name(a.activation) + " network, the options ask for " +
+                               std::to_string(c.arch.blocks) + "x" + std::to_string(c.arch.channels) + " " +
+                               nn::activation_name(c.arch.activation) +
+                               ": drop --blocks/--channels/--activation to resume it, or start a new run");
   }
   nn::Model model = resumed ? std::move(resumed->model) : !c.init.empty() ? nn::load_model(c.init) : fresh_model(c);
   Optimizer optimizer(c.optimizer, model);

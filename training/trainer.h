@@ -26,6 +26,7 @@ struct TrainConfig {
   std::string model_out;          // the exported model file, written at the end
   std::string init;               // start from this model file, or else a fresh network of `arch`
   nn::Architecture arch;
+  bool arch_given = false;  // --blocks/--channels/--activation were given: a resumed checkpoint must match
   uint64_t seed = 1;  // the fresh network's weights and the data shuffle
 
   int batch = 256;  // positions per step on each replica (the global batch is replicas x batch)
