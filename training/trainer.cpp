@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/cpus.h"
 #include "common/atomic_file.h"
 #include "nn/model_file.h"
 #include "training/batch_tuner.h"
@@ -664,7 +665,7 @@ TrainResult train(const TrainConfig& config) {
     throw std::invalid_argument("under mpirun each process is one replica: give --gpus a GPU per local rank (or none)");
   const bool lead_process = !mpi || mpi->rank() == 0;
   if (!lead_process) c.quiet = true;
-  const int hardware = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int hardware = usable_cpus().count;  // the affinity mask's and cgroup quota's, not the machine's
   const int threads = std::max(1, (c.threads > 0 ? c.threads : hardware) / local);
   // One loader thread kept an H200 waiting 78% of a 6x64's steps; four, 20% (bench/results/loop_rl_h200).
   if (c.loader_threads <= 0) c.loader_threads = cuda ? std::clamp(threads / 2, 1, 4) : 1;
