@@ -196,6 +196,15 @@ TEST_CASE("usi: bad input gets an info string error and the engine stays usable"
   EngineProcess e;
   start(e);
   e.expect_error("foo bar", "unknown command 'foo'");
+  {
+    // A 1 MB garbage line is not echoed back in full (it was).
+    e.send(std::string(1 << 20, 'x'));
+    const std::vector<std::string> seen = e.sync();
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].size() < 400);
+    CHECK_THAT(seen[0], Catch::StartsWith("info string error: unknown command 'xxx") &&
+                            Catch::EndsWith("(1048594 characters, cut)"));
+  }
   e.expect_error("setoption name USI_Hash value 0", "out of range");
   e.expect_error("setoption name Threads value 100000", "out of range");
   e.expect_error("setoption name MultiPV value two", "integer");

@@ -112,6 +112,12 @@ void Engine::send(const std::string& line) {
   out_ << line << std::endl;
 }
 
+void Engine::error(const std::string& message) {
+  constexpr size_t MAX = 300;  // room for an SFEN and a move list's worth of context
+  if (message.size() <= MAX) return send("info string error: " + message);
+  send("info string error: " + message.substr(0, MAX) + "... (" + std::to_string(message.size()) + " characters, cut)");
+}
+
 int Engine::loop(std::istream& in) {
   // Reading a command must not flush the output behind the back of the threads that write answers:
   // a tied stream flushes without their lock, and a racing flush writes a line twice.

@@ -52,7 +52,8 @@ class Engine {
   };
 
   void send(const std::string& line);
-  void error(const std::string& message) { send("info string error: " + message); }
+  // An error line; a message quoting a huge input (a 1 MB garbage line) is cut, saying so.
+  void error(const std::string& message);
 
   void settle();                   // THINKING whose search has answered -> IDLE
   void finish(bool send_answer);   // any state -> IDLE; the running search answers unless told not to
