@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -183,6 +184,8 @@ void save_model(const Model& model, const std::string& path, WeightStorage stora
 }
 
 Model load_model(const std::string& path, ModelFileSummary* summary) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ModelFileError(path + ": a directory, not a model file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw ModelFileError(path + ": cannot open");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

@@ -256,6 +256,9 @@ TEST_CASE("model file: each kind of corruption is rejected with its message", "[
   CHECK_THAT(load_error(bad), Contains("shape mismatch: a network of 1000 blocks and 8 channels has"));
 
   CHECK_THROWS_WITH(load_model(temp_path("does_not_exist.bin")), Contains("cannot open"));
+  // A directory given as a model: named, not basic_filebuf::underflow.
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  CHECK_THROWS_WITH(load_model(dir), Contains(dir) && Contains("a directory, not a model file"));
 }
 
 namespace {
