@@ -1,17 +1,19 @@
 // `jiriki selfplay`: generates training games by self-play (selfplay/ does the work).
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <thread>
-#include <unistd.h>
 
 #include "book/policy.h"
 #include "command/commands.h"
 #include "command/options.h"
 #include "common/args.h"
+#include "common/atomic_file.h"
 #include "common/cpus.h"
 #include "selfplay/openings.h"
 #include "selfplay/selfplay.h"
@@ -107,6 +109,8 @@ int cmd_selfplay(int argc, char** argv) {
   c.threads = options::threads(args) > 0 ? options::threads(args)
               : gpu                      ? std::clamp(cores * 3 / 4 / int(c.gpus.size()), 1, 12)
                                          : 1;
+  require(args.integer("evaluators") >= 0 && args.integer("batch") >= 0,
+          "--evaluators and --batch must be 0 (the default for the backend) or more");
   c.evaluators = args.integer("evaluators") > 0 ? int(args.integer("evaluators")) : gpu ? 4 : 1;
   c.batch = args.integer("batch") > 0 ? int(args.integer("batch")) : gpu ? 256 : 32;
   require(c.threads <= 256 && c.evaluators <= 64 && c.batch <= 65536, "--threads, --evaluators or --batch is too large");
@@ -168,6 +172,12 @@ int cmd_selfplay(int argc, char** argv) {
     }
     require(!g.openings.empty(), "--book: no opening could be walked from the start position");
   }
+
+  // A folder that cannot take the records (read-only, full) is found now, not after every game.
+  std::filesystem::create_directories(c.out_dir);
+  const std::string probe = (std::filesystem::path(c.out_dir) / ".jiriki-write-test").string();
+  write_file_atomically(probe, "jiriki selfplay checks that its --out folder takes files\n");
+  std::filesystem::remove(probe);
 
   std::cout << backend.line() << std::endl;
   std::signal(SIGINT, on_signal);

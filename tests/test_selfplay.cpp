@@ -511,6 +511,23 @@ TEST_CASE("selfplay: bad input is a clear error", "[selfplay][cli]") {
   CHECK(run_cli(base + "--playouts 0") == 1);
   CHECK(run_cli(base + "--resign 1.5") == 1);
   CHECK(run_cli(base + "--no-such-option 3") == 2);
+  CHECK(run_cli(base + "--batch -5") == 1);  // it ran with batch 32
+  CHECK(run_cli(base + "--evaluators -1") == 1);
+  {
+    // An --out that takes no file (here a file size limit of 0, RLIMIT_FSIZE with SIGXFSZ ignored; a
+    // read-only folder alike) is found before the first game, not after the last.
+    const std::string err = (dir / "err.txt").string(), rc = (dir / "rc.txt").string();
+    std::system(("( ( trap '' XFSZ; ulimit -f 0; exec " + std::string(JIRIKI_BINARY) + " selfplay " + base + "--out " +
+                 (dir / "full").string() + " ); echo $? > " + rc + " ) 2>&1 | cat > " + err)
+                    .c_str());
+    std::ifstream status(rc), text(err);
+    int code = -1;
+    status >> code;
+    const std::string said(std::istreambuf_iterator<char>(text), {});
+    CHECK(code == 1);
+    CHECK_THAT(said, Catch::Contains("full") && Catch::Contains("File too large"));
+    CHECK_THAT(said, !Catch::Contains("positions/s"));  // the report of a run that played its games
+  }
   write_text(dir / "bad.txt", "startpos moves 7g7f 7g7f\n");
   CHECK(run_cli(base + "--start-sfens " + (dir / "bad.txt").string()) == 1);
   write_text(dir / "few.txt", "4k4/9/9/9/9/9/9/9/4K4 b - 1\n");  // two pieces: no record format holds it
