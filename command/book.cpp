@@ -168,6 +168,10 @@ int book_build(int argc, char** argv) {
       last_report = Clock::now();
     }
   }
+  // Every input unreadable: no book is better than an empty one that looks like success.
+  if (builder.games() == 0)
+    throw std::runtime_error(std::to_string(bad) + " of " + std::to_string(files.size()) +
+                             " input files could not be read and none held a game: no book written");
   const book::Book b = builder.build();
   b.save(args.str("o"));
   std::size_t moves = 0;

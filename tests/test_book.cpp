@@ -469,4 +469,11 @@ TEST_CASE("book: jiriki book build reads CSA records and counts their moves", "[
   CHECK(at_start[0].value == winrate_value(2, 2));  // (2 + 1) / (2 + 2) = 3/4: 756 ln 3 = 831
   CHECK(at_start[0].value == 831);
   CHECK(texts(probe(b, after("7g7f"), {})) == std::set<std::string>{"3c3d", "8c8d"});
+
+  // Every input unreadable: an error and no book (it exited 0 with an empty one).
+  std::ofstream(dir.path / "bad.csa") << "this is not CSA\n";
+  const std::string bad = std::string(JIRIKI_BINARY) + " book build -o " + dir.file("empty.db") + " " +
+                          dir.file("bad.csa") + " > /dev/null 2>&1";
+  CHECK(std::system(bad.c_str()) != 0);
+  CHECK_FALSE(std::filesystem::exists(dir.file("empty.db")));
 }
