@@ -36,7 +36,25 @@ Loaded load(const std::vector<fs::path>& files) {
   for (const auto& f : files) {
     std::optional<std::string> err;
     switch (record_format(f)) {
-      case Format::HCPE: err = read_hcpe_file(f.string(), L.positions); break;
+      case Format::HCPE: {
+        // hcpe has no header: random bytes of the right length read as records. Each is decoded,
+        // and the first that is no position ends the file with an error (those before are kept).
+        std::vector<HcpeRecord> recs;
+        err = read_hcpe_file(f.string(), recs);
+        for (size_t i = 0; i < recs.size() && !err; ++i) {
+          Position pos;
+          std::optional<std::string> bad = decode_hcp(recs[i].hcp, pos);
+          if (!bad && (recs[i].result & 3) > 2)
+            bad = "result " + std::to_string(recs[i].result & 3) + " is none of 0, 1, 2";
+          if (!bad && recs[i].move16 && !pos.is_legal(Move(recs[i].move16)))
+            bad = "its move is not legal in " + pos.sfen();
+          if (bad)
+            err = f.string() + ": record " + std::to_string(i + 1) + " (byte " +
+                  std::to_string(i * sizeof(HcpeRecord)) + ") is not an hcpe position: " + *bad;
+          else L.positions.push_back(recs[i]);
+        }
+        break;
+      }
       case Format::HCPE3: {
         std::vector<Hcpe3Game> games;
         err = read_hcpe3_file(f.string(), games);  // keeps the games before a bad one

@@ -142,3 +142,33 @@ TEST_CASE("records CLI and nn: outputs go through a temporary file, so a full di
   for (const auto& f : fs::directory_iterator(dir))
     CHECK(f.path().filename().string().find(".tmp.") == std::string::npos);
 }
+
+TEST_CASE("records CLI: random bytes are not counted as hcpe positions", "[records][cli]") {
+  // hcpe has no header: 380 random bytes read as 10 records, and `records summary` counted them.
+  const jiriki::testing::TempDir tmp("records_random");
+  const fs::path& dir = tmp.path;
+  std::mt19937 rng(3);
+  {
+    std::ofstream out(dir / "noise.hcpe", std::ios::binary);
+    for (int i = 0; i < 380; ++i) out.put(char(rng()));
+  }
+  const std::string out = (dir / "out.txt").string();
+  CHECK(std::system(
+            (std::string(JIRIKI_BINARY) + " records summary " + (dir / "noise.hcpe").string() + " > " + out + " 2>&1")
+                .c_str()) != 0);
+  std::ifstream in(out);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  CHECK_THAT(text, Catch::Contains("record 1 (byte 0) is not an hcpe position"));
+  CHECK_THAT(text, !Catch::Contains("hcpe positions: 10"));
+  // Real positions still count, from every file given.
+  std::vector<Hcpe3Game> games{random_game(rng, WHITE_WIN)};
+  REQUIRE_FALSE(write_hcpe3_file((dir / "g.hcpe3").string(), games));
+  REQUIRE(run("records convert --to hcpe -o " + (dir / "a.hcpe").string() + " " + (dir / "g.hcpe3").string()) == 0);
+  fs::copy_file(dir / "a.hcpe", dir / "b.hcpe");
+  CHECK(std::system((std::string(JIRIKI_BINARY) + " records summary " + (dir / "a.hcpe").string() + " " +
+                     (dir / "b.hcpe").string() + " > " + out + " 2>&1")
+                        .c_str()) == 0);
+  std::ifstream again(out);
+  const std::string counted(std::istreambuf_iterator<char>(again), {});
+  CHECK_THAT(counted, Catch::Contains("hcpe positions: " + std::to_string(2 * fs::file_size(dir / "a.hcpe") / 38)));
+}
