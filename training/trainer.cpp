@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "common/cpus.h"
 #include "common/atomic_file.h"
+#include "common/cpus.h"
 #include "nn/model_file.h"
 #include "training/batch_tuner.h"
 #include "training/checkpoint.h"
