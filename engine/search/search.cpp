@@ -310,11 +310,11 @@ Edge* preferred_unproven(const Node* root) {
 
 // One thread, in rounds of doubling node budgets: our own mate at the root (until it is proven or
 // disproven), then, with root_threat_search, the opponent's mate after the root move the tree
-// prefers now (threat_check). Why: in 13 of stop 40's 24 games lost to gpsshogi, the move played
+// prefers now (threat_check). Why: in 13 of gpu-v6's 24 games lost to gpsshogi before this search existed, the move played
 // just before gpsshogi announced its mate allowed a mate this solver finds with a one-second limit,
 // 5 of them played at a score of -300 or better; mates of 5 to 27 plies lie beyond the tree at
 // 60,000 playouts a move
-// (scripts/mate_threats.py on the games of bench/results/match_2026-11-28_gpu_stop40_g11a_games.tar.gz).
+// (scripts/mate_threats.py on the games of bench/results/match_2026-11-28_gpu_gpu-v6_1_games.tar.gz).
 void Searcher::root_mate_loop(const std::atomic<bool>& stop) {
   uint64_t own_budget = FIRST_MATE_BUDGET;
   bool own_open = true;

@@ -39,7 +39,7 @@
 namespace jiriki::search {
 
 struct SearchParams {
-  float c_init = 1.00f;  // dlshogi's 1.44 lost to it by 93 [42, 147] Elo at 800 playouts (stop 37)
+  float c_init = 1.00f;  // dlshogi's 1.44 lost to it by 93 [42, 147] Elo at 800 playouts (bench/results/match_2026-11-27_gpu_gates_tuning.txt)
   float c_base = 28288.0f;
   float fpu_reduction = 0.27f;
   float fpu_reduction_root = 0.0f;
