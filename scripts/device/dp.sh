@@ -23,16 +23,14 @@ start dp_device.log
 step "machine"
 machine
 nvidia-smi topo -m 2>/dev/null | head -8
-GPU_COUNT=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+GPU_COUNT=$(gpu_count)
 GPUS=${1:-$(seq -s, 0 $((GPU_COUNT - 1)))}
 BATCHES=${2:-8,16,32,64,128,256,512,1024}
 echo "GPUs $GPUS, per-GPU batches $BATCHES"
 
 step "build"
 build jiriki jiriki_tests
-# cuDNN's tuned choices, carried from machine to machine (as scripts/device/ttt.sh does).
-export JIRIKI_CUDNN_CACHE=/tmp/cudnn-choices.txt
-[[ -f $JIRIKI_CUDNN_CACHE || ! -f .carry/cudnn-choices.txt ]] || cp .carry/cudnn-choices.txt "$JIRIKI_CUDNN_CACHE"
+use_carried_cudnn_choices
 
 if [[ " $STEPS " == *" tests "* ]]; then
   step "GPU trainer tests"

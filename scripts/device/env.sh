@@ -5,6 +5,7 @@
 #   step TITLE    a section heading with the time
 #   machine       the GPUs, CPU count, cuDNN and NCCL found
 #   gpu_count     the GPUs of this machine
+#   use_carried_cudnn_choices  JIRIKI_CUDNN_CACHE, started from .carry/cudnn-choices.txt when carried
 #   on_gpu I N CMD...  runs CMD (a command or a function) on GPU I alone (CUDA_VISIBLE_DEVICES) and on the I-th of N equal shares
 #                 of the CPU cores (taskset): N independent single-GPU runs side by side, each as on a
 #                 machine of one GPU and cores/N cores
@@ -73,6 +74,12 @@ machine() {
 }
 
 gpu_count() { nvidia-smi --query-gpu=index --format=csv,noheader | wc -l; }
+# cuDNN's tuned choices carried from machine to machine (.carry/cudnn-choices.txt), so that no run
+# pays a fresh machine's first tuning; the run's own end up in /tmp/cudnn-choices.txt.
+use_carried_cudnn_choices() {
+  export JIRIKI_CUDNN_CACHE=/tmp/cudnn-choices.txt
+  [[ -f $JIRIKI_CUDNN_CACHE || ! -f .carry/cudnn-choices.txt ]] || cp .carry/cudnn-choices.txt "$JIRIKI_CUDNN_CACHE"
+}
 
 on_gpu() {
   local i=$1 n=$2; shift 2

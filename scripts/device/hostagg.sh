@@ -34,8 +34,7 @@ echo "GPUs $GPUS, per-GPU batches $BATCHES"
 
 step "build"
 build jiriki jiriki_tests
-export JIRIKI_CUDNN_CACHE=/tmp/cudnn-choices.txt
-[[ -f $JIRIKI_CUDNN_CACHE || ! -f .carry/cudnn-choices.txt ]] || cp .carry/cudnn-choices.txt "$JIRIKI_CUDNN_CACHE"
+use_carried_cudnn_choices
 
 if [[ " $STEPS " == *" tests "* ]]; then
   step "data-parallel GPU tests and host collectives"

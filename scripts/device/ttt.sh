@@ -28,8 +28,7 @@ step "build"; build jiriki
 # machine before the first run: each run then starts as a user's second run does, and no run pays
 # the first tuning on a machine (its devices' set-up took 2-20 s on an H200). TUNE_ONLY=1 stops
 # there (the first call of a series: tuning eight batches takes minutes).
-export JIRIKI_CUDNN_CACHE=/tmp/cudnn-choices.txt
-[[ -f $JIRIKI_CUDNN_CACHE || ! -f .carry/cudnn-choices.txt ]] || cp .carry/cudnn-choices.txt "$JIRIKI_CUDNN_CACHE"
+use_carried_cudnn_choices
 GPU_KEY=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '_')
 UNTUNED=()
 for b in 8 16 32 64 128 256 512 1024; do
