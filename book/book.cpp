@@ -58,9 +58,7 @@ std::optional<std::string> parse_sfen_line(std::string_view rest, std::string& k
   return std::nullopt;
 }
 
-bool key_less(const BookPosition& a, const BookPosition& b) {
-  return a.key != b.key ? a.key < b.key : a.ply < b.ply;
-}
+bool key_less(const BookPosition& a, const BookPosition& b) { return a.key != b.key ? a.key < b.key : a.ply < b.ply; }
 
 }  // namespace
 
@@ -206,7 +204,8 @@ Book Book::parse(const std::string& text, const std::string& name) {
     ++number;
     if (line.empty()) continue;
     if (!header) {
-      if (!line.starts_with("#YANEURAOU-DB2016")) fail("not a YaneuraOu book: the first line must be '" + std::string(HEADER) + "'");
+      if (!line.starts_with("#YANEURAOU-DB2016"))
+        fail("not a YaneuraOu book: the first line must be '" + std::string(HEADER) + "'");
       header = true;
       continue;
     }
@@ -353,7 +352,8 @@ int64_t BookFile::next_sfen_line(int64_t from, std::string* line) const {
       i = e + 1;
     }
     if (at_eof && i >= buf.size()) return -1;
-    if (base + int64_t(i) <= from && i < buf.size()) throw std::runtime_error(path_ + ": a line longer than 1 KB at byte " + std::to_string(from));
+    if (base + int64_t(i) <= from && i < buf.size())
+      throw std::runtime_error(path_ + ": a line longer than 1 KB at byte " + std::to_string(from));
     from = base + int64_t(i);
   }
   return -1;
@@ -405,9 +405,7 @@ std::vector<BookPosition> BookFile::find(const std::string& key) const {
   return out;
 }
 
-std::string BookFile::describe() const {
-  return path_ + ": " + std::to_string(size_) + " bytes, read on the fly";
-}
+std::string BookFile::describe() const { return path_ + ": " + std::to_string(size_) + " bytes, read on the fly"; }
 
 std::unique_ptr<BookSource> open_book(const std::string& path, bool on_the_fly) {
   if (on_the_fly) return std::make_unique<BookFile>(path);

@@ -41,7 +41,7 @@ class BookBuilder {
  private:
   struct MoveStats {
     uint64_t count = 0;
-    double wins = 0;  // for the side that played the move: 1 a win, 0.5 a draw
+    double wins = 0;       // for the side that played the move: 1 a win, 0.5 a draw
     uint64_t decided = 0;  // games with a known result
     int64_t score_sum = 0;
     uint64_t scored = 0;

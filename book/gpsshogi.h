@@ -19,12 +19,12 @@
 namespace jiriki::book {
 
 struct GpsImportStats {
-  int64_t states = 0;         // states in the file
-  int64_t moves = 0;          // moves in the file
-  int64_t reached = 0;        // states reached from the start state
-  int64_t positions = 0;      // positions written (with at least one move of positive weight)
-  int64_t book_moves = 0;     // moves written
-  int64_t zero_weight = 0;    // moves left out for their weight 0 (gpsshogi never plays them)
+  int64_t states = 0;       // states in the file
+  int64_t moves = 0;        // moves in the file
+  int64_t reached = 0;      // states reached from the start state
+  int64_t positions = 0;    // positions written (with at least one move of positive weight)
+  int64_t book_moves = 0;   // moves written
+  int64_t zero_weight = 0;  // moves left out for their weight 0 (gpsshogi never plays them)
 };
 
 // Reads joseki.dat; every move of positive weight becomes a book move with its weight as the count

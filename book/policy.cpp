@@ -21,8 +21,8 @@ std::optional<BookChoice> choose_book_move(const BookSource& book, const Positio
   if (opt.depth_limit != 0 && moves[0].depth < opt.depth_limit) return std::nullopt;
   int best = moves[0].value;
   for (const BookMove& m : moves) best = std::max(best, m.value);
-  const int limit = std::max(best - opt.eval_diff,
-                             pos.side_to_move() == BLACK ? opt.eval_black_limit : opt.eval_white_limit);
+  const int limit =
+      std::max(best - opt.eval_diff, pos.side_to_move() == BLACK ? opt.eval_black_limit : opt.eval_white_limit);
   std::erase_if(moves, [&](const BookMove& m) { return m.value < limit; });
   if (moves.empty()) return std::nullopt;
 

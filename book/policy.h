@@ -15,15 +15,15 @@ namespace jiriki::book {
 // except depth_limit: books built from game records or imported carry depth 0, and YaneuraOu's 16
 // would switch them off.
 struct BookOptions {
-  bool own_book = true;          // USI_OwnBook
-  int book_moves = 16;           // BookMoves: the book is used while the move number is at most this
-  int ignore_rate = 0;           // BookIgnoreRate: per cent of probes that skip the book
-  int eval_diff = 30;            // BookEvalDiff: keep moves within this of the best value
-  int eval_black_limit = 0;      // BookEvalBlackLimit: with Black to move, keep values at least this
-  int eval_white_limit = -140;   // BookEvalWhiteLimit: the same with White to move
-  int depth_limit = 0;           // BookDepthLimit: skip the position when its first move's depth is below (0: off)
-  bool consider_count = false;   // ConsiderBookMoveCount: draw in proportion to counts (else uniformly)
-  LookupOptions lookup;          // IgnoreBookPly, FlippedBook
+  bool own_book = true;         // USI_OwnBook
+  int book_moves = 16;          // BookMoves: the book is used while the move number is at most this
+  int ignore_rate = 0;          // BookIgnoreRate: per cent of probes that skip the book
+  int eval_diff = 30;           // BookEvalDiff: keep moves within this of the best value
+  int eval_black_limit = 0;     // BookEvalBlackLimit: with Black to move, keep values at least this
+  int eval_white_limit = -140;  // BookEvalWhiteLimit: the same with White to move
+  int depth_limit = 0;          // BookDepthLimit: skip the position when its first move's depth is below (0: off)
+  bool consider_count = false;  // ConsiderBookMoveCount: draw in proportion to counts (else uniformly)
+  LookupOptions lookup;         // IgnoreBookPly, FlippedBook
 };
 
 struct BookChoice {

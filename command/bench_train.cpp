@@ -147,17 +147,18 @@ int bench_data_parallel(const training::TrainConfig& base, const std::vector<int
       for (auto c : comms) training::cuda::nccl_destroy(c);
     }
   } release{comms};
-  std::printf("%d GPUs (%s), gradients averaged by %s\n", n,
-              [&] {
-                std::string s;
-                for (int g : gpus) {
-                  if (!s.empty()) s += ',';
-                  s += std::to_string(g);
-                }
-                return s;
-              }()
-                  .c_str(),
-              nccl ? "NCCL all-reduce in buckets, overlapped with the backward pass" : "the host (CPU threads)");
+  std::printf(
+      "%d GPUs (%s), gradients averaged by %s\n", n,
+      [&] {
+        std::string s;
+        for (int g : gpus) {
+          if (!s.empty()) s += ',';
+          s += std::to_string(g);
+        }
+        return s;
+      }()
+          .c_str(),
+      nccl ? "NCCL all-reduce in buckets, overlapped with the backward pass" : "the host (CPU threads)");
   std::printf("%8s %14s %14s %10s %11s %13s %11s %10s\n", "batch/GPU", "1 GPU samp/s", "all samp/s", "step ms",
               "compute ms", "exposed comm", "comm alone", "scaling");
   size_t floats = 0;
@@ -187,10 +188,11 @@ int bench_data_parallel(const training::TrainConfig& base, const std::vector<int
   if (nccl && !batches.empty()) {
     const double bytes = double(floats) * sizeof(float), factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;
     const double one_message = training::cuda::nccl_allreduce_seconds(comms, gpus, floats, 20);
-    std::printf("all-reduce of the %.1f MB gradient: one NCCL call %.3f ms (bus %.1f GB/s); our buckets alone %.3f ms "
-                "(bus %.1f GB/s)\n",
-                bytes / 1e6, 1e3 * one_message, factor * bytes / one_message / 1e9, 1e3 * comm_alone,
-                factor * bytes / comm_alone / 1e9);
+    std::printf(
+        "all-reduce of the %.1f MB gradient: one NCCL call %.3f ms (bus %.1f GB/s); our buckets alone %.3f ms "
+        "(bus %.1f GB/s)\n",
+        bytes / 1e6, 1e3 * one_message, factor * bytes / one_message / 1e9, 1e3 * comm_alone,
+        factor * bytes / comm_alone / 1e9);
   }
   return 0;
 }
@@ -333,7 +335,8 @@ int bench_allreduce(int argc, char** argv) {
   std::vector<float> from(n, 1.0f), to(n);
   std::memcpy(to.data(), from.data(), n * sizeof(float));  // (first touch)
   const auto c0 = clock::now();
-  for (int k = 0; k < reps; ++k) std::memcpy(k % 2 ? from.data() : to.data(), k % 2 ? to.data() : from.data(), n * sizeof(float));
+  for (int k = 0; k < reps; ++k)
+    std::memcpy(k % 2 ? from.data() : to.data(), k % 2 ? to.data() : from.data(), n * sizeof(float));
   const double copy_ms = std::chrono::duration<double, std::milli>(clock::now() - c0).count() / reps;
   std::printf("%.1f MB a rank; memcpy of it on one thread: %.3f ms\n", double(n) * sizeof(float) / 1e6, copy_ms);
   std::printf("%6s %8s %14s %12s\n", "ranks", "threads", "all-reduce ms", "x memcpy");

@@ -16,12 +16,12 @@
 #include "book/policy.h"
 #include "command/commands.h"
 #include "common/args.h"
+#include "engine/search/search.h"
 #include "shogi/csa.h"
 #include "shogi/hcpe3.h"
 #include "shogi/kif.h"
 #include "shogi/movegen.h"
 #include "shogi/record_files.h"
-#include "engine/search/search.h"
 #include "usi/engine.h"
 #include "usi/network.h"
 
@@ -75,7 +75,8 @@ int book_think(const Args& args) {
   searcher.set_eval_queue(queue.get());
   queue->warm_up();
   std::cerr << usi::describe_network(args.str("model"), args.str("backend"), model) << "; " << backend << "\n"
-            << "searching " << frontier.size() << " positions past the book's leaves, " << playouts << " playouts each\n";
+            << "searching " << frontier.size() << " positions past the book's leaves, " << playouts
+            << " playouts each\n";
   const auto t = Clock::now();
   auto last_report = t;
   for (size_t i = 0; i < frontier.size(); ++i) {
@@ -108,14 +109,15 @@ int book_think(const Args& args) {
 }
 
 int book_build(int argc, char** argv) {
-  Args args("jiriki book build [--min-count K] [--plies P] -o BOOK INPUT...\n"
-            "       jiriki book build --think [--playouts N] [--multipv M] [--model FILE] -o BOOK BOOK_IN",
-            "Builds a book from game records (hcpe3, CSA, KIF, or directories of them): every position met in\n"
-            "the first P plies of the games and played from at least K times, each move with its count and a\n"
-            "value (the records' mean engine score for the side that played it where they carry one, as hcpe3\n"
-            "does, else that side's win rate as centipawns).\n"
-            "With --think, extends a book instead: each position one book move past the book is searched with\n"
-            "the engine for N playouts and added with its M best moves (value from the search's win rate).");
+  Args args(
+      "jiriki book build [--min-count K] [--plies P] -o BOOK INPUT...\n"
+      "       jiriki book build --think [--playouts N] [--multipv M] [--model FILE] -o BOOK BOOK_IN",
+      "Builds a book from game records (hcpe3, CSA, KIF, or directories of them): every position met in\n"
+      "the first P plies of the games and played from at least K times, each move with its count and a\n"
+      "value (the records' mean engine score for the side that played it where they carry one, as hcpe3\n"
+      "does, else that side's win rate as centipawns).\n"
+      "With --think, extends a book instead: each position one book move past the book is searched with\n"
+      "the engine for N playouts and added with its M best moves (value from the search's win rate).");
   args.option("min-count", "1", "K: positions played from fewer times are left out")
       .option("plies", "32", "P: moves of each game that count")
       .option("o", "", "book file to write")
@@ -327,8 +329,9 @@ int bench_book(int argc, char** argv) {
   const int64_t n = args.integer("positions"), lookups = args.integer("lookups");
   if (n < 1 || lookups < 2) throw std::invalid_argument("--positions must be at least 1, --lookups at least 2");
   const bool temporary = !args.has("file");
-  const std::string path = temporary ? (fs::temp_directory_path() / ("jiriki_bench_book_" + std::to_string(::getpid()) + ".db")).string()
-                                     : args.str("file");
+  const std::string path =
+      temporary ? (fs::temp_directory_path() / ("jiriki_bench_book_" + std::to_string(::getpid()) + ".db")).string()
+                : args.str("file");
   SplitMix64 rng{uint64_t(args.integer("seed"))};
   // Random games of up to 40 plies: almost every position is new, as in a large real book.
   book::Book b;
@@ -344,7 +347,8 @@ int bench_book(int argc, char** argv) {
       if (seen.insert(pos.key()).second) {  // each position once (the start and early transpositions recur)
         b.add({pos.sfen(false), pos.game_ply(), {book::BookMove{m, MOVE_NONE, 0, 0, 1}}});
         ++added;
-        if (int64_t(hits.size()) < lookups / 2 && book::random_below(rng, uint64_t(std::max<int64_t>(n / lookups, 1))) == 0)
+        if (int64_t(hits.size()) < lookups / 2 &&
+            book::random_below(rng, uint64_t(std::max<int64_t>(n / lookups, 1))) == 0)
           hits.push_back(pos);
       }
       pos.do_move(m);
@@ -369,8 +373,9 @@ int bench_book(int argc, char** argv) {
     const auto t1 = Clock::now();
     for (const Position& p : misses) missed += book::probe(src, p, lo).empty();
     const double miss_us = seconds_since(t1) * 1e6 / double(std::max<size_t>(misses.size(), 1));
-    std::printf("%-10s lookup: %.2f us per position in the book (%zu/%zu found), %.2f us per position not in it (%zu/%zu)\n",
-                what, hit_us, found, hits.size(), miss_us, missed, misses.size());
+    std::printf(
+        "%-10s lookup: %.2f us per position in the book (%zu/%zu found), %.2f us per position not in it (%zu/%zu)\n",
+        what, hit_us, found, hits.size(), miss_us, missed, misses.size());
   };
   t = Clock::now();
   const book::Book loaded = book::Book::load(path);
@@ -404,10 +409,11 @@ int bench_book(int argc, char** argv) {
       engine.command("stop");
     }
     std::sort(ms.begin(), ms.end());
-    std::printf("usi go -> bestmove (%s, isready %.1f s): %d/%zu answered from the book, median %.3f ms, "
-                "99th percentile %.3f ms, max %.3f ms\n",
-                on_the_fly ? "on the fly" : "in memory", ready_s, from_book, ms.size(), ms[ms.size() / 2],
-                ms[ms.size() * 99 / 100], ms.back());
+    std::printf(
+        "usi go -> bestmove (%s, isready %.1f s): %d/%zu answered from the book, median %.3f ms, "
+        "99th percentile %.3f ms, max %.3f ms\n",
+        on_the_fly ? "on the fly" : "in memory", ready_s, from_book, ms.size(), ms[ms.size() / 2],
+        ms[ms.size() * 99 / 100], ms.back());
     engine.command("quit");
   }
   if (temporary) fs::remove(path);

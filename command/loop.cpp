@@ -85,12 +85,17 @@ int loop_eval(int argc, char** argv) {
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("dir")) throw std::invalid_argument("--dir RUN is required");
   nlohmann::json overrides = nlohmann::json::object();
-  for (const auto& [option, key] : std::vector<std::pair<std::string, std::string>>{
-           {"games", "eval_first_games"}, {"anchor-games", "anchor_games"}, {"nodes", "gate_nodes"},
-           {"concurrency", "gate_concurrency"}})
+  for (const auto& [option, key] :
+       std::vector<std::pair<std::string, std::string>>{{"games", "eval_first_games"},
+                                                        {"anchor-games", "anchor_games"},
+                                                        {"nodes", "gate_nodes"},
+                                                        {"concurrency", "gate_concurrency"}})
     if (args.has(option)) overrides[key] = args.integer(option);
-  for (const auto& [option, key] : std::vector<std::pair<std::string, std::string>>{
-           {"anchor", "anchor"}, {"anchor-tc", "anchor_tc"}, {"backend", "backend"}, {"engine-options", "engine_options"}})
+  for (const auto& [option, key] :
+       std::vector<std::pair<std::string, std::string>>{{"anchor", "anchor"},
+                                                        {"anchor-tc", "anchor_tc"},
+                                                        {"backend", "backend"},
+                                                        {"engine-options", "engine_options"}})
     if (args.has(option)) overrides[key] = args.str(option);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -102,14 +107,15 @@ int cmd_loop(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "worker") return loop_worker(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "plot") return loop_plot(argc - 1, argv + 1);
   if (argc >= 2 && std::string(argv[1]) == "eval") return loop_eval(argc - 1, argv + 1);
-  Args args("jiriki loop --dir RUN [--config FILE] [--teacher \"USI ENGINE COMMAND\"] [--generations N]\n"
-            "       jiriki loop worker --dir RUN [OPTIONS]\n"
-            "       jiriki loop eval --dir RUN [OPTIONS]\n"
-            "       jiriki loop plot --dir RUN",
-            "The overnight loop: self-play with the best network, training on a sliding window of the newest\n"
-            "positions, a gate match of the candidate against the best, promotion; generation after generation.\n"
-            "RUN holds everything (config.json, state.json, models/, records, metrics.jsonl, tensorboard/, plots/).\n"
-            "Starting it again continues where it stopped; Ctrl-C or a kill loses only the phase in flight.");
+  Args args(
+      "jiriki loop --dir RUN [--config FILE] [--teacher \"USI ENGINE COMMAND\"] [--generations N]\n"
+      "       jiriki loop worker --dir RUN [OPTIONS]\n"
+      "       jiriki loop eval --dir RUN [OPTIONS]\n"
+      "       jiriki loop plot --dir RUN",
+      "The overnight loop: self-play with the best network, training on a sliding window of the newest\n"
+      "positions, a gate match of the candidate against the best, promotion; generation after generation.\n"
+      "RUN holds everything (config.json, state.json, models/, records, metrics.jsonl, tensorboard/, plots/).\n"
+      "Starting it again continues where it stopped; Ctrl-C or a kill loses only the phase in flight.");
   args.option("dir", "", "the run directory (required)")
       .option("config", "", "a JSON config (keys: --config-help); stored as RUN/config.json, which later starts reuse")
       .option("teacher", "", "bootstrap generation 0 from this USI engine's games (sets the config's teacher)")

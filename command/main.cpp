@@ -28,7 +28,8 @@ static void print_help() {
                "usage: jiriki [SUBCOMMAND] [OPTIONS]\n"
                "With no subcommand jiriki is the USI engine, as a shogi GUI launches it.\n\n"
                "subcommands:\n";
-  for (const auto& s : SUBCOMMANDS) std::cout << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
+  for (const auto& s : SUBCOMMANDS)
+    std::cout << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
   std::cout << "\nRun 'jiriki SUBCOMMAND --help' for the options of each.\n";
 }
 

@@ -10,9 +10,9 @@
 #include <set>
 #include <sstream>
 
-#include "command/commands.h"
 #include "book/book.h"
 #include "book/policy.h"
+#include "command/commands.h"
 #include "common/args.h"
 #include "common/atomic_file.h"
 #include "match/report.h"
@@ -44,8 +44,7 @@ int64_t whole(const std::string& option, const std::string& key, const std::stri
   int64_t v = -1;
   try {
     v = std::stoll(value, &used);
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   if (value.empty() || used != value.size() || v < 0)
     throw std::invalid_argument("--" + option + ": " + key + " needs a whole number >= 0, not '" + value + "'");
   return v;
@@ -68,7 +67,8 @@ TimeControl parse_tc(const std::string& text) {
     if (plus != std::string::npos) tc.inc_ms = whole("tc", "time increment", t.substr(plus + 1));
   }
   if (f.count("byoyomi")) tc.byoyomi_ms = whole("tc", "byoyomi", f["byoyomi"]);
-  if (tc.inc_ms > 0 && tc.byoyomi_ms > 0) throw std::invalid_argument("--tc: an increment and byoyomi do not go together");
+  if (tc.inc_ms > 0 && tc.byoyomi_ms > 0)
+    throw std::invalid_argument("--tc: an increment and byoyomi do not go together");
   if (tc.time_ms + tc.byoyomi_ms == 0) throw std::invalid_argument("--tc: no time given (e.g. byoyomi=1000)");
   return tc;
 }
@@ -85,7 +85,8 @@ SprtParams parse_sprt(const std::string& text) {
     throw std::invalid_argument("--sprt: values must be numbers");
   }
   if (!(p.elo0 < p.elo1)) throw std::invalid_argument("--sprt: elo0 must be below elo1");
-  if (!(p.alpha > 0 && p.beta > 0 && p.alpha + p.beta < 1)) throw std::invalid_argument("--sprt: need alpha, beta > 0 and alpha + beta < 1");
+  if (!(p.alpha > 0 && p.beta > 0 && p.alpha + p.beta < 1))
+    throw std::invalid_argument("--sprt: need alpha, beta > 0 and alpha + beta < 1");
   return p;
 }
 
@@ -149,7 +150,8 @@ int summarize(const Args& args) {
     std::cerr << "warning: " << where << ": the last line is cut short (a run killed while writing it): left out\n";
   std::cout << final_table(s.config, s.result);
   if (s.estimated_games > 0)
-    std::cout << "(" << s.estimated_games << " of the " << s.result.games << " games come from lines without each side's "
+    std::cout << "(" << s.estimated_games << " of the " << s.result.games
+              << " games come from lines without each side's "
               << "answered moves: a side's moves are counted from its plies after the opening)\n";
   if (args.has("out") && !write_summary(args.str("out"), summary_json(s.config, s.result))) return 1;
   return 0;
@@ -158,36 +160,49 @@ int summarize(const Args& args) {
 }  // namespace
 
 int cmd_match(int argc, char** argv) {
-  Args args("jiriki match --engine \"cmd=PATH name=NAME ...\" --engine ... [OPTIONS]   or   jiriki match --summarize games.jsonl ...",
-            "Plays USI engines against each other: two engines a match, more a round robin (or --gauntlet:\n"
-            "the first against each other one). Each opening is played twice with colours swapped. Results are\n"
-            "judged by jiriki's own rules code. Exit code: 0 finished (or SPRT undecided), 10 SPRT accepted H1,\n"
-            "11 SPRT accepted H0, 2 bad usage, 1 failure (an engine that cannot start).");
-  args.option("engine", "", "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [nodes=N] [env.VAR=VALUE ...] [option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes)", true)
+  Args args(
+      "jiriki match --engine \"cmd=PATH name=NAME ...\" --engine ... [OPTIONS]   or   jiriki match --summarize "
+      "games.jsonl ...",
+      "Plays USI engines against each other: two engines a match, more a round robin (or --gauntlet:\n"
+      "the first against each other one). Each opening is played twice with colours swapped. Results are\n"
+      "judged by jiriki's own rules code. Exit code: 0 finished (or SPRT undecided), 10 SPRT accepted H1,\n"
+      "11 SPRT accepted H0, 2 bad usage, 1 failure (an engine that cannot start).");
+  args.option("engine", "",
+              "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [nodes=N] [env.VAR=VALUE ...] "
+              "[option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes)",
+              true)
       .flag("gauntlet", "the first engine against each other one")
       .flag("round-robin", "every engine against every other one (the default with more than two)")
       .option("games", "10", "games per pairing (pairs of colour-swapped games; an odd count is rounded up)")
       .option("concurrency", "1", "games at once, each with its own engine processes")
       .option("seed", "1", "seed of the opening order and of random openings")
-      .option("tc", "byoyomi=1000", "time control: byoyomi=MS | time=MS[+INC] | time=MS byoyomi=MS | movetime=MS | nodes=N")
-      .option("margin", "0", "milliseconds an answer may come late before it loses on time (gpsshogi uses all its byoyomi)")
+      .option("tc", "byoyomi=1000",
+              "time control: byoyomi=MS | time=MS[+INC] | time=MS byoyomi=MS | movetime=MS | nodes=N")
+      .option("margin", "0",
+              "milliseconds an answer may come late before it loses on time (gpsshogi uses all its byoyomi)")
       .option("timeout", "60000", "milliseconds for each start-up answer (usiok, readyok) and for a move under nodes=N")
-      .option("openings", "", "file of start positions: \"sfen ... [moves ...]\", \"startpos [moves ...]\" or a bare SFEN")
+      .option("openings", "",
+              "file of start positions: \"sfen ... [moves ...]\", \"startpos [moves ...]\" or a bare SFEN")
       .option("random-plies", "0", "without --openings: this many random legal plies from the start")
       .option("book", "", "opening book (YaneuraOu's format): each pair of games starts from a line drawn from it")
       .option("book-plies", "16", "--book: plies drawn from the book for each opening, in proportion to its counts")
-      .option("start-within", "0", "seconds: a pair of games starts only this soon after the match did, and every pair started is played out (0: no limit)")
+      .option("start-within", "0",
+              "seconds: a pair of games starts only this soon after the match did, and every pair started is played "
+              "out (0: no limit)")
       .option("max-plies", "320", "a game reaching this many plies is a draw (0: no limit)")
       .option("resign", "", "resign adjudication \"moves=K score=CP\": both engines agree for K moves each")
-      .option("draw", "", "draw adjudication \"moves=K score=CP plies=P\": both within +-CP for K moves each, after ply P")
+      .option("draw", "",
+              "draw adjudication \"moves=K score=CP plies=P\": both within +-CP for K moves each, after ply P")
       .option("sprt", "", "\"elo0=E0 elo1=E1 alpha=A beta=B\": pentanomial SPRT in normalized Elo; stops when decided")
       .option("out", "", "directory for games.jsonl, summary.json and csa/ (kif/ with --kif)")
       .flag("kif", "also write each game as KIF")
       .option("hcpe3", "", "append every game to this hcpe3 file (evals: the engines' own scores)")
       .option("hcpe", "", "append every engine move to this hcpe file (evals: the engines' own scores)")
       .option("log", "", "write every line to and from the engines, time-stamped, to this file")
-      .option("summarize", "", "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: "
-              "several runs together; a stopped run's finished games), summary.json to --out", true);
+      .option("summarize", "",
+              "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: "
+              "several runs together; a stopped run's finished games), summary.json to --out",
+              true);
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (args.has("summarize")) return summarize(args);
 
@@ -201,13 +216,16 @@ int cmd_match(int argc, char** argv) {
     if (config.engines.size() < 2) throw std::invalid_argument("at least two --engine are needed");
     std::set<std::string> names;
     for (const auto& e : config.engines)
-      if (!names.insert(e.name).second) throw std::invalid_argument("two engines are named '" + e.name + "': give name=...");
-    if (args.has("gauntlet") && args.has("round-robin")) throw std::invalid_argument("--gauntlet or --round-robin, not both");
+      if (!names.insert(e.name).second)
+        throw std::invalid_argument("two engines are named '" + e.name + "': give name=...");
+    if (args.has("gauntlet") && args.has("round-robin"))
+      throw std::invalid_argument("--gauntlet or --round-robin, not both");
     config.gauntlet = args.has("gauntlet");
     config.games = args.integer("games");
     config.concurrency = int(args.integer("concurrency"));
     config.seed = uint64_t(args.integer("seed"));
-    if (config.games < 1 || config.concurrency < 1) throw std::invalid_argument("--games and --concurrency must be positive");
+    if (config.games < 1 || config.concurrency < 1)
+      throw std::invalid_argument("--games and --concurrency must be positive");
     if (config.games % 2) {
       ++config.games;
       std::cerr << "note: --games rounded up to " << config.games << " (games come in colour-swapped pairs)\n";
@@ -240,8 +258,9 @@ int cmd_match(int argc, char** argv) {
     if (int(args.has("openings")) + int(args.has("book")) + int(config.random_plies > 0) > 1)
       throw std::invalid_argument("--openings, --book or --random-plies: one of them");
     if (args.has("openings")) config.openings = load_openings(args.str("openings"));
-    if (args.has("book")) config.openings = book_openings(args.str("book"), int(whole("book-plies", "book-plies",
-                                                          args.str("book-plies"))), config.games, config.seed);
+    if (args.has("book"))
+      config.openings = book_openings(args.str("book"), int(whole("book-plies", "book-plies", args.str("book-plies"))),
+                                      config.games, config.seed);
     if (args.has("sprt")) {
       if (config.engines.size() != 2) throw std::invalid_argument("--sprt needs exactly two engines");
       config.sprt = parse_sprt(args.str("sprt"));

@@ -10,10 +10,10 @@
 #include "command/commands.h"
 #include "command/options.h"
 #include "common/args.h"
-#include "shogi/movegen.h"
 #include "nn/backend.h"
 #include "nn/features.h"
 #include "nn/model_file.h"
+#include "shogi/movegen.h"
 #if JIRIKI_HAVE_CUDA
 #include "nn/cuda/cuda_backend.h"
 #endif
@@ -25,7 +25,8 @@ using namespace nn;
 static std::string describe(const Architecture& a) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%d blocks, %d channels, %s, feature set %u, %.3f GFLOP/position", a.blocks,
-                a.channels, activation_name(a.activation), unsigned(a.feature_set), 2e-9 * double(macs_per_position(a)));
+                a.channels, activation_name(a.activation), unsigned(a.feature_set),
+                2e-9 * double(macs_per_position(a)));
   return buf;
 }
 
@@ -88,7 +89,8 @@ static int nn_info(int argc, char** argv) {
             << (file.bf16_tensors ? std::to_string(file.bf16_tensors) + " stored in bf16, the rest in f32\n"
                                   : std::string("all stored in f32\n"));
   if (args.has("tensors"))
-    for (const auto& [name, t, trainable] : model.tensors()) std::cout << "  " << name << " " << shape_string(t->shape) << "\n";
+    for (const auto& [name, t, trainable] : model.tensors())
+      std::cout << "  " << name << " " << shape_string(t->shape) << "\n";
   return 0;
 }
 
@@ -213,10 +215,11 @@ static void bench_gpu_only(Evaluator& eval, const std::vector<int64_t>& batches,
                            const std::vector<float>& features) {
   constexpr int WINDOWS = 5;
   std::cout << "GPU only (inputs and outputs already on the GPU, CUDA graph replays timed with CUDA events, "
-               "median of " << WINDOWS << " windows):\n";
+               "median of "
+            << WINDOWS << " windows):\n";
   // tower: whose 3x3 convolutions the bucket runs, cuDNN's or the square-major Hopper kernel.
-  std::printf("%7s %14s %12s %10s %8s %9s %7s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "replays",
-              "spread%", "tower");
+  std::printf("%7s %14s %12s %10s %8s %9s %7s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "replays", "spread%",
+              "tower");
   for (int64_t b : batches) {
     const int n = int(b);
     std::vector<float> logits(size_t(n) * POLICY_SIZE), values(n);
@@ -239,7 +242,8 @@ int bench_nn(int argc, char** argv) {
   args.option("model", "", "model file (required)")
       .option("batch", "1,16,64,256,1024", "batch sizes")
       .option("seconds", "3", "time spent at each batch size")
-      .option("dump", "", "then write the largest batch's features and outputs to this file (scripts/torch_reference.py)")
+      .option("dump", "",
+              "then write the largest batch's features and outputs to this file (scripts/torch_reference.py)")
       .flag("gpu-only", "cuda: time only the forward pass on the GPU, not evaluate() from host memory")
       .flag("packed", "time evaluate_packed() from bit-packed planes (the search's path), not evaluate() from floats");
   add_backend_options(args);
@@ -266,13 +270,15 @@ int bench_nn(int argc, char** argv) {
   // The same positions as bits (every plane is 0 or 1), for --packed.
   std::vector<uint8_t> packed(size_t(max_batch) * PACKED_INPUT_BYTES, 0);
   for (size_t i = 0; i < features.size(); ++i)
-    if (features[i] != 0.0f) packed[i / INPUT_SIZE * PACKED_INPUT_BYTES + i % INPUT_SIZE / 8] |= uint8_t(1u << (i % INPUT_SIZE % 8));
+    if (features[i] != 0.0f)
+      packed[i / INPUT_SIZE * PACKED_INPUT_BYTES + i % INPUT_SIZE / 8] |= uint8_t(1u << (i % INPUT_SIZE % 8));
   auto call = [&](int n) {
     if (args.has("packed")) eval->evaluate_packed(packed.data(), n, logits.data(), values.data());
     else eval->evaluate(features.data(), n, logits.data(), values.data());
   };
   if (args.has("packed") && !args.has("gpu-only")) std::cout << "evaluate_packed(): from bit-packed planes\n";
-  if (!args.has("gpu-only")) std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "calls");
+  if (!args.has("gpu-only"))
+    std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "calls");
   for (int64_t b : args.has("gpu-only") ? std::vector<int64_t>{} : batches) {
     const int n = int(b);
     call(n);  // warm-up: builds the plan

@@ -63,10 +63,15 @@ int bench_perft(int argc, char** argv) {
   args.option("depth-start", "6", "depth for the start position")
       .option("depth-matsuri", "4", "depth for the 'matsuri' position");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  struct Case { const char* name; const char* sfen; int depth; };
+  struct Case {
+    const char* name;
+    const char* sfen;
+    int depth;
+  };
   const Case cases[] = {
       {"startpos", Position::STARTPOS_SFEN, int(args.integer("depth-start"))},
-      {"matsuri", "l6nl/5+P1gk/2np1S3/p1p4Pp/3P2Sp1/1PPb2P1P/P5GS1/R8/LN4bKL w GR5pnsg 1", int(args.integer("depth-matsuri"))},
+      {"matsuri", "l6nl/5+P1gk/2np1S3/p1p4Pp/3P2Sp1/1PPb2P1P/P5GS1/R8/LN4bKL w GR5pnsg 1",
+       int(args.integer("depth-matsuri"))},
   };
   for (const Case& c : cases) {
     Position pos;
@@ -74,7 +79,8 @@ int bench_perft(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     uint64_t n = perft(pos, c.depth);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << c.name << " perft(" << c.depth << ") = " << n << "  " << s << " s  " << uint64_t(n / s) << " leaves/s\n";
+    std::cout << c.name << " perft(" << c.depth << ") = " << n << "  " << s << " s  " << uint64_t(n / s)
+              << " leaves/s\n";
   }
   return 0;
 }

@@ -117,8 +117,10 @@ int cmd_play(int argc, char** argv) {
   }
   std::cout << "\n" << board_diagram(pos) << "\n";
   std::cout << "result after " << moves.size() << " plies: "
-            << (!winner ? "draw" : *winner == BLACK ? "Black (▲) wins" : "White (△) wins") << " (" << reason
-            << ")\n";
+            << (!winner            ? "draw"
+                : *winner == BLACK ? "Black (▲) wins"
+                                   : "White (△) wins")
+            << " (" << reason << ")\n";
   return 0;
 }
 

@@ -183,8 +183,9 @@ int summary(int argc, char** argv) {
   Loaded L = load(files);
   size_t plies = 0, training = 0, min_len = SIZE_MAX, max_len = 0;
   std::map<std::string, size_t> results, ends;
-  const char* END_NAMES[] = {"none", "resign", "mate", "sennichite", "declaration", "impasse", "time up",
-                             "illegal move", "Black illegal action", "White illegal action", "abort", "max moves"};
+  const char* END_NAMES[] = {"none",    "resign",   "mate",         "sennichite",           "declaration",
+                             "impasse", "time up",  "illegal move", "Black illegal action", "White illegal action",
+                             "abort",   "max moves"};
   for (const auto& g : L.games) {
     plies += g.moves.size();
     min_len = std::min(min_len, g.moves.size());
@@ -195,7 +196,8 @@ int summary(int argc, char** argv) {
   }
   for (const auto& g : L.hcpe3_games)
     for (const auto& m : g.moves) training += !m.candidates.empty();
-  std::cout << "files: " << files.size() << (L.bad_files ? " (" + std::to_string(L.bad_files) + " with errors)" : "") << "\n";
+  std::cout << "files: " << files.size() << (L.bad_files ? " (" + std::to_string(L.bad_files) + " with errors)" : "")
+            << "\n";
   std::cout << "games: " << L.games.size() << "\n";
   if (!L.games.empty()) {
     std::cout << "moves: " << plies << " (average " << double(plies) / L.games.size() << ", shortest " << min_len

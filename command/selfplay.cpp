@@ -53,12 +53,14 @@ int cmd_selfplay(int argc, char** argv) {
       .option("positions", "0", "or: start no new game once this many training positions are played")
       .option("seconds", "0", "or: stop after this many seconds, dropping the games in progress")
       .option("playouts", "800", "playouts per move (the small cap with --playout-cap-full)")
-      .option("playout-cap-full", "0", "playout-cap randomisation: full cap (0: off); only full searches are training targets")
+      .option("playout-cap-full", "0",
+              "playout-cap randomisation: full cap (0: off); only full searches are training targets")
       .option("playout-cap-prob", "0.25", "probability of a full search")
       .option("precision", "auto", "auto, fp32, fp16 or bf16")
       .option("evaluators", "0", "network calls in flight per GPU (0: 4 on cuda, 1 on the CPU)")
       .option("batch", "0", "positions per network call (0: 256 on cuda, 32 on the CPU)")
-      .option("concurrent", "0", "games per GPU (0: enough to fill every batch, or about one per 100 --positions if fewer)")
+      .option("concurrent", "0",
+              "games per GPU (0: enough to fill every batch, or about one per 100 --positions if fewer)")
       .option("leaves-per-game", "1", "new leaves each game adds to one batch")
       .option("nn-threads", "0", "CPU backend: threads per evaluator (0: the cores the workers leave, shared)")
       .option("hash", "0", "node memory of all games in MiB (0: 8 MiB per game)")
@@ -81,7 +83,8 @@ int cmd_selfplay(int argc, char** argv) {
       .option("report-seconds", "10", "seconds between progress lines");
   options::add_backend(args, nn::BackendUse::INFERENCE);
   options::add_gpus(args, "CUDA devices, e.g. 0,1 (one evaluation queue each)");
-  options::add_threads(args, "worker threads per GPU (0: on cuda 3/4 of the cores shared by the GPUs, at most 12 each; 1 on the CPU)");
+  options::add_threads(
+      args, "worker threads per GPU (0: on cuda 3/4 of the cores shared by the GPUs, at most 12 each; 1 on the CPU)");
   options::add_seed(args, "seed of every random choice (game i uses a stream of its own)");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   require(args.has("model"), "--model FILE is required");
@@ -95,7 +98,8 @@ int cmd_selfplay(int argc, char** argv) {
   c.games = args.integer("games");
   c.positions = args.integer("positions");
   c.seconds = args.real("seconds");
-  require(c.games >= 0 && c.positions >= 0 && c.seconds >= 0, "--games, --positions and --seconds must not be negative");
+  require(c.games >= 0 && c.positions >= 0 && c.seconds >= 0,
+          "--games, --positions and --seconds must not be negative");
   c.precision = nn::parse_precision(args.str("precision"));
   c.cuda = nn::CudaSettings::from_environment();
   c.gpus = options::gpus(args);
@@ -113,7 +117,8 @@ int cmd_selfplay(int argc, char** argv) {
           "--evaluators and --batch must be 0 (the default for the backend) or more");
   c.evaluators = args.integer("evaluators") > 0 ? int(args.integer("evaluators")) : gpu ? 4 : 1;
   c.batch = args.integer("batch") > 0 ? int(args.integer("batch")) : gpu ? 256 : 32;
-  require(c.threads <= 256 && c.evaluators <= 64 && c.batch <= 65536, "--threads, --evaluators or --batch is too large");
+  require(c.threads <= 256 && c.evaluators <= 64 && c.batch <= 65536,
+          "--threads, --evaluators or --batch is too large");
   c.concurrent = int(args.integer("concurrent"));
   c.nn_threads = int(args.integer("nn-threads"));
   c.hash_bytes = size_t(std::max<int64_t>(args.integer("hash"), 0)) << 20;
@@ -121,8 +126,9 @@ int cmd_selfplay(int argc, char** argv) {
   c.games_per_file = int(args.integer("games-per-file"));
   c.flush_seconds = args.real("flush-seconds");
   c.report_seconds = args.real("report-seconds");
-  require(c.concurrent >= 0 && c.nn_threads >= 0 && c.games_per_file >= 1 && c.flush_seconds >= 0 && c.report_seconds > 0,
-          "--concurrent, --nn-threads, --games-per-file, --flush-seconds or --report-seconds is out of range");
+  require(
+      c.concurrent >= 0 && c.nn_threads >= 0 && c.games_per_file >= 1 && c.flush_seconds >= 0 && c.report_seconds > 0,
+      "--concurrent, --nn-threads, --games-per-file, --flush-seconds or --report-seconds is out of range");
 
   selfplay::GameSettings& g = c.game;
   g.playouts = int(args.integer("playouts"));
@@ -144,13 +150,15 @@ int cmd_selfplay(int argc, char** argv) {
   require(g.full_playouts >= 0 && g.full_playouts <= 1000000, "--playout-cap-full must be between 0 and 1000000");
   require(g.full_probability >= 0 && g.full_probability <= 1, "--playout-cap-prob must be between 0 and 1");
   require(g.leaves_per_step >= 1 && g.leaves_per_step <= 64, "--leaves-per-game must be between 1 and 64");
-  require(g.temperature_plies >= 0 && g.temperature > 0, "--temperature-plies must not be negative, --temperature positive");
+  require(g.temperature_plies >= 0 && g.temperature > 0,
+          "--temperature-plies must not be negative, --temperature positive");
   require(g.dirichlet_alpha > 0 && g.dirichlet_weight >= 0 && g.dirichlet_weight <= 1,
           "--dirichlet-alpha must be positive, --dirichlet-weight between 0 and 1");
   require(g.resign_winrate >= 0 && g.resign_winrate < 1, "--resign must be in [0, 1)");
   require(g.no_resign_fraction >= 0 && g.no_resign_fraction <= 1, "--no-resign-fraction must be between 0 and 1");
   require(g.root_mate_plies >= 0 && g.root_mate_plies <= 7, "--root-mate-plies must be between 0 and 7");
-  require(g.search.max_moves_to_draw >= 1 && g.search.max_moves_to_draw <= 65535, "--max-plies must be between 1 and 65535");
+  require(g.search.max_moves_to_draw >= 1 && g.search.max_moves_to_draw <= 65535,
+          "--max-plies must be between 1 and 65535");
   const std::string rule = args.str("declaration");
   require(rule == "27" || rule == "24" || rule == "none", "--declaration must be 27, 24 or none");
   g.search.entering_king_rule = rule == "27"   ? EnteringKingRule::POINT27

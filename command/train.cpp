@@ -57,7 +57,9 @@ int cmd_train(int argc, char** argv) {
       .option("window", "0", "train on the newest N positions only (0: all)")
       .option("test", "", "held-out data for metrics", true)
       .option("test-positions", "0", "held-out positions to evaluate (0: all)")
-      .option("eval-every", "0", "held-out metrics every K steps of the starting batch (counted in samples under --batch auto; 0: at the end)")
+      .option(
+          "eval-every", "0",
+          "held-out metrics every K steps of the starting batch (counted in samples under --batch auto; 0: at the end)")
       .option("checkpoint", "", "checkpoint file (default: MODEL-OUT.ckpt)")
       .option("checkpoint-every", "0", "steps between checkpoints (0: only on Ctrl-C and at the end)")
       .flag("resume", "continue from the checkpoint")
@@ -74,11 +76,14 @@ int cmd_train(int argc, char** argv) {
       .option("tune-max", "1024", "--batch auto: largest candidate per-replica batch (powers of two from --tune-min)")
       .option("tune-every", "200", "--batch auto: steps between decisions")
       .option("tune-reps", "10", "--batch auto: timed steps per candidate batch")
-      .option("noise-every", "50", "steps between gradient-noise-scale samples (several replicas: each replica's gradient against the average; one replica with --batch auto: the first half of a batch against the whole)")
+      .option("noise-every", "50",
+              "steps between gradient-noise-scale samples (several replicas: each replica's gradient against the "
+              "average; one replica with --batch auto: the first half of a batch against the whole)")
       .option("lr-ramp-steps", "50", "--batch auto: steps over which the learning rate moves to a new batch's");
   options::add_backend(args, nn::BackendUse::TRAINING);
-  options::add_gpus(args, "the CUDA devices, one replica each, e.g. 0 or 0,1,2,3 (cuda; a GPU trains in bf16 mixed "
-                          "precision and needs channels a multiple of 8)");
+  options::add_gpus(args,
+                    "the CUDA devices, one replica each, e.g. 0 or 0,1,2,3 (cuda; a GPU trains in bf16 mixed "
+                    "precision and needs channels a multiple of 8)");
   options::add_threads(args, "compute threads (0: all)");
   options::add_seed(args, "seed of the fresh network's weights and of the data shuffle");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;

@@ -25,10 +25,12 @@ int cmd_usi(int argc, char** argv) {
 }
 
 int bench_search(int argc, char** argv) {
-  Args args("jiriki bench search [--model FILE | --blocks N --channels C] [--backend B] [--precision P] [--threads T] [--batch B] [--seconds S]",
-            "Searches one position for a fixed time and reports playouts per second and how full the network's "
-            "batches were. Without --model the network has random weights of the given size (the network's "
-            "speed does not depend on its weights, though the tree's shape does).");
+  Args args(
+      "jiriki bench search [--model FILE | --blocks N --channels C] [--backend B] [--precision P] [--threads T] "
+      "[--batch B] [--seconds S]",
+      "Searches one position for a fixed time and reports playouts per second and how full the network's "
+      "batches were. Without --model the network has random weights of the given size (the network's "
+      "speed does not depend on its weights, though the tree's shape does).");
   args.option("model", "", "model file (default: a random network of --blocks x --channels)")
       .option("blocks", std::to_string(usi::DEFAULT_MODEL_BLOCKS), "residual blocks of the random network")
       .option("channels", std::to_string(usi::DEFAULT_MODEL_CHANNELS), "channels of the random network")
@@ -37,7 +39,8 @@ int bench_search(int argc, char** argv) {
       .option("hash", "8192", "node pool in MiB")
       .option("leaf-mate", "1", "mate search plies at new leaves: 0, 1, 3 or 5")
       .option("sfen", "startpos", "position to search")
-      .option("precision", "auto", "auto, fp32 or bf16 (auto: what the engine uses, bf16 on the GPU and on CPUs with AVX-512 bf16)");
+      .option("precision", "auto",
+              "auto, fp32 or bf16 (auto: what the engine uses, bf16 on the GPU and on CPUs with AVX-512 bf16)");
   options::add_backend(args, nn::BackendUse::INFERENCE);
   options::add_gpus(args, "the CUDA device");
   options::add_threads(args, "search threads", "2");
@@ -70,7 +73,7 @@ int bench_search(int argc, char** argv) {
   }
   std::string backend;
   auto queue = usi::make_backend_queue(model, args.str("backend"), options::gpu(args), batch, threads, nullptr,
-                                      &backend, nn::parse_precision(args.str("precision")));
+                                       &backend, nn::parse_precision(args.str("precision")));
 
   search::Searcher searcher(size_t(args.integer("hash")) << 20);
   search::SearchParams params;
@@ -83,7 +86,8 @@ int bench_search(int argc, char** argv) {
     std::cerr << "error: " << *err << "\n";
     return 2;
   }
-  std::cout << "network: " << model.arch.blocks << " blocks x " << model.arch.channels << " channels, " << network << "\n"
+  std::cout << "network: " << model.arch.blocks << " blocks x " << model.arch.channels << " channels, " << network
+            << "\n"
             << backend << "\n"
             << "threads " << threads << ", batch " << batch << ", leaf mate search " << leaf_mate << " plies, "
             << seconds << " s on " << args.str("sfen") << "\n";
@@ -113,8 +117,9 @@ int bench_search(int argc, char** argv) {
   std::cout << "playouts " << info.nodes << " in " << info.time_ms << " ms: " << info.nps << " nodes/s\n"
             << "network calls " << stats.calls << ", positions " << stats.positions << ", average batch " << avg
             << " of " << queue->max_batch() << " (fill " << 100.0 * avg / queue->max_batch() << "%)\n"
-            << "tree memory " << searcher.pool().used() / std::max<int64_t>(info.nodes, 1) << " bytes per playout, hashfull "
-            << info.hashfull << " per mille, best move " << move_to_usi(result.best) << "\n";
+            << "tree memory " << searcher.pool().used() / std::max<int64_t>(info.nodes, 1)
+            << " bytes per playout, hashfull " << info.hashfull << " per mille, best move " << move_to_usi(result.best)
+            << "\n";
   if (searcher.pool().full()) std::cout << "warning: the node pool filled up; raise --hash\n";
   return 0;
 }

@@ -55,7 +55,8 @@ int Args::parse(int argc, char** argv, int first) {
       }
       auto it = opts_.find(name);
       if (it == opts_.end()) {
-        std::cerr << "error: unknown option --" << name << "\n" << "usage: " << usage_ << " (see --help)\n";
+        std::cerr << "error: unknown option --" << name << "\n"
+                  << "usage: " << usage_ << " (see --help)\n";
         return 2;
       }
       Opt& o = it->second;
@@ -81,7 +82,8 @@ int Args::parse(int argc, char** argv, int first) {
       continue;
     }
     if (!positionals_allowed_) {
-      std::cerr << "error: unexpected argument '" << a << "'\n" << "usage: " << usage_ << " (see --help)\n";
+      std::cerr << "error: unexpected argument '" << a << "'\n"
+                << "usage: " << usage_ << " (see --help)\n";
       return 2;
     }
     rest_.push_back(a);

@@ -17,7 +17,10 @@ class Args {
   // A boolean switch ("--divide").
   Args& flag(const std::string& name, const std::string& help);
   // Allows positional arguments, described in the usage line.
-  Args& positionals(bool allowed = true) { positionals_allowed_ = allowed; return *this; }
+  Args& positionals(bool allowed = true) {
+    positionals_allowed_ = allowed;
+    return *this;
+  }
 
   // Parses argv[first..]. Returns -1 to continue, or an exit code (0 after --help, 2 on error,
   // with the message already printed to stderr).
@@ -26,7 +29,7 @@ class Args {
   bool has(const std::string& name) const;  // given on the command line (or flag set)
   std::string str(const std::string& name) const;
   std::vector<std::string> all(const std::string& name) const;  // every value of a multi option
-  int64_t integer(const std::string& name) const;  // throws std::invalid_argument with the option name
+  int64_t integer(const std::string& name) const;               // throws std::invalid_argument with the option name
   double real(const std::string& name) const;
   // Comma-separated integers, e.g. "--batch 1,16,64".
   std::vector<int64_t> int_list(const std::string& name) const;

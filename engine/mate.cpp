@@ -218,8 +218,7 @@ struct MateSolver::Search {
     if (exact->path_floor >= 0 && exact->path_floor >= remaining && ancestors_sum(ply, exact->path_up, sum) &&
         sum == exact->path_sum)
       out = disproven_node(exact->path_floor, {exact->path_up, false});
-    else
-      out = Node{exact->pn, exact->dn, NEVER, -1, {}};
+    else out = Node{exact->pn, exact->dn, NEVER, -1, {}};
     return true;
   }
 
@@ -439,8 +438,8 @@ struct MateSolver::Search {
         if (!or_node && !c.v.proven()) c.v = solve_here(ply + 1, max_ply - ply - 1, pv_limit, false);
         pos->undo_move();
         if (!or_node && !c.v.proven()) return undo_line(pv);  // out of nodes: give up the line
-        if (c.v.proven() && (best < 0 || (or_node ? c.v.len < f.children[best].v.len
-                                                  : c.v.len > f.children[best].v.len)))
+        if (c.v.proven() &&
+            (best < 0 || (or_node ? c.v.len < f.children[best].v.len : c.v.len > f.children[best].v.len)))
           best = f.n - 1;
       }
       if (or_node && (best < 0 || f.children[best].v.len > expect - 1)) {

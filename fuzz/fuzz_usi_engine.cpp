@@ -1,17 +1,16 @@
 // Fuzzes the USI command handler: the input is a stream of command lines for one engine (a tiny
-// network of 1 block x 16 channels on the CPU, so that an input costs about a millisecond). Beyond not crashing, the answers are checked against the
-// USI rule by UsiReferee (tests/usi_session.h): whenever the engine is idle, every go has had
-// exactly one answer (only gameover may withdraw one), in order, each bestmove legal in the
-// position of the last accepted `position` at its go (resign when there was none).
+// network of 1 block x 16 channels on the CPU, so that an input costs about a millisecond). Beyond not crashing, the
+// answers are checked against the USI rule by UsiReferee (tests/usi_session.h): whenever the engine is idle, every go
+// has had exactly one answer (only gameover may withdraw one), in order, each bestmove legal in the position of the
+// last accepted `position` at its go (resign when there was none).
 //
 // What the harness changes, and why: every go gets " nodes 2" appended (a search costs
-// well under a millisecond, not the seconds a clock would give it; the clock arguments are still parsed), and setoption lines for the options that
-// pick resources (ModelFile, Backend, GPU, Threads, BatchSize, USI_Hash, BookFile, and the aliases
-// DNN_Model, UCT_Threads, DNN_Batch_Size) are dropped, so that an
-// input cannot load other files or allocate without bound; the option parser itself is exercised
-// by every other setoption. One engine serves every input (loading the network per input would be
-// most of the time; it is made at the first input); each input starts from `stop`, every other
-// option at its default, and no position.
+// well under a millisecond, not the seconds a clock would give it; the clock arguments are still parsed), and setoption
+// lines for the options that pick resources (ModelFile, Backend, GPU, Threads, BatchSize, USI_Hash, BookFile, and the
+// aliases DNN_Model, UCT_Threads, DNN_Batch_Size) are dropped, so that an input cannot load other files or allocate
+// without bound; the option parser itself is exercised by every other setoption. One engine serves every input (loading
+// the network per input would be most of the time; it is made at the first input); each input starts from `stop`, every
+// other option at its default, and no position.
 #include <cctype>
 #include <sstream>
 #include <string>
@@ -30,8 +29,8 @@ bool resource_option(const std::string& line) {
   is >> setoption >> name >> id;
   if (setoption != "setoption") return false;
   for (char& c : id) c = char(std::tolower((unsigned char)c));
-  for (const char* n : {"modelfile", "backend", "gpu", "threads", "batchsize", "usi_hash", "bookfile",
-                        "dnn_model", "uct_threads", "dnn_batch_size"})  // the last three: aliases
+  for (const char* n : {"modelfile", "backend", "gpu", "threads", "batchsize", "usi_hash", "bookfile", "dnn_model",
+                        "uct_threads", "dnn_batch_size"})  // the last three: aliases
     if (id == n) return true;
   return false;
 }

@@ -8,12 +8,12 @@
 
 #include "shogi/position.h"
 
-#define FUZZ_CHECK(cond)                                                                  \
-  do {                                                                                    \
-    if (!(cond)) {                                                                        \
+#define FUZZ_CHECK(cond)                                                                 \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       std::fprintf(stderr, "%s:%d: FUZZ_CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-      std::abort();                                                                       \
-    }                                                                                     \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

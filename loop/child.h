@@ -18,8 +18,8 @@ struct ChildResult {
   double seconds = 0;
 };
 
-// Runs argv[0] (a path, or a name looked up in PATH) with argv, its stdout and stderr appended to `log_path`, and waits for it. The
-// child is killed with SIGKILL when the loop dies (so that a killed loop leaves no phase running).
+// Runs argv[0] (a path, or a name looked up in PATH) with argv, its stdout and stderr appended to `log_path`, and waits
+// for it. The child is killed with SIGKILL when the loop dies (so that a killed loop leaves no phase running).
 // `kill_point` is the name of this moment for the test hook (see kill_if). An `interruptible` child
 // is the one interrupt_child() signals.
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point,

@@ -177,7 +177,8 @@ void Config::set(const std::string& key, const json& value) {
   const ConfigKey* k = find_key(key);
   if (!k) throw std::invalid_argument("unknown loop config key '" + key + "' (see jiriki loop --config-help)");
   if (!same_type(k->def, value))
-    throw std::invalid_argument("loop config key '" + key + "' takes a " + k->def.type_name() + ", not " + value.dump());
+    throw std::invalid_argument("loop config key '" + key + "' takes a " + k->def.type_name() + ", not " +
+                                value.dump());
   values_[key] = value;
 }
 
@@ -188,9 +189,10 @@ void Config::check() const {
   auto non_negative = [&](const char* key) {
     if (real(key) < 0) throw std::invalid_argument(std::string("loop config key '") + key + "' must not be negative");
   };
-  for (const char* k : {"selfplay_positions", "selfplay_playouts", "train_steps", "blocks", "channels", "max_plies",
-                        "window_expand_per_row", "window_taper_exponent", "gate_nodes", "gate_games", "gate_concurrency",
-                        "teacher_games", "teacher_concurrency", "teacher_train_steps", "worker_positions"})
+  for (const char* k :
+       {"selfplay_positions", "selfplay_playouts", "train_steps", "blocks", "channels", "max_plies",
+        "window_expand_per_row", "window_taper_exponent", "gate_nodes", "gate_games", "gate_concurrency",
+        "teacher_games", "teacher_concurrency", "teacher_train_steps", "worker_positions"})
     positive(k);
   for (const char* k :
        {"generations", "holdout_positions", "selfplay_playout_cap_full", "window_min_rows", "window_taper_scale",
@@ -243,7 +245,8 @@ void Config::check() const {
   if (real("val_lambda") > 1 || real("teacher_val_lambda") > 1)
     throw std::invalid_argument("loop config keys 'val_lambda' and 'teacher_val_lambda' must be between 0 and 1");
   const std::string b = str("backend");
-  if (b != "auto" && b != "cpu" && b != "cuda") throw std::invalid_argument("loop config key 'backend': auto, cpu or cuda");
+  if (b != "auto" && b != "cpu" && b != "cuda")
+    throw std::invalid_argument("loop config key 'backend': auto, cpu or cuda");
   if (real("anchor_games") > 0 && str("anchor").empty())
     throw std::invalid_argument("loop config key 'anchor_games' needs an 'anchor' engine to play");
   if (flag("train_both") && (integer("train_fresh_every") == 0 || !flag("gate")))

@@ -35,7 +35,7 @@ class Config {
   const nlohmann::json& values() const { return values_; }
 
   WindowConfig window() const;
-  std::string backend() const;  // "auto" resolved: cuda when this jiriki has CUDA, else cpu (training's)
+  std::string backend() const;         // "auto" resolved: cuda when this jiriki has CUDA, else cpu (training's)
   std::string search_backend() const;  // the network backend of self-play and the engine (cpu needs oneDNN)
 
  private:

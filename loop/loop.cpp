@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -32,7 +32,9 @@ using nlohmann::json;
 
 namespace {
 
-double unix_time() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+double unix_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 std::string gen_name(int64_t g) {
   char b[16];
@@ -141,17 +143,27 @@ struct Network {
 class Loop {
  public:
   Loop(const std::string& run_dir, const std::atomic<bool>& stop, std::ostream& out)
-      : run_(fs::absolute(run_dir).lexically_normal().string()), stop_(stop), out_(out), lock_(prepare(run_)),
-        config_(read_config(run_)), self_(self_binary()) {
+      : run_(fs::absolute(run_dir).lexically_normal().string()),
+        stop_(stop),
+        out_(out),
+        lock_(prepare(run_)),
+        config_(read_config(run_)),
+        self_(self_binary()) {
     remove_temporaries(run_);
     if (fs::exists(state_path())) {
       state_ = read_json(state_path());
       if (state_.contains("pruned"))  // a prune killed between its state and its deletion
         for (const auto& [name, n] : state_["pruned"].items()) fs::remove_all(run_ + "/selfplay/" + name);
     } else {
-      state_ = {{"version", 1},           {"generation", 0},  {"step", config_.str("teacher").empty() ? "init" : "teacher_games"},
-                {"best", ""},             {"best_generation", 0}, {"current", json::object()},
-                {"history", json::array()}, {"train_steps_total", 0}, {"attempt", 0}};
+      state_ = {{"version", 1},
+                {"generation", 0},
+                {"step", config_.str("teacher").empty() ? "init" : "teacher_games"},
+                {"best", ""},
+                {"best_generation", 0},
+                {"current", json::object()},
+                {"history", json::array()},
+                {"train_steps_total", 0},
+                {"attempt", 0}};
       save();
     }
   }
@@ -172,8 +184,8 @@ class Loop {
       state_["attempt"] = 0;
       save();
     }
-    out_ << "loop: " << config_.integer("generations") << " generations done; best is " << state_["best"].get<std::string>()
-         << " (generation " << state_["best_generation"] << ")\n";
+    out_ << "loop: " << config_.integer("generations") << " generations done; best is "
+         << state_["best"].get<std::string>() << " (generation " << state_["best_generation"] << ")\n";
     return 0;
   }
 
@@ -311,18 +323,16 @@ class Loop {
   // A jiriki engine playing `model` in a match. On several GPUs the candidate plays on the first and
   // every opponent on the second, so that a match's two sides do not share one GPU.
   std::string engine_spec(const std::string& name, const std::string& model) const {
-    std::string s = "cmd=" + self_ + " name=" + name + " option.ModelFile=" + model +
-                    " option.Backend=" + config_.search_backend();
+    std::string s =
+        "cmd=" + self_ + " name=" + name + " option.ModelFile=" + model + " option.Backend=" + config_.search_backend();
     const auto gpus = split_list(config_.str("gpus"));
     if (config_.search_backend() == "cuda" && gpus.size() > 1) s += " option.GPU=" + gpus[name == "candidate" ? 0 : 1];
     if (!config_.str("engine_options").empty()) s += " " + config_.str("engine_options");
     return s;
   }
   void opening_args(std::vector<std::string>& a) const {
-    if (!config_.str("openings").empty())
-      a.insert(a.end(), {"--openings", config_.str("openings")});
-    else
-      a.insert(a.end(), {"--random-plies", std::to_string(config_.integer("gate_random_plies"))});
+    if (!config_.str("openings").empty()) a.insert(a.end(), {"--openings", config_.str("openings")});
+    else a.insert(a.end(), {"--random-plies", std::to_string(config_.integer("gate_random_plies"))});
     a.insert(a.end(), {"--max-plies", std::to_string(config_.integer("max_plies"))});
   }
 
@@ -421,10 +431,26 @@ class Loop {
     for (auto& w : self_command("train")) a.push_back(w);
     for (const auto& d : data) a.insert(a.end(), {"--data", d});
     const std::string ckpt = dir + "/train.ckpt";
-    a.insert(a.end(), {"--model-out", dir + "/candidate.jnn", "--checkpoint", ckpt, "--log", dir + "/log.jsonl",
-                       "--steps", std::to_string(steps), "--checkpoint-every", std::to_string(std::max<int64_t>(1, steps / 4)),
-                       "--batch", config_.str("train_batch"), "--val-lambda", std::to_string(val_lambda), "--seed", seed(3, false),
-                       "--backend", config_.backend(), "--log-every", std::to_string(std::max<int64_t>(1, steps / 20))});
+    a.insert(a.end(), {"--model-out",
+                       dir + "/candidate.jnn",
+                       "--checkpoint",
+                       ckpt,
+                       "--log",
+                       dir + "/log.jsonl",
+                       "--steps",
+                       std::to_string(steps),
+                       "--checkpoint-every",
+                       std::to_string(std::max<int64_t>(1, steps / 4)),
+                       "--batch",
+                       config_.str("train_batch"),
+                       "--val-lambda",
+                       std::to_string(val_lambda),
+                       "--seed",
+                       seed(3, false),
+                       "--backend",
+                       config_.backend(),
+                       "--log-every",
+                       std::to_string(std::max<int64_t>(1, steps / 20))});
     if (config_.str("train_lr") != "auto") a.insert(a.end(), {"--lr", config_.str("train_lr")});
     if (config_.backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
     if (fs::exists(ckpt)) {
@@ -500,13 +526,27 @@ class Loop {
     for (int call = 0; made < target; ++call) {
       if (local) {
         auto a = self_command("selfplay");
-        a.insert(a.end(), {"--model", best(), "--out", dir, "--positions", std::to_string(target - made), "--name",
-                           gen_name(generation()) + "-" + kind + "-" + std::to_string(state_["attempt"].get<int>()) + "-" +
-                               std::to_string(call),  // a name per run: files are never overwritten
-                           "--seed", seed(kind == "selfplay" ? 5 : 7), "--backend", config_.search_backend(),
-                           "--playouts", std::to_string(config_.integer("selfplay_playouts")), "--playout-cap-full",
-                           std::to_string(config_.integer("selfplay_playout_cap_full")), "--max-plies",
-                           std::to_string(config_.integer("max_plies")), "--report-seconds", "60"});
+        a.insert(a.end(), {"--model",
+                           best(),
+                           "--out",
+                           dir,
+                           "--positions",
+                           std::to_string(target - made),
+                           "--name",
+                           gen_name(generation()) + "-" + kind + "-" + std::to_string(state_["attempt"].get<int>()) +
+                               "-" + std::to_string(call),  // a name per run: files are never overwritten
+                           "--seed",
+                           seed(kind == "selfplay" ? 5 : 7),
+                           "--backend",
+                           config_.search_backend(),
+                           "--playouts",
+                           std::to_string(config_.integer("selfplay_playouts")),
+                           "--playout-cap-full",
+                           std::to_string(config_.integer("selfplay_playout_cap_full")),
+                           "--max-plies",
+                           std::to_string(config_.integer("max_plies")),
+                           "--report-seconds",
+                           "60"});
         if (config_.search_backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
         if (!config_.str("openings").empty()) a.insert(a.end(), {"--start-sfens", config_.str("openings")});
         append(a, config_.str("selfplay_args"));
@@ -516,7 +556,8 @@ class Loop {
         std::this_thread::sleep_for(std::chrono::seconds(2));
       }
       const int64_t now = count_positions(counted) - c[base_key].get<int64_t>();
-      if (local && now == made) throw std::runtime_error("the " + kind + " phase made no positions; see " + log_path(kind));
+      if (local && now == made)
+        throw std::runtime_error("the " + kind + " phase made no positions; see " + log_path(kind));
       made = now;
     }
     c[kind]["positions"] = made;
@@ -860,7 +901,8 @@ class Loop {
     state_["generation"] = generation() + 1;
     current() = json::object();
     out_ << "generation " << r["generation"] << ": " << (r["promoted"].get<bool>() ? "promoted" : "kept the best");
-    if (r.contains("gate")) out_ << ", gate score " << figure(r["gate"], "score") << " Elo " << figure(r["gate"], "elo");
+    if (r.contains("gate"))
+      out_ << ", gate score " << figure(r["gate"], "score") << " Elo " << figure(r["gate"], "elo");
     if (r["train"].contains("test"))
       out_ << ", held-out policy accuracy " << figure(r["train"]["test"], "policy_accuracy");
     if (r.contains("networks"))
@@ -997,13 +1039,26 @@ int run_worker(const std::string& run_dir, const std::string& name, const std::s
     }
     const std::string best = run + "/" + state["best"].get<std::string>();
     out << "worker " << name << ": round " << round << " with " << state["best"].get<std::string>() << std::endl;
-    std::vector<std::string> a = {self, "selfplay", "--model", best, "--out", dir, "--positions",
-                                  std::to_string(config.integer("worker_positions")), "--name",
-                                  name + "-" + std::to_string(::time(nullptr)) + "-" + std::to_string(round), "--seed",
-                                  std::to_string(config.integer("seed") * 7919 + round * 31 + ::getpid()), "--backend",
-                                  config.search_backend(), "--playouts", std::to_string(config.integer("selfplay_playouts")),
-                                  "--playout-cap-full", std::to_string(config.integer("selfplay_playout_cap_full")),
-                                  "--max-plies", std::to_string(config.integer("max_plies"))};
+    std::vector<std::string> a = {self,
+                                  "selfplay",
+                                  "--model",
+                                  best,
+                                  "--out",
+                                  dir,
+                                  "--positions",
+                                  std::to_string(config.integer("worker_positions")),
+                                  "--name",
+                                  name + "-" + std::to_string(::time(nullptr)) + "-" + std::to_string(round),
+                                  "--seed",
+                                  std::to_string(config.integer("seed") * 7919 + round * 31 + ::getpid()),
+                                  "--backend",
+                                  config.search_backend(),
+                                  "--playouts",
+                                  std::to_string(config.integer("selfplay_playouts")),
+                                  "--playout-cap-full",
+                                  std::to_string(config.integer("selfplay_playout_cap_full")),
+                                  "--max-plies",
+                                  std::to_string(config.integer("max_plies"))};
     if (!config.str("openings").empty()) a.insert(a.end(), {"--start-sfens", config.str("openings")});
     for (auto& w : split_command(config.str("selfplay_args"))) a.push_back(w);
     for (auto& w : split_command(selfplay_extra)) a.push_back(w);

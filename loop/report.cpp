@@ -1,5 +1,6 @@
 #include "loop/report.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -7,7 +8,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <unistd.h>
 
 #include "common/atomic_file.h"
 #include "loop/child.h"
@@ -59,7 +59,8 @@ std::string unbounded_elo_or_nan(const json& record, const std::string& match) {
 
 }  // namespace
 
-std::vector<Scalar> generation_scalars(const json& record, const std::vector<json>& train_log, int64_t train_step_base) {
+std::vector<Scalar> generation_scalars(const json& record, const std::vector<json>& train_log,
+                                       int64_t train_step_base) {
   std::vector<Scalar> out;
   const int64_t gen = record.value("generation", int64_t(0));
   const double wall = record.value("wall_time", 0.0);
@@ -212,10 +213,10 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   gens << '\n';
   for (const json& r : history) {
     gens << r.value("generation", 0);
-    for (const char* p : {"/gate/elo", "/gate/elo_95/0", "/gate/elo_95/1", "/eval_first/elo", "/eval_first/elo_95/0",
-                          "/eval_first/elo_95/1", "/selfplay/positions_per_hour", "/train/test/loss",
-                          "/train/test/policy_accuracy", "/train/test/value_accuracy", "/eval_anchor/elo",
-                          "/eval_anchor/elo_95/0", "/eval_anchor/elo_95/1"}) {
+    for (const char* p :
+         {"/gate/elo", "/gate/elo_95/0", "/gate/elo_95/1", "/eval_first/elo", "/eval_first/elo_95/0",
+          "/eval_first/elo_95/1", "/selfplay/positions_per_hour", "/train/test/loss", "/train/test/policy_accuracy",
+          "/train/test/value_accuracy", "/eval_anchor/elo", "/eval_anchor/elo_95/0", "/eval_anchor/elo_95/1"}) {
       const std::string pointer = p;
       const bool elo = pointer.find("/elo") != std::string::npos;
       const bool bound = pointer.find("/elo_95/") != std::string::npos;
@@ -264,7 +265,8 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   // temporary name and renamed, so a kill leaves the previous plot whole.
   const std::string gens_file = "'" + dir + "/generations.dat'", steps_file = "'" + dir + "/steps.dat'";
   // The anchor's curve only when some generation played it (gnuplot refuses a curve with no point).
-  const bool anchored = std::any_of(history.begin(), history.end(), [](const json& r) { return r.contains("eval_anchor"); });
+  const bool anchored =
+      std::any_of(history.begin(), history.end(), [](const json& r) { return r.contains("eval_anchor"); });
   const std::string anchor_curve = anchored ? ", '' using 1:12:13:14 with yerrorlines title 'candidate vs anchor'" : "";
   // Matches one side won outright: a triangle at the Elo of the score's bound (up: at least, down: at most).
   std::string more_curves;
@@ -275,9 +277,11 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   }
   std::string bound_curves;
   if (first_bounds)
-    bound_curves += ", '' using 1:15 with points pt 8 ps 1.5 title 'vs generation 0, won or lost outright: Elo of the score bound'";
+    bound_curves +=
+        ", '' using 1:15 with points pt 8 ps 1.5 title 'vs generation 0, won or lost outright: Elo of the score bound'";
   if (anchor_bounds)
-    bound_curves += ", '' using 1:16 with points pt 10 ps 1.5 title 'vs anchor, won or lost outright: Elo of the score bound'";
+    bound_curves +=
+        ", '' using 1:16 with points pt 10 ps 1.5 title 'vs anchor, won or lost outright: Elo of the score bound'";
   std::string elo_range;
   if (open_interval) {
     const double pad = std::max(50.0, (elo_high - elo_low) * 0.1);
@@ -310,8 +314,8 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
     const std::string png = dir + "/" + name + ".png", script = dir + "/" + name + ".gp";
     // Generation axes: whole-number ticks while they fit, and room beside the first and last points.
     const std::string axes = std::string(name) == "loss" ? ""
-                             : history.size() <= 20  ? "set xtics 1\nset offsets graph 0.05, graph 0.05, 0, 0\n"
-                                                     : "set offsets graph 0.05, graph 0.05, 0, 0\n";
+                             : history.size() <= 20      ? "set xtics 1\nset offsets graph 0.05, graph 0.05, 0, 0\n"
+                                                         : "set offsets graph 0.05, graph 0.05, 0, 0\n";
     write_file_atomically(script, "set terminal png size 900,560\nset grid\nset datafile missing 'NaN'\n" + axes +
                                       "set output '" + png + ".tmp'\n" + body);
     // Not interrupted by a stop: the record step finishes its plots (a second or two).

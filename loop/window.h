@@ -8,11 +8,11 @@
 namespace jiriki::loop {
 
 struct WindowConfig {
-  int64_t min_rows = 50000;        // the window never holds fewer rows (while there are that many)
-  double expand_per_row = 0.4;     // the window's initial growth per row beyond min_rows
-  double taper_exponent = 0.65;    // asymptotically the window grows as total^taper_exponent
-  double taper_scale = 0;          // rows at which the power law takes over (0: min_rows)
-  int64_t max_rows = 0;            // a cap (0: none)
+  int64_t min_rows = 50000;      // the window never holds fewer rows (while there are that many)
+  double expand_per_row = 0.4;   // the window's initial growth per row beyond min_rows
+  double taper_exponent = 0.65;  // asymptotically the window grows as total^taper_exponent
+  double taper_scale = 0;        // rows at which the power law takes over (0: min_rows)
+  int64_t max_rows = 0;          // a cap (0: none)
 };
 
 // The window for `total_rows` rows made so far:

@@ -46,7 +46,8 @@ Verdict judge_scores(const std::vector<std::optional<int>>& scores, Color side_t
     }
     return true;
   };
-  if (all_last(rules.resign_moves, [&](int s, bool mine) { return mine ? s <= -rules.resign_cp : s >= rules.resign_cp; }))
+  if (all_last(rules.resign_moves,
+               [&](int s, bool mine) { return mine ? s <= -rules.resign_cp : s >= rules.resign_cp; }))
     return Verdict::loss(side_to_move, GameEnd::RESIGN, "resign adjudication");
   if (n >= rules.draw_plies && all_last(rules.draw_moves, [&](int s, bool) { return std::abs(s) <= rules.draw_cp; }))
     return Verdict::draw(GameEnd::IMPASSE, "draw adjudication");

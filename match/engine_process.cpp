@@ -1,14 +1,14 @@
 // USI engine processes through Boost.Process v1 (Boost 1.74): pipes, a reader thread, process groups.
 #include "match/engine_process.h"
 
+#include <fcntl.h>
 #include <cctype>
 #include <cerrno>
-#include <cstdlib>
 #include <csignal>
-#include <fcntl.h>
 #include <cstdio>
-#include <stdexcept>
+#include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <system_error>
 
 #include <boost/process.hpp>
@@ -60,7 +60,8 @@ std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec
       char* end = nullptr;
       errno = 0;
       const long long n = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || errno == ERANGE || n < 1) return "nodes=" + value + " is not a positive count";
+      if (value.empty() || *end != '\0' || errno == ERANGE || n < 1)
+        return "nodes=" + value + " is not a positive count";
       spec.nodes = n;
     } else {
       return "unknown engine field '" + key + "' (expected cmd, name, dir, args, nodes, env.VAR or option.NAME)";
@@ -160,10 +161,10 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
     ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
   try {
     if (spec_.dir.empty())
-      child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in < child->in, bp::std_out > child->out,
+      child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in<child->in, bp::std_out> child->out,
                               bp::std_err > bp::null, env, child->group);
     else
-      child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in < child->in, bp::std_out > child->out,
+      child->proc = bp::child(exe, bp::args(spec_.args), bp::std_in<child->in, bp::std_out> child->out,
                               bp::std_err > bp::null, env, bp::start_dir(spec_.dir), child->group);
   } catch (const std::exception& e) {
     return spec_.name + ": cannot start " + spec_.cmd + ": " + e.what();
@@ -184,8 +185,7 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
     if (line->text == "usiok") break;
   }
   for (const auto& [name, value] : spec_.options) send("setoption name " + name + " value " + value);
-  if (!sync(timeout))
-    return spec_.name + (ended() ? ": the engine ended before readyok" : ": no readyok in time");
+  if (!sync(timeout)) return spec_.name + (ended() ? ": the engine ended before readyok" : ": no readyok in time");
   return std::nullopt;
 }
 

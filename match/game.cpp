@@ -69,8 +69,7 @@ std::optional<int> parse_info_score(const std::string& line) {
       bool winning = n > 0 || (n == 0 && value[0] != '-');
       return winning ? MATE_SCORE - std::abs(n) : -(MATE_SCORE - std::abs(n));
     }
-  } catch (const std::exception&) {
-  }
+  } catch (const std::exception&) {}
   return std::nullopt;
 }
 
@@ -193,8 +192,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
   g.verdict = v;
   g.record.end = v.end;
   for (Color c : {BLACK, WHITE})
-    if (!g.failed[c])
-      engines[c]->send(!v.winner ? "gameover draw" : *v.winner == c ? "gameover win" : "gameover lose");
+    if (!g.failed[c]) engines[c]->send(!v.winner ? "gameover draw" : *v.winner == c ? "gameover win" : "gameover lose");
   return g;
 }
 

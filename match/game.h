@@ -23,10 +23,10 @@ struct TimeControl {
 
 struct GameSettings {
   TimeControl tc;
-  int64_t margin_ms = 0;        // an answer this late beyond the clock is still on time
-  int64_t timeout_ms = 60000;   // the most a move may take under `nodes`, and each start-up answer
-  int64_t grace_ms = 1000;      // after a time forfeit, how long `stop` may take before the engine is killed
-  int max_plies = 320;          // a draw when reached (0: no limit)
+  int64_t margin_ms = 0;       // an answer this late beyond the clock is still on time
+  int64_t timeout_ms = 60000;  // the most a move may take under `nodes`, and each start-up answer
+  int64_t grace_ms = 1000;     // after a time forfeit, how long `stop` may take before the engine is killed
+  int max_plies = 320;         // a draw when reached (0: no limit)
   ScoreRules scores;
   const std::atomic<bool>* interrupt = nullptr;  // when set, the game stops before the next move (GameEnd::ABORT)
 };
@@ -34,7 +34,7 @@ struct GameSettings {
 // One side's thinking over games: its answered moves and their time, and the nodes it reported
 // (the last `info ... nodes N` before each bestmove; moves without one are left out of the rates).
 struct SearchStats {
-  int64_t moves = 0, ms = 0;                   // answered moves and their thinking time
+  int64_t moves = 0, ms = 0;                     // answered moves and their thinking time
   int64_t counted = 0, nodes = 0, nodes_ms = 0;  // the moves that reported nodes: count, nodes, time
   void add(const SearchStats& o) {
     moves += o.moves, ms += o.ms, counted += o.counted, nodes += o.nodes, nodes_ms += o.nodes_ms;

@@ -8,7 +8,8 @@ namespace jiriki::match {
 
 std::optional<std::string> parse_opening(const std::string& line, Opening& out) {
   return parse_opening_line(
-      line, [](const Position& pos) -> std::optional<std::string> {
+      line,
+      [](const Position& pos) -> std::optional<std::string> {
         if (judge_position(pos, 0, 0).over) return "the game is over";
         return std::nullopt;
       },

@@ -60,15 +60,20 @@ std::string RecordWriter::write(const PlayedGame& game, const GameInfo& info) {
   if (!paths_.dir.empty()) {
     std::string csa = numbered("csa", info.number, "csa");
     write_file_atomically((fs::path(paths_.dir) / csa).string(), write_csa(game.record));
-    if (paths_.kif) write_file_atomically((fs::path(paths_.dir) / numbered("kif", info.number, "kif")).string(), write_kif(game.record));
+    if (paths_.kif)
+      write_file_atomically((fs::path(paths_.dir) / numbered("kif", info.number, "kif")).string(),
+                            write_kif(game.record));
     nlohmann::json j = {
         {"game", info.number},
         {"pair", info.pair},
         {"black", game.record.black},
         {"white", game.record.white},
         {"opening", info.opening},
-        {"result", !v.winner ? "draw" : *v.winner == BLACK ? "black" : "white"},
-        {"winner", !v.winner ? nlohmann::json() : nlohmann::json(*v.winner == BLACK ? game.record.black : game.record.white)},
+        {"result", !v.winner            ? "draw"
+                   : *v.winner == BLACK ? "black"
+                                        : "white"},
+        {"winner",
+         !v.winner ? nlohmann::json() : nlohmann::json(*v.winner == BLACK ? game.record.black : game.record.white)},
         {"reason", v.reason},
         {"plies", game.record.moves.size()},
         {"opening_plies", game.opening_plies},

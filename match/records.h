@@ -12,16 +12,16 @@
 namespace jiriki::match {
 
 struct RecordPaths {
-  std::string dir;         // games.jsonl, csa/; "" writes none of these
-  bool kif = false;        // also dir/kif/*.kif
-  std::string hcpe3, hcpe; // training files ("" for none); appended game by game
+  std::string dir;          // games.jsonl, csa/; "" writes none of these
+  bool kif = false;         // also dir/kif/*.kif
+  std::string hcpe3, hcpe;  // training files ("" for none); appended game by game
 };
 
 // Where a game stood in the tournament, for its JSON line.
 struct GameInfo {
-  int64_t number = 0;  // 1, 2, ... in the order games were scheduled
-  int64_t pair = 0;    // games with the same pair number share an opening, colours swapped
-  std::string opening; // as an openings-file line
+  int64_t number = 0;   // 1, 2, ... in the order games were scheduled
+  int64_t pair = 0;     // games with the same pair number share an opening, colours swapped
+  std::string opening;  // as an openings-file line
 };
 
 // The game as dlshogi's hcpe3: every engine move a training target with its mover's score.

@@ -70,11 +70,10 @@ nlohmann::json summary_json(const TournamentConfig& config, const TournamentResu
     for (const auto& [k, v] : j["pairings"][0].items())
       if (k != "engines" && k != "games") j[k] = v;
   if (config.sprt)
-    j["sprt"] = {{"llr", result.llr}, {"lower", config.sprt->lower()}, {"upper", config.sprt->upper()},
-                 {"elo0", config.sprt->elo0}, {"elo1", config.sprt->elo1}, {"alpha", config.sprt->alpha},
+    j["sprt"] = {{"llr", result.llr},         {"lower", config.sprt->lower()},   {"upper", config.sprt->upper()},
+                 {"elo0", config.sprt->elo0}, {"elo1", config.sprt->elo1},       {"alpha", config.sprt->alpha},
                  {"beta", config.sprt->beta}, {"result", sprt_name(result.sprt)}};
-  else
-    j["sprt"] = nullptr;
+  else j["sprt"] = nullptr;
   // crosstable.points[i][j]: engine i's points against engine j (null on the diagonal and for
   // engines that did not meet); crosstable.games likewise.
   const size_t n = config.engines.size();
@@ -92,7 +91,8 @@ nlohmann::json summary_json(const TournamentConfig& config, const TournamentResu
   j["faults"] = nlohmann::json::object();
   for (size_t i = 0; i < n; ++i) {
     const EngineFaults& f = result.faults[i];
-    j["faults"][config.engines[i].name] = {{"time", f.time}, {"illegal", f.illegal}, {"crash", f.crash}, {"no_answer", f.no_answer}};
+    j["faults"][config.engines[i].name] = {
+        {"time", f.time}, {"illegal", f.illegal}, {"crash", f.crash}, {"no_answer", f.no_answer}};
   }
   j["search"] = nlohmann::json::object();
   for (size_t i = 0; i < n; ++i) {
@@ -229,7 +229,8 @@ GameLine parse_game_line(const std::string& text, size_t file) {
       s.nodes_ms = j.at("nodes_ms").at(side).get<int64_t>();
     } else {
       // its plies after the opening, and a resignation (an answer, but no ply)
-      s.moves = (c == first_mover ? (engine_plies + 1) / 2 : engine_plies / 2) + (g.reason == "resign" && g.winner == ~c);
+      s.moves =
+          (c == first_mover ? (engine_plies + 1) / 2 : engine_plies / 2) + (g.reason == "resign" && g.winner == ~c);
       if (s.nodes > 0) s.counted = s.moves, s.nodes_ms = s.ms;
     }
   }
@@ -262,8 +263,9 @@ GameFilesSummary summarize_game_files(const std::vector<std::string>& paths) {
   }
   if (lines.empty()) throw std::runtime_error("no games in the files given");
   // Lines are written as games end; the game numbers give the order they were scheduled in.
-  std::stable_sort(lines.begin(), lines.end(),
-                   [](const GameLine& a, const GameLine& b) { return std::tie(a.file, a.game) < std::tie(b.file, b.game); });
+  std::stable_sort(lines.begin(), lines.end(), [](const GameLine& a, const GameLine& b) {
+    return std::tie(a.file, a.game) < std::tie(b.file, b.game);
+  });
   GameFilesSummary out;
   out.cut_lines = std::move(cut);
   std::map<std::string, int> index;
@@ -284,7 +286,8 @@ GameFilesSummary summarize_game_files(const std::vector<std::string>& paths) {
     auto [it, fresh] = pairing.emplace(std::make_pair(key.first, key.second), int(pairing.size()));
     if (fresh) out.result.pairings.push_back({key.first, key.second});
     // Pairs are numbered within a file: the file's index keeps two runs' pairs apart.
-    outcomes.push_back({it->second, int64_t(g.file) << 40 | g.pair, b, w, g.winner, g.reason, {g.search[BLACK], g.search[WHITE]}});
+    outcomes.push_back(
+        {it->second, int64_t(g.file) << 40 | g.pair, b, w, g.winner, g.reason, {g.search[BLACK], g.search[WHITE]}});
     out.estimated_games += g.estimated;
   }
   out.result.faults.assign(out.config.engines.size(), {});

@@ -29,8 +29,8 @@ std::string final_table(const TournamentConfig& config, const TournamentResult& 
 struct GameFilesSummary {
   TournamentConfig config;
   TournamentResult result;
-  int64_t estimated_games = 0;  // lines without the answered-move counts (written before they were
-                                // added): their moves are the plies each side played after the opening
+  int64_t estimated_games = 0;         // lines without the answered-move counts (written before they were
+                                       // added): their moves are the plies each side played after the opening
   std::vector<std::string> cut_lines;  // "FILE:LINE" of each file's last line left out, cut short by a
                                        // run killed while writing it
 };

@@ -9,8 +9,8 @@ namespace jiriki::match {
 
 namespace {
 
-constexpr double Z95 = 1.959963984540054;           // two-sided 95% quantile of the normal law
-const double NELO_UNIT = 800.0 / std::log(10.0);     // normalized Elo per unit of (mu - 1/2) / sigma
+constexpr double Z95 = 1.959963984540054;         // two-sided 95% quantile of the normal law
+const double NELO_UNIT = 800.0 / std::log(10.0);  // normalized Elo per unit of (mu - 1/2) / sigma
 
 struct Moments {
   double mean = 0, var = 0;
@@ -47,7 +47,10 @@ EloEstimate estimate(const std::array<double, N>& scores, const std::array<int64
   const double half = Z95 / (1 + z2n) * std::sqrt(m.mean * (1 - m.mean) / n + z2n / (4 * n));
   e.score_lo = std::max(0.0, centre - half);
   e.score_hi = std::min(1.0, centre + half);
-  e.los = se > 0 ? 0.5 * (1 + std::erf((m.mean - 0.5) / (std::sqrt(2.0) * se))) : (m.mean > 0.5 ? 1.0 : m.mean < 0.5 ? 0.0 : 0.5);
+  e.los = se > 0 ? 0.5 * (1 + std::erf((m.mean - 0.5) / (std::sqrt(2.0) * se)))
+                 : (m.mean > 0.5   ? 1.0
+                    : m.mean < 0.5 ? 0.0
+                                   : 0.5);
   const double inf = std::numeric_limits<double>::infinity();
   if (m.var > 0) e.nelo = (m.mean - 0.5) / std::sqrt(pair_factor * m.var) * NELO_UNIT;
   else e.nelo = m.mean > 0.5 ? inf : m.mean < 0.5 ? -inf : 0.0;  // every outcome alike
@@ -100,9 +103,7 @@ EloEstimate estimate_wdl(int64_t wins, int64_t draws, int64_t losses) {
   return estimate<3>({0.0, 0.5, 1.0}, {losses, draws, wins}, 1.0);
 }
 
-EloEstimate estimate_penta(const Penta& penta) {
-  return estimate<5>({0.0, 0.25, 0.5, 0.75, 1.0}, penta, 2.0);
-}
+EloEstimate estimate_penta(const Penta& penta) { return estimate<5>({0.0, 0.25, 0.5, 0.75, 1.0}, penta, 2.0); }
 
 double SprtParams::lower() const { return std::log(beta / (1 - alpha)); }
 double SprtParams::upper() const { return std::log((1 - beta) / alpha); }

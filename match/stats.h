@@ -13,12 +13,12 @@ namespace jiriki::match {
 using Penta = std::array<int64_t, 5>;
 
 struct EloEstimate {
-  double score = 0.5;            // mean points per game
-  double elo = 0, lo = 0, hi = 0; // logistic Elo and its 95% interval (infinite at a score of 0 or 1)
-  double los = 0.5;              // likelihood of superiority
+  double score = 0.5;                 // mean points per game
+  double elo = 0, lo = 0, hi = 0;     // logistic Elo and its 95% interval (infinite at a score of 0 or 1)
+  double los = 0.5;                   // likelihood of superiority
   double score_lo = 0, score_hi = 1;  // Wilson 95% interval of the score: finite where the Elo one is
                                       // not (0 of 20 still bounds the score by 0.161)
-  double nelo = 0;               // normalized Elo: (score - 1/2) / sigma in Elo units
+  double nelo = 0;                    // normalized Elo: (score - 1/2) / sigma in Elo units
 };
 
 // Logistic Elo difference of a mean score: -400 log10(1/s - 1).
@@ -31,8 +31,8 @@ EloEstimate estimate_penta(const Penta& penta);
 
 struct SprtParams {
   double elo0 = 0, elo1 = 5, alpha = 0.05, beta = 0.05;  // normalized Elo bounds and error rates
-  double lower() const;  // log(beta / (1 - alpha)): at or below it H0 is accepted
-  double upper() const;  // log((1 - beta) / alpha): at or above it H1 is accepted
+  double lower() const;                                  // log(beta / (1 - alpha)): at or below it H0 is accepted
+  double upper() const;                                  // log((1 - beta) / alpha): at or above it H1 is accepted
 };
 
 enum class SprtResult { NONE, H0, H1 };

@@ -65,7 +65,8 @@ class Scheduler {
       if (e && e->sync(timeout)) return e.get();
       std::string error;
       for (int attempt = 0; attempt < 3; ++attempt) {
-        e = std::make_unique<EngineProcess>(config_.engines[i], log_.get(), config_.engines[i].name + "#" + std::to_string(thread));
+        e = std::make_unique<EngineProcess>(config_.engines[i], log_.get(),
+                                            config_.engines[i].name + "#" + std::to_string(thread));
         auto err = e->start(timeout);
         if (!err) return e.get();
         error = *err;
@@ -125,8 +126,14 @@ class Scheduler {
     if (!write_error.empty()) fail(write_error);
     std::lock_guard lock(mutex_);
     if (!warning.empty()) std::cerr << "\nwarning: " << warning << "\n";
-    GameOutcome outcome{job.pairing, job.pair, black, white, game.verdict.winner, game.verdict.reason,
-                        {game.search[BLACK], game.search[WHITE]}, thread};
+    GameOutcome outcome{job.pairing,
+                        job.pair,
+                        black,
+                        white,
+                        game.verdict.winner,
+                        game.verdict.reason,
+                        {game.search[BLACK], game.search[WHITE]},
+                        thread};
     if (tally_.add(outcome) && config_.sprt) {
       const Penta& penta = result_.pairings[job.pairing].penta;
       result_.llr = sprt_llr(penta, *config_.sprt);
@@ -151,7 +158,8 @@ class Scheduler {
                     (long long)pr.draws, e.elo, e.lo, e.hi);
       std::string s = line;
       if (config_.sprt) {
-        std::snprintf(line, sizeof line, "  llr %.2f (%.2f, %.2f)", result_.llr, config_.sprt->lower(), config_.sprt->upper());
+        std::snprintf(line, sizeof line, "  llr %.2f (%.2f, %.2f)", result_.llr, config_.sprt->lower(),
+                      config_.sprt->upper());
         s += line;
       }
       print_progress(s);
@@ -207,7 +215,8 @@ bool Tally::add(const GameOutcome& g) {
     if (g.reason == "no answer") f.no_answer++;
     if (g.reason == "crash") f.crash++;
     // judge_answer's reasons for a move that loses at once
-    if (g.reason == "false declaration" || g.reason.rfind("illegal move", 0) == 0 || g.reason.rfind("unparsable move", 0) == 0)
+    if (g.reason == "false declaration" || g.reason.rfind("illegal move", 0) == 0 ||
+        g.reason.rfind("unparsable move", 0) == 0)
       f.illegal++;
   }
   result_.search[g.black].add(g.search[BLACK]);

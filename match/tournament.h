@@ -20,20 +20,20 @@ namespace jiriki::match {
 
 struct TournamentConfig {
   std::vector<EngineSpec> engines;
-  bool gauntlet = false;          // engine 0 against each other one; else every pair of engines
-  int64_t games = 2;              // games per pairing (pairs of two, colours swapped)
-  int concurrency = 1;            // games at once
-  uint64_t seed = 1;              // opening order and random openings
+  bool gauntlet = false;  // engine 0 against each other one; else every pair of engines
+  int64_t games = 2;      // games per pairing (pairs of two, colours swapped)
+  int concurrency = 1;    // games at once
+  uint64_t seed = 1;      // opening order and random openings
   GameSettings game;
   std::vector<Opening> openings;  // empty: random_plies random moves from the initial position
   int random_plies = 0;
-  std::optional<SprtParams> sprt; // only for a single pairing
-  int64_t start_within_ms = 0;    // > 0: a pair of games starts only this soon after the tournament
-                                  // did, and every pair started is played out (a time budget that
-                                  // drops no game, so long games are not the ones left out)
+  std::optional<SprtParams> sprt;  // only for a single pairing
+  int64_t start_within_ms = 0;     // > 0: a pair of games starts only this soon after the tournament
+                                   // did, and every pair started is played out (a time budget that
+                                   // drops no game, so long games are not the ones left out)
   RecordPaths records;
-  bool progress = true;           // a progress line on stderr as games end
-  std::string log;                // file for every line to and from the engines ("" for none)
+  bool progress = true;  // a progress line on stderr as games end
+  std::string log;       // file for every line to and from the engines ("" for none)
 };
 
 // Games each engine lost by a fault of its own.
@@ -45,7 +45,7 @@ struct EngineFaults {
 struct PairingResult {
   int first = 0, second = 1;  // engine indices
   int64_t wins = 0, draws = 0, losses = 0;
-  Penta penta{};              // finished pairs by the first engine's points: LL, LD, DD/WL, WD, WW
+  Penta penta{};  // finished pairs by the first engine's points: LL, LD, DD/WL, WD, WW
   int64_t games() const { return wins + draws + losses; }
 };
 
@@ -59,12 +59,12 @@ struct TournamentResult {
   int64_t games = 0;
   double llr = 0;
   SprtResult sprt = SprtResult::NONE;
-  double runner_us_per_move = 0;       // mean time from a bestmove line's arrival to the next go
-  double runner_cpu_us_per_move = 0;   // the game thread's CPU time from taking the line to that go
+  double runner_us_per_move = 0;      // mean time from a bestmove line's arrival to the next go
+  double runner_cpu_us_per_move = 0;  // the game thread's CPU time from taking the line to that go
   int64_t runner_moves = 0;
-  std::string error;                 // an engine that could not start, a record that could not be
-                                     // written: the tournament stopped
-  bool interrupted = false;          // request_stop() came: the games in progress were dropped
+  std::string error;         // an engine that could not start, a record that could not be
+                             // written: the tournament stopped
+  bool interrupted = false;  // request_stop() came: the games in progress were dropped
 };
 
 // One finished game as the score counts it.

@@ -42,8 +42,7 @@ CudaSettings CudaSettings::from_environment() {
   if (const char* e = std::getenv("JIRIKI_CUDA_SPIN")) s.spin = *e != '0';
   s.verbose = std::getenv("JIRIKI_CUDA_VERBOSE") != nullptr;
   if (const char* e = std::getenv("JIRIKI_CUDA_PROFILE")) s.profile = *e == '1';
-  if (const char* e = std::getenv("JIRIKI_CUDNN_CACHE"); e && *e)
-    s.choice_file = std::string(e) == "off" ? "" : e;
+  if (const char* e = std::getenv("JIRIKI_CUDNN_CACHE"); e && *e) s.choice_file = std::string(e) == "off" ? "" : e;
   else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
     s.choice_file = std::string(x) + "/jiriki/cudnn-choices.txt";
   else if (const char* h = std::getenv("HOME"); h && *h)
@@ -55,8 +54,9 @@ BackendChoice resolve_backend(const std::string& name, BackendUse use) {
   if (name == "cpu" || name == "cuda" || (name == "reference" && use == BackendUse::INFERENCE))
     return {parse_backend_kind(name), "asked for"};
   if (name != "auto")
-    throw std::invalid_argument("unknown backend '" + name + "' (expected " +
-                                (use == BackendUse::INFERENCE ? "auto, cpu, cuda or reference)" : "auto, cpu or cuda)"));
+    throw std::invalid_argument(
+        "unknown backend '" + name + "' (expected " +
+        (use == BackendUse::INFERENCE ? "auto, cpu, cuda or reference)" : "auto, cpu or cuda)"));
   std::string why;
   if (const int n = cuda_device_count(&why); n > 0)
     return {BackendKind::CUDA, "auto: " + std::to_string(n) + " CUDA device" + (n == 1 ? "" : "s") + " found"};
@@ -114,14 +114,14 @@ void Evaluator::evaluate_packed(const uint8_t* packed, int n, float* policy_logi
 std::unique_ptr<Evaluator> make_evaluator(const Model& model, const BackendOptions& options) {
   if (options.max_batch < 1) throw std::invalid_argument("max batch must be at least 1");
   switch (options.kind) {
-    case BackendKind::REFERENCE:
-      return make_reference_evaluator(model, options);
+    case BackendKind::REFERENCE: return make_reference_evaluator(model, options);
     case BackendKind::CPU:
 #if JIRIKI_HAVE_DNNL
       return make_cpu_evaluator(fold_batch_norm(model), options);
 #else
-      throw std::runtime_error("jiriki was built without oneDNN: the cpu backend is unavailable "
-                               "(install libdnnl-dev and rebuild, or use --backend reference)");
+      throw std::runtime_error(
+          "jiriki was built without oneDNN: the cpu backend is unavailable "
+          "(install libdnnl-dev and rebuild, or use --backend reference)");
 #endif
     case BackendKind::CUDA:
 #if JIRIKI_HAVE_CUDA

@@ -76,11 +76,11 @@ struct CudaSettings {
 
 struct BackendOptions {
   BackendKind kind = BackendKind::CPU;
-  int threads = 0;        // CPU threads; 0 = all hardware threads
-  int gpu = 0;            // CUDA device index
-  int max_batch = 256;    // largest n evaluate() accepts
+  int threads = 0;      // CPU threads; 0 = all hardware threads
+  int gpu = 0;          // CUDA device index
+  int max_batch = 256;  // largest n evaluate() accepts
   Precision precision = Precision::AUTO;
-  CudaSettings cuda;      // the cuda backend's
+  CudaSettings cuda;  // the cuda backend's
 };
 
 // Evaluates batches of positions. One evaluator is used by one thread at a time; make one per

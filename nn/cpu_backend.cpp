@@ -124,7 +124,8 @@ class CpuEvaluator : public Evaluator {
  private:
   LayerWeights conv_weights(FoldedConv& conv) {
     LayerWeights w;
-    w.user = memory(md({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::oihw), eng_, conv.weight.data());
+    w.user = memory(md({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::oihw), eng_,
+                    conv.weight.data());
     w.bias = memory(md({conv.out_channels}, Tag::x), eng_, conv.bias.data());
     return w;
   }
@@ -194,8 +195,11 @@ class CpuEvaluator : public Evaluator {
 
   void add_conv(Plan& p, const dnnl::convolution_forward::primitive_desc& pd, LayerWeights& w, const memory& src,
                 const memory& dst) {
-    add_step(p, pd, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights_as(w, pd.weights_desc())},
-                     {DNNL_ARG_BIAS, w.bias}, {DNNL_ARG_DST, dst}});
+    add_step(p, pd,
+             {{DNNL_ARG_SRC, src},
+              {DNNL_ARG_WEIGHTS, weights_as(w, pd.weights_desc())},
+              {DNNL_ARG_BIAS, w.bias},
+              {DNNL_ARG_DST, dst}});
   }
 
   void add_reorder(Plan& p, const memory& from, const memory& to) {
@@ -252,8 +256,11 @@ class CpuEvaluator : public Evaluator {
                                           md({VALUE_HIDDEN, POLICY_SIZE}, Tag::any), md({VALUE_HIDDEN}, Tag::x),
                                           hidden.get_desc());
     dnnl::inner_product_forward::primitive_desc fc1_pd(fc1, attrs(&act), eng_);
-    add_step(p, fc1_pd, {{DNNL_ARG_SRC, fc_in}, {DNNL_ARG_WEIGHTS, weights_as(fc1_, fc1_pd.weights_desc())},
-                         {DNNL_ARG_BIAS, fc1_.bias}, {DNNL_ARG_DST, hidden}});
+    add_step(p, fc1_pd,
+             {{DNNL_ARG_SRC, fc_in},
+              {DNNL_ARG_WEIGHTS, weights_as(fc1_, fc1_pd.weights_desc())},
+              {DNNL_ARG_BIAS, fc1_.bias},
+              {DNNL_ARG_DST, hidden}});
     return p;
   }
 

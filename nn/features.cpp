@@ -35,7 +35,8 @@ void encode(const Position& pos, Set set) {
       }
     }
     for (Square v = 0; v < SQ_NB; ++v)
-      for (int k = 0; k < std::min(MAX_ATTACK_COUNT, attackers[v]); ++k) set(plane(base + ATTACK_COUNT_PLANE + k) + v, 1);
+      for (int k = 0; k < std::min(MAX_ATTACK_COUNT, attackers[v]); ++k)
+        set(plane(base + ATTACK_COUNT_PLANE + k) + v, 1);
     const Hand& hand = pos.hand(c);
     for (int i = 0; i < 7; ++i) {
       int n = std::min(hand[HAND_ORDER[i]], HAND_CAP[i]);
@@ -88,7 +89,8 @@ int mirror_policy_index(int index) {
   static constexpr int MIRRORED_DIRECTION[NUM_DIRECTION_LABELS] = {0, 2, 1, 4, 3, 5, 7, 6, 9, 8};
   int label = index / SQUARES;
   const Square to = Square(index % SQUARES);
-  if (label < DROP_LABEL) label = label - label % NUM_DIRECTION_LABELS + MIRRORED_DIRECTION[label % NUM_DIRECTION_LABELS];
+  if (label < DROP_LABEL)
+    label = label - label % NUM_DIRECTION_LABELS + MIRRORED_DIRECTION[label % NUM_DIRECTION_LABELS];
   return SQUARES * label + mirror_square(to);
 }
 
@@ -96,7 +98,8 @@ void mirror_features(float* planes) {
   for (int p = 0; p < INPUT_PLANES; ++p) {
     float* plane = planes + p * SQUARES;
     for (int file = 0; file < 4; ++file)
-      for (int rank = 0; rank < 9; ++rank) std::swap(plane[make_square(file, rank)], plane[make_square(8 - file, rank)]);
+      for (int rank = 0; rank < 9; ++rank)
+        std::swap(plane[make_square(file, rank)], plane[make_square(8 - file, rank)]);
   }
 }
 

@@ -21,8 +21,8 @@
 #pragma once
 #include <cstdint>
 
-#include "shogi/position.h"
 #include "nn/model.h"
+#include "shogi/position.h"
 
 namespace jiriki::nn {
 

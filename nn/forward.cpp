@@ -51,15 +51,14 @@ namespace {
 
 // ---- each layer split among the threads: samples, or elements --------------------------------
 
-void conv_forward(ThreadPool& pool, float* out, const float* in, const Tensor& w, int batch, int cin, int cout,
-                  int k) {
+void conv_forward(ThreadPool& pool, float* out, const float* in, const Tensor& w, int batch, int cin, int cout, int k) {
   pool.parallel_for(batch, [&](int64_t b0, int64_t b1) {
     nn::conv_forward(out + b0 * cout * SQUARES, in + b0 * cin * SQUARES, w.ptr(), nullptr, int(b1 - b0), cin, cout, k);
   });
 }
 
-void linear_forward(ThreadPool& pool, float* out, const float* in, const Tensor& w, const Tensor& bias,
-                    int batch, int in_f, int out_f) {
+void linear_forward(ThreadPool& pool, float* out, const float* in, const Tensor& w, const Tensor& bias, int batch,
+                    int in_f, int out_f) {
   pool.parallel_for(batch, [&](int64_t b0, int64_t b1) {
     nn::linear_forward(out + b0 * out_f, in + b0 * in_f, w.ptr(), bias.ptr(), int(b1 - b0), in_f, out_f);
   });
@@ -78,8 +77,7 @@ void conv_bn_forward(ThreadPool& pool, ConvBN& p, ConvBNActs& a, const float* in
   if (mode == Mode::TRAIN)
     nn::batchnorm_train_forward(a.bn.data(), a.mean.data(), a.invstd.data(), p.bn.mean.ptr(), p.bn.var.ptr(), momentum,
                                 a.conv.data(), p.bn.gamma.ptr(), p.bn.beta.ptr(), eps, s.batch, s.cout);
-  else
-    nn::batchnorm_forward(a.bn.data(), a.conv.data(), p.bn, eps, s.batch, s.cout);
+  else nn::batchnorm_forward(a.bn.data(), a.conv.data(), p.bn, eps, s.batch, s.cout);
 }
 
 }  // namespace
@@ -111,8 +109,7 @@ void forward(Model& model, Activations& a, const float* features, int batch, Mod
   for (int n = 0; n < batch; ++n)
     nn::add_forward(a.policy.data() + int64_t(n) * POLICY_SIZE, model.policy_bias.ptr(), POLICY_SIZE);
 
-  conv_bn_forward(pool, model.value_conv, a.value, h->data(), {batch, c, VALUE_CHANNELS, 1}, mode, bn_momentum,
-                  eps);
+  conv_bn_forward(pool, model.value_conv, a.value, h->data(), {batch, c, VALUE_CHANNELS, 1}, mode, bn_momentum, eps);
   activation_forward(pool, a.value_act, a.value.bn, int64_t(batch) * POLICY_SIZE, act);
   linear_forward(pool, a.fc1.data(), a.value_act.data(), model.value_fc1_weight, model.value_fc1_bias, batch,
                  POLICY_SIZE, VALUE_HIDDEN);

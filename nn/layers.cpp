@@ -8,8 +8,8 @@ namespace jiriki::nn {
 
 constexpr int BOARD = 9;  // H = W = 9
 
-void conv_forward(float* out, const float* in, const float* weight, const float* bias, int batch,
-                  int in_channels, int out_channels, int kernel) {
+void conv_forward(float* out, const float* in, const float* weight, const float* bias, int batch, int in_channels,
+                  int out_channels, int kernel) {
   const int pad = kernel / 2;
   for (int n = 0; n < batch; ++n) {
     const float* x = in + int64_t(n) * in_channels * SQUARES;
@@ -59,8 +59,8 @@ void add_forward(float* out, const float* in, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] += in[i];
 }
 
-void linear_forward(float* out, const float* in, const float* weight, const float* bias, int batch,
-                    int in_features, int out_features) {
+void linear_forward(float* out, const float* in, const float* weight, const float* bias, int batch, int in_features,
+                    int out_features) {
   for (int b = 0; b < batch; ++b)
     for (int o = 0; o < out_features; ++o) {
       double acc = bias ? bias[o] : 0.0;

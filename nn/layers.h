@@ -9,8 +9,8 @@ namespace jiriki::nn {
 
 // out[n][o][sq] = bias[o] + sum_{i,kh,kw} weight[o][i][kh][kw] * in[n][i][sq shifted by (kh-k/2, kw-k/2)]
 // on the 9x9 board with zero padding (k = 1 or 3). bias may be null.
-void conv_forward(float* out, const float* in, const float* weight, const float* bias, int batch,
-                  int in_channels, int out_channels, int kernel);
+void conv_forward(float* out, const float* in, const float* weight, const float* bias, int batch, int in_channels,
+                  int out_channels, int kernel);
 
 // Batch norm with fixed statistics (inference): out = (in - mean) / sqrt(var + eps) * gamma + beta,
 // per channel over a [batch][channels][81] tensor. out may equal in.
@@ -23,8 +23,8 @@ void activation_forward(float* out, const float* in, int64_t n, Activation act);
 void add_forward(float* out, const float* in, int64_t n);
 
 // out[b][o] = bias[o] + sum_i weight[o][i] * in[b][i]   (fully connected; bias may be null)
-void linear_forward(float* out, const float* in, const float* weight, const float* bias, int batch,
-                    int in_features, int out_features);
+void linear_forward(float* out, const float* in, const float* weight, const float* bias, int batch, int in_features,
+                    int out_features);
 
 // The scalar activations and the logistic function, shared by every backend's host code.
 inline float relu(float x) { return x > 0.0f ? x : 0.0f; }

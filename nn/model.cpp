@@ -19,21 +19,21 @@ Activation parse_activation(const std::string& name) {
 
 int64_t macs_per_position(const Architecture& a) {
   int64_t c = a.channels;
-  int64_t conv3 = int64_t(SQUARES) * 9 * c;  // a 3x3 convolution to C channels, per input channel
-  return conv3 * INPUT_PLANES                          // stem
-         + conv3 * c * 2 * a.blocks                    // residual blocks
-         + int64_t(SQUARES) * c * POLICY_LABELS        // policy 1x1
-         + int64_t(SQUARES) * c * VALUE_CHANNELS       // value 1x1
+  int64_t conv3 = int64_t(SQUARES) * 9 * c;                     // a 3x3 convolution to C channels, per input channel
+  return conv3 * INPUT_PLANES                                   // stem
+         + conv3 * c * 2 * a.blocks                             // residual blocks
+         + int64_t(SQUARES) * c * POLICY_LABELS                 // policy 1x1
+         + int64_t(SQUARES) * c * VALUE_CHANNELS                // value 1x1
          + int64_t(POLICY_SIZE) * VALUE_HIDDEN + VALUE_HIDDEN;  // fc1, fc2
 }
 
 int64_t tensor_floats(const Architecture& a) {
   const int64_t c = a.channels;
-  const int64_t bn = 4;  // gamma, beta, mean, var per channel
-  return (c * INPUT_PLANES * 9 + bn * c)                        // stem
-         + a.blocks * 2 * (c * c * 9 + bn * c)                  // residual blocks
-         + POLICY_LABELS * c + POLICY_SIZE                      // policy conv and bias
-         + (VALUE_CHANNELS * c + bn * VALUE_CHANNELS)           // value conv
+  const int64_t bn = 4;                                                            // gamma, beta, mean, var per channel
+  return (c * INPUT_PLANES * 9 + bn * c)                                           // stem
+         + a.blocks * 2 * (c * c * 9 + bn * c)                                     // residual blocks
+         + POLICY_LABELS * c + POLICY_SIZE                                         // policy conv and bias
+         + (VALUE_CHANNELS * c + bn * VALUE_CHANNELS)                              // value conv
          + int64_t(VALUE_HIDDEN) * POLICY_SIZE + VALUE_HIDDEN + VALUE_HIDDEN + 1;  // fc1, fc2
 }
 
@@ -62,7 +62,8 @@ static ConvBN make_conv_bn(int out, int in, int kernel) {
 }
 
 Model::Model(const Architecture& a) : arch(a) {
-  if (a.blocks < 0 || a.channels < 1) throw std::invalid_argument("bad architecture: blocks must be >= 0 and channels >= 1");
+  if (a.blocks < 0 || a.channels < 1)
+    throw std::invalid_argument("bad architecture: blocks must be >= 0 and channels >= 1");
   const int c = a.channels;
   stem = make_conv_bn(c, INPUT_PLANES, 3);
   blocks.resize(a.blocks);
@@ -162,8 +163,8 @@ FoldedModel fold_batch_norm(const Model& m) {
     f.block_conv1.push_back(fold(b.conv1, eps));
     f.block_conv2.push_back(fold(b.conv2, eps));
   }
-  f.policy_conv = FoldedConv{POLICY_LABELS, m.arch.channels, 1, m.policy_conv.data,
-                             std::vector<float>(POLICY_LABELS, 0.0f)};
+  f.policy_conv =
+      FoldedConv{POLICY_LABELS, m.arch.channels, 1, m.policy_conv.data, std::vector<float>(POLICY_LABELS, 0.0f)};
   f.policy_bias = m.policy_bias.data;
   f.value_conv = fold(m.value_conv, eps);
   f.value_fc1_weight = m.value_fc1_weight.data;

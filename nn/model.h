@@ -25,25 +25,25 @@
 
 namespace jiriki::nn {
 
-constexpr int BOARD_PLANES = 62;     // 2 x (14 pieces + 14 attacks + 3 attack counts)
-constexpr int HAND_PLANES = 57;      // 2 x 28 hand thermometer planes + 1 in-check plane
+constexpr int BOARD_PLANES = 62;                          // 2 x (14 pieces + 14 attacks + 3 attack counts)
+constexpr int HAND_PLANES = 57;                           // 2 x 28 hand thermometer planes + 1 in-check plane
 constexpr int INPUT_PLANES = BOARD_PLANES + HAND_PLANES;  // 119
-constexpr int SQUARES = 81;          // H x W = 9 x 9
+constexpr int SQUARES = 81;                               // H x W = 9 x 9
 constexpr int INPUT_SIZE = INPUT_PLANES * SQUARES;        // floats per position
 // Bytes per position of the planes packed as bits (nn::encode_packed_features): 1205, padded to a
 // multiple of 16.
 constexpr int PACKED_INPUT_BYTES = (INPUT_SIZE + 127) / 128 * 16;
-constexpr int POLICY_LABELS = 27;    // move labels (see nn/features.h)
-constexpr int POLICY_SIZE = POLICY_LABELS * SQUARES;      // 2187 logits per position
-constexpr int VALUE_CHANNELS = 27;   // channels of the value head's 1x1 convolution
-constexpr int VALUE_HIDDEN = 256;    // width of the value head's hidden layer
+constexpr int POLICY_LABELS = 27;                     // move labels (see nn/features.h)
+constexpr int POLICY_SIZE = POLICY_LABELS * SQUARES;  // 2187 logits per position
+constexpr int VALUE_CHANNELS = 27;                    // channels of the value head's 1x1 convolution
+constexpr int VALUE_HIDDEN = 256;                     // width of the value head's hidden layer
 
 // The input encoding a model was trained with; stored in the model file.
 enum class FeatureSet : uint32_t { DLSHOGI_119 = 1 };
 
 enum class Activation : uint32_t { RELU = 0, SWISH = 1 };
-const char* activation_name(Activation a);                // "relu" / "swish"
-Activation parse_activation(const std::string& name);     // throws std::invalid_argument
+const char* activation_name(Activation a);             // "relu" / "swish"
+Activation parse_activation(const std::string& name);  // throws std::invalid_argument
 
 struct Architecture {
   int blocks = 10;
@@ -124,18 +124,18 @@ void init_model(Model& model, uint64_t seed);
 // A convolution with batch norm folded in: out = conv(in, weight) + bias.
 struct FoldedConv {
   int out_channels = 0, in_channels = 0, kernel = 0;  // kernel 3 (pad 1) or 1
-  std::vector<float> weight;  // OIHW
-  std::vector<float> bias;    // [out_channels]
+  std::vector<float> weight;                          // OIHW
+  std::vector<float> bias;                            // [out_channels]
 };
 
 // The inference form. Every backend evaluates exactly this.
 struct FoldedModel {
   Architecture arch;
   FoldedConv stem;
-  std::vector<FoldedConv> block_conv1, block_conv2;  // [blocks] each
-  FoldedConv policy_conv;          // bias all zero (the per-logit bias is separate)
-  std::vector<float> policy_bias;  // [2187]
-  FoldedConv value_conv;           // BN folded
+  std::vector<FoldedConv> block_conv1, block_conv2;     // [blocks] each
+  FoldedConv policy_conv;                               // bias all zero (the per-logit bias is separate)
+  std::vector<float> policy_bias;                       // [2187]
+  FoldedConv value_conv;                                // BN folded
   std::vector<float> value_fc1_weight, value_fc1_bias;  // [256][2187], [256]
   std::vector<float> value_fc2_weight, value_fc2_bias;  // [1][256], [1]
 };

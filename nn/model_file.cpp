@@ -117,7 +117,8 @@ Model deserialize_model(const uint8_t* data, size_t size, const std::string& sou
     throw fail("unsupported feature set " + std::to_string(feature_set) + " (this build knows 1 = dlshogi 119 planes)");
   if (activation > uint32_t(Activation::SWISH)) throw fail("unknown activation " + std::to_string(activation));
   if (blocks > MAX_BLOCKS || channels < 1 || channels > MAX_CHANNELS)
-    throw fail("implausible architecture: " + std::to_string(blocks) + " blocks, " + std::to_string(channels) + " channels");
+    throw fail("implausible architecture: " + std::to_string(blocks) + " blocks, " + std::to_string(channels) +
+               " channels");
   if (!(a.bn_eps > 0.0f)) throw fail("batch-norm epsilon must be positive");
   a.feature_set = FeatureSet(feature_set);
   a.blocks = int(blocks);
@@ -134,8 +135,8 @@ Model deserialize_model(const uint8_t* data, size_t size, const std::string& sou
   auto tensors = model.tensors();
   uint32_t count = r.get<uint32_t>("the tensor count");
   if (count != tensors.size())
-    throw fail("tensor count mismatch: the file has " + std::to_string(count) + " tensors, a " + std::to_string(blocks) +
-               "-block network has " + std::to_string(tensors.size()));
+    throw fail("tensor count mismatch: the file has " + std::to_string(count) + " tensors, a " +
+               std::to_string(blocks) + "-block network has " + std::to_string(tensors.size()));
   for (auto& t : tensors) {
     uint32_t name_len = r.get<uint32_t>("a tensor name");
     r.need(name_len, "a tensor name");
@@ -148,10 +149,11 @@ Model deserialize_model(const uint8_t* data, size_t size, const std::string& sou
     std::vector<int> shape;
     for (uint32_t i = 0; i < rank; ++i) shape.push_back(int(r.get<uint32_t>("a tensor shape")));
     if (shape != t.tensor->shape)
-      throw fail("shape mismatch: tensor '" + name + "' is " + shape_string(shape) + " in the file, the architecture needs " +
-                 shape_string(t.tensor->shape));
+      throw fail("shape mismatch: tensor '" + name + "' is " + shape_string(shape) +
+                 " in the file, the architecture needs " + shape_string(t.tensor->shape));
     const uint32_t stored = version == 1 ? 0 : r.get<uint32_t>("a tensor's storage");
-    if (stored > 1) throw fail("unknown storage " + std::to_string(stored) + " of tensor '" + name + "' (0: f32, 1: bf16)");
+    if (stored > 1)
+      throw fail("unknown storage " + std::to_string(stored) + " of tensor '" + name + "' (0: f32, 1: bf16)");
     std::vector<float>& values = t.tensor->data;
     const size_t bytes = values.size() * (stored == 1 ? sizeof(uint16_t) : sizeof(float));
     r.need(bytes, "tensor data");

@@ -133,14 +133,16 @@ void Game::count_playouts() {
 }
 
 bool Game::search_done() const {
-  return pool_full_ || tree_.playouts.load(std::memory_order_relaxed) >= cap_ || tree_.root->outcome() != Outcome::UNKNOWN;
+  return pool_full_ || tree_.playouts.load(std::memory_order_relaxed) >= cap_ ||
+         tree_.root->outcome() != Outcome::UNKNOWN;
 }
 
 int Game::add_playouts(LeafBatch& lb) {
   const int want = s_.leaves_per_step;
   int queued = 0;
   for (int attempts = 0; queued < want && attempts < 4 * want + 16 && !lb.batch.full(); ++attempts) {
-    if (tree_.playouts.load(std::memory_order_relaxed) + queued >= cap_ || tree_.root->outcome() != Outcome::UNKNOWN) break;
+    if (tree_.playouts.load(std::memory_order_relaxed) + queued >= cap_ || tree_.root->outcome() != Outcome::UNKNOWN)
+      break;
     switch (run_playout(tree_, pos_, lb)) {
       case PlayoutEnd::QUEUED:
       case PlayoutEnd::COLLISION: ++queued; break;
@@ -154,7 +156,8 @@ int Game::add_playouts(LeafBatch& lb) {
 bool Game::finish_move() {
   Node* root = tree_.root;
   Edge* best = most_visited(root);
-  if (!best) best = std::max_element(root->begin(), root->end(), [](const Edge& a, const Edge& b) { return a.prior < b.prior; });
+  if (!best)
+    best = std::max_element(root->begin(), root->end(), [](const Edge& a, const Edge& b) { return a.prior < b.prior; });
   const float winrate = edge_winrate(*best);
   const Color us = pos_.side_to_move();
   if (s_.resign_winrate > 0 && winrate < s_.resign_winrate && mate_of(*best) <= 0) {

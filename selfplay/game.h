@@ -17,25 +17,25 @@
 #include <random>
 #include <vector>
 
-#include "shogi/hcpe3.h"
 #include "engine/search/playout.h"
 #include "engine/search/search.h"
 #include "selfplay/openings.h"
 #include "selfplay/stats.h"
+#include "shogi/hcpe3.h"
 
 namespace jiriki::selfplay {
 
 // How games are played; shared, read-only, by every game of a run.
 struct GameSettings {
-  search::SearchParams search;      // PUCT constants, leaf mate search, and the rules: entering_king_rule,
-                                    // max_moves_to_draw (= max plies; start positions count as move 1)
-  int playouts = 800;               // new playouts per move (the small cap under playout-cap randomisation)
-  int full_playouts = 0;            // > 0: playout-cap randomisation, full cap ...
-  double full_probability = 0.25;   // ... taken with this probability
-  int leaves_per_step = 1;          // new leaves a game adds to one batch
+  search::SearchParams search;     // PUCT constants, leaf mate search, and the rules: entering_king_rule,
+                                   // max_moves_to_draw (= max plies; start positions count as move 1)
+  int playouts = 800;              // new playouts per move (the small cap under playout-cap randomisation)
+  int full_playouts = 0;           // > 0: playout-cap randomisation, full cap ...
+  double full_probability = 0.25;  // ... taken with this probability
+  int leaves_per_step = 1;         // new leaves a game adds to one batch
   float dirichlet_alpha = 0.15f;
-  float dirichlet_weight = 0.25f;   // 0: no noise
-  int temperature_plies = 30;       // plies (after the opening) whose move is drawn by visit counts
+  float dirichlet_weight = 0.25f;  // 0: no noise
+  int temperature_plies = 30;      // plies (after the opening) whose move is drawn by visit counts
   float temperature = 1.0f;
   float resign_winrate = 0.02f;     // resign when the best move's win rate is below; 0: never
   double no_resign_fraction = 0.1;  // games played out with resignation disabled
@@ -49,7 +49,7 @@ struct FinishedGame {
   Hcpe3Game record;
   uint64_t index = 0;  // the game's number in the run
   EndKind end = EndKind::MATE;
-  int positions = 0;   // moves recorded as training targets
+  int positions = 0;  // moves recorded as training targets
   bool resign_disabled = false;
   std::optional<Color> would_resign;  // resign_disabled: the side that would have resigned first
 };
@@ -74,12 +74,12 @@ class Game {
   void abandon();
 
  private:
-  bool begin_turn();              // judges the position, plays forced and mating moves; true: game over
-  void begin_search();            // the root is ready: choose the cap, add noise
+  bool begin_turn();    // judges the position, plays forced and mating moves; true: game over
+  void begin_search();  // the root is ready: choose the cap, add noise
   bool search_done() const;
   void count_playouts();
   int add_playouts(search::LeafBatch& lb);  // new leaves queued (collisions included)
-  bool finish_move();             // decides, resigns or plays; true: game over
+  bool finish_move();                       // decides, resigns or plays; true: game over
   void play(Move m, int16_t eval, std::vector<Hcpe3Candidate> candidates);
   void advance_tree(Move m);
   void add_noise(search::Node* root);
@@ -93,13 +93,13 @@ class Game {
   Position pos_;
   std::mt19937_64 rng_;
   bool active_ = false;
-  bool turn_pending_ = false;  // a move was played (or the game started): judge before searching
-  bool searching_ = false;     // the root is ready and the search of this move has begun
-  bool pool_full_ = false;     // this move's search ran out of node pool
-  bool full_search_ = true;    // this move's search has the full cap (recorded for training)
-  int cap_ = 0;                // playouts of this move's search
+  bool turn_pending_ = false;     // a move was played (or the game started): judge before searching
+  bool searching_ = false;        // the root is ready and the search of this move has begun
+  bool pool_full_ = false;        // this move's search ran out of node pool
+  bool full_search_ = true;       // this move's search has the full cap (recorded for training)
+  int cap_ = 0;                   // playouts of this move's search
   int64_t counted_playouts_ = 0;  // of tree_.playouts, already added to the run's count
-  int plies_ = 0;              // moves played by self-play (after the opening)
+  int plies_ = 0;                 // moves played by self-play (after the opening)
   uint64_t index_ = 0;
   Hcpe3Game record_;
   int positions_ = 0;

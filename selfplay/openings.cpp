@@ -3,16 +3,17 @@
 
 #include <stdexcept>
 
-#include "shogi/hcpe.h"
 #include "engine/search/playout.h"
 #include "engine/search/search.h"
+#include "shogi/hcpe.h"
 
 namespace jiriki::selfplay {
 
 std::optional<std::string> parse_opening(const std::string& line, const search::SearchParams& rules, Opening& out) {
   MoveList moves;
   return parse_opening_line(
-      line, [&](const Position& pos) -> std::optional<std::string> {
+      line,
+      [&](const Position& pos) -> std::optional<std::string> {
         try {
           encode_hcp(pos);
         } catch (const std::exception& e) {

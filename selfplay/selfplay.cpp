@@ -33,8 +33,7 @@ struct Shared {
   std::mutex error_mutex;
   std::string error;
 
-  Shared(const SelfPlayConfig& c)
-      : config(c), writer(c.out_dir, c.name, c.games_per_file, c.flush_seconds, c.csa) {}
+  Shared(const SelfPlayConfig& c) : config(c), writer(c.out_dir, c.name, c.games_per_file, c.flush_seconds, c.csa) {}
 
   // The number of the next game to start, or false when the quota allows no new game.
   bool take_game(uint64_t& index) {
@@ -76,7 +75,8 @@ struct Worker {
 
   Worker(search::EvalQueue& q, size_t pool_bytes, int num_games, int batch, Shared& shared)
       : queue(q), pool(pool_bytes), lb(batch) {
-    for (int i = 0; i < num_games; ++i) games.push_back(std::make_unique<Game>(shared.config.game, pool, shared.counters));
+    for (int i = 0; i < num_games; ++i)
+      games.push_back(std::make_unique<Game>(shared.config.game, pool, shared.counters));
   }
 
   void run(Shared& shared) {
@@ -144,7 +144,8 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
   const int concurrent = config.concurrent > 0 ? config.concurrent : auto_concurrent(config);
   if (concurrent < config.threads) throw std::invalid_argument("fewer games than worker threads per GPU");
   const int workers_total = config.threads * int(config.gpus.size());
-  const size_t hash = config.hash_bytes > 0 ? config.hash_bytes : size_t(concurrent) * config.gpus.size() * (size_t(8) << 20);
+  const size_t hash =
+      config.hash_bytes > 0 ? config.hash_bytes : size_t(concurrent) * config.gpus.size() * (size_t(8) << 20);
 
   nn::Model model = nn::load_model(config.model);
   std::vector<std::unique_ptr<search::EvalQueue>> queues;
@@ -158,7 +159,8 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
     // CPU backends: the cores the workers leave, shared by the evaluators (OpenMP teams that spin
     // against the workers on the same cores run many times slower).
     const int spare = usable_cpus().count - workers_total;
-    o.threads = config.nn_threads > 0 ? config.nn_threads : std::max(1, spare / (config.evaluators * int(config.gpus.size())));
+    o.threads =
+        config.nn_threads > 0 ? config.nn_threads : std::max(1, spare / (config.evaluators * int(config.gpus.size())));
     queues.push_back(search::make_eval_queue(model, o, config.evaluators));
   }
   log << "selfplay: " << config.model << ", " << queues[0]->name() << " on " << config.gpus.size()

@@ -19,24 +19,24 @@
 namespace jiriki::selfplay {
 
 struct SelfPlayConfig {
-  std::string model;                 // model file
-  std::string out_dir;               // records and stats go here
-  std::string name = "selfplay";     // file name prefix
-  int64_t games = 0;                 // games to play (0: no limit)
-  int64_t positions = 0;             // or: no new game once this many training positions are played (caps auto concurrency)
-  double seconds = 0;                // or: stop after this long, dropping the games in progress
+  std::string model;              // model file
+  std::string out_dir;            // records and stats go here
+  std::string name = "selfplay";  // file name prefix
+  int64_t games = 0;              // games to play (0: no limit)
+  int64_t positions = 0;  // or: no new game once this many training positions are played (caps auto concurrency)
+  double seconds = 0;     // or: stop after this long, dropping the games in progress
   GameSettings game;
   nn::BackendKind backend = nn::BackendKind::CPU;
   nn::Precision precision = nn::Precision::AUTO;
-  nn::CudaSettings cuda;             // the cuda backend's settings (`jiriki selfplay`: from the environment)
-  std::vector<int> gpus = {0};       // one queue per entry (the CPU backend takes one entry)
-  int threads = 2;                   // worker threads per GPU
-  int evaluators = 2;                // network calls in flight per GPU
-  int batch = 256;                   // positions per network call
-  int concurrent = 0;                // games per GPU; 0: enough to fill every batch
-  int nn_threads = 0;                // CPU backends: threads per evaluator; 0: the cores the workers leave, shared
-  size_t hash_bytes = 0;             // node memory of all games together; 0: 8 MiB per game
-  bool csa = false;                  // also write CSA files
+  nn::CudaSettings cuda;        // the cuda backend's settings (`jiriki selfplay`: from the environment)
+  std::vector<int> gpus = {0};  // one queue per entry (the CPU backend takes one entry)
+  int threads = 2;              // worker threads per GPU
+  int evaluators = 2;           // network calls in flight per GPU
+  int batch = 256;              // positions per network call
+  int concurrent = 0;           // games per GPU; 0: enough to fill every batch
+  int nn_threads = 0;           // CPU backends: threads per evaluator; 0: the cores the workers leave, shared
+  size_t hash_bytes = 0;        // node memory of all games together; 0: 8 MiB per game
+  bool csa = false;             // also write CSA files
   int games_per_file = 100;
   double flush_seconds = 60;
   double report_seconds = 10;

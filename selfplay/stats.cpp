@@ -47,7 +47,8 @@ Rates rates(const Snapshot& now, const Snapshot& prev) {
   const double dt = std::max(now.seconds - prev.seconds, 1e-9);
   const int64_t cap = now.nn_capacity - prev.nn_capacity;
   return {(now.positions - prev.positions) / dt, (now.moves - prev.moves) / dt, (now.playouts - prev.playouts) / dt,
-          (now.nn_positions - prev.nn_positions) / dt, cap > 0 ? double(now.nn_positions - prev.nn_positions) / cap : 0.0};
+          (now.nn_positions - prev.nn_positions) / dt,
+          cap > 0 ? double(now.nn_positions - prev.nn_positions) / cap : 0.0};
 }
 }  // namespace
 

@@ -30,8 +30,11 @@ int64_t next_number(const fs::path& dir, const std::string& prefix, const std::s
 }  // namespace
 
 RecordWriter::RecordWriter(std::string dir, std::string name, int games_per_file, double flush_seconds, bool csa)
-    : dir_(std::move(dir)), name_(std::move(name)), games_per_file_(std::max(games_per_file, 1)),
-      flush_seconds_(flush_seconds), csa_(csa) {
+    : dir_(std::move(dir)),
+      name_(std::move(name)),
+      games_per_file_(std::max(games_per_file, 1)),
+      flush_seconds_(flush_seconds),
+      csa_(csa) {
   fs::create_directories(dir_);
   next_file_ = next_number(dir_, name_ + "-", ".hcpe3");
   if (csa_) {

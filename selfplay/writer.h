@@ -44,7 +44,7 @@ class RecordWriter {
   std::deque<Hcpe3Game> waiting_;
   std::chrono::steady_clock::time_point oldest_;
   int64_t next_file_ = 0, next_csa_ = 0;  // numbers of the next files
-  int64_t files_ = 0, games_ = 0;        // written by this writer
+  int64_t files_ = 0, games_ = 0;         // written by this writer
 };
 
 }  // namespace jiriki::selfplay

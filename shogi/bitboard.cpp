@@ -18,7 +18,9 @@ namespace {
 constexpr int DF[DIR_NB] = {0, 0, -1, 1, -1, 1, 1, -1};
 constexpr int DR[DIR_NB] = {-1, 1, 0, 0, -1, 1, -1, 1};
 
-struct Step { int df, dr; };
+struct Step {
+  int df, dr;
+};
 // Steps for Black; White's are the same with the rank delta negated.
 constexpr Step PAWN_STEPS[] = {{0, -1}};
 constexpr Step KNIGHT_STEPS[] = {{-1, -2}, {1, -2}};

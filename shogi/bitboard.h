@@ -22,9 +22,18 @@ struct Bitboard {
   constexpr Bitboard operator|(Bitboard o) const { return Bitboard(v | o.v); }
   constexpr Bitboard operator^(Bitboard o) const { return Bitboard(v ^ o.v); }
   constexpr Bitboard operator~() const { return Bitboard(~v & ALL_MASK); }
-  constexpr Bitboard& operator&=(Bitboard o) { v &= o.v; return *this; }
-  constexpr Bitboard& operator|=(Bitboard o) { v |= o.v; return *this; }
-  constexpr Bitboard& operator^=(Bitboard o) { v ^= o.v; return *this; }
+  constexpr Bitboard& operator&=(Bitboard o) {
+    v &= o.v;
+    return *this;
+  }
+  constexpr Bitboard& operator|=(Bitboard o) {
+    v |= o.v;
+    return *this;
+  }
+  constexpr Bitboard& operator^=(Bitboard o) {
+    v ^= o.v;
+    return *this;
+  }
   constexpr bool operator==(const Bitboard&) const = default;
   Bitboard andnot(Bitboard o) const { return Bitboard(v & ~o.v); }
 
@@ -34,7 +43,11 @@ struct Bitboard {
   bool more_than_one() const { return (v & (v - 1)) != 0; }
   Square lsb() const { return lo() ? std::countr_zero(lo()) : 64 + std::countr_zero(hi()); }
   Square msb() const { return hi() ? 127 - std::countl_zero(hi()) : 63 - std::countl_zero(lo()); }
-  Square pop_lsb() { Square s = lsb(); v &= v - 1; return s; }
+  Square pop_lsb() {
+    Square s = lsb();
+    v &= v - 1;
+    return s;
+  }
 
   static constexpr unsigned __int128 ALL_MASK = ((unsigned __int128)1 << 81) - 1;
 };
@@ -75,12 +88,11 @@ inline Bitboard lance_attacks(Color c, Square s, Bitboard occ) {
   return c == BLACK ? ray_attacks<UP>(s, occ) : ray_attacks<DOWN>(s, occ);
 }
 inline Bitboard bishop_attacks(Square s, Bitboard occ) {
-  return ray_attacks<UP_RIGHT>(s, occ) | ray_attacks<UP_LEFT>(s, occ) |
-         ray_attacks<DOWN_RIGHT>(s, occ) | ray_attacks<DOWN_LEFT>(s, occ);
+  return ray_attacks<UP_RIGHT>(s, occ) | ray_attacks<UP_LEFT>(s, occ) | ray_attacks<DOWN_RIGHT>(s, occ) |
+         ray_attacks<DOWN_LEFT>(s, occ);
 }
 inline Bitboard rook_attacks(Square s, Bitboard occ) {
-  return ray_attacks<UP>(s, occ) | ray_attacks<DOWN>(s, occ) | ray_attacks<RIGHT>(s, occ) |
-         ray_attacks<LEFT>(s, occ);
+  return ray_attacks<UP>(s, occ) | ray_attacks<DOWN>(s, occ) | ray_attacks<RIGHT>(s, occ) | ray_attacks<LEFT>(s, occ);
 }
 inline Bitboard step_attacks(Piece p, Square s) { return STEP_ATTACKS[p][s]; }
 inline Bitboard king_attacks(Square s) { return STEP_ATTACKS[make_piece(BLACK, KING)][s]; }

@@ -174,7 +174,8 @@ std::optional<std::string> Reader::position_line(std::string_view st) {
       if (item == "00AL") {
         // Every piece not yet placed, kings excepted, goes to this side's hand.
         int left[HAND_TYPE_NB];
-        for (int pt = PAWN; pt < HAND_TYPE_NB; ++pt) left[pt] = MAX_PIECES[pt] - hands_[BLACK][PieceType(pt)] - hands_[WHITE][PieceType(pt)];
+        for (int pt = PAWN; pt < HAND_TYPE_NB; ++pt)
+          left[pt] = MAX_PIECES[pt] - hands_[BLACK][PieceType(pt)] - hands_[WHITE][PieceType(pt)];
         for (Piece p : board_)
           if (p != NO_PIECE && type_of(p) != KING) --left[unpromoted(type_of(p))];
         for (int pt = PAWN; pt < HAND_TYPE_NB; ++pt) {
@@ -236,12 +237,13 @@ std::optional<std::string> move_from_csa(const Position& pos, std::string_view t
     Square from = square_from_digits(text[1], text[2]);
     if (from == SQ_NONE) return "bad origin square in move " + quoted(text);
     Piece p = pos.piece_on(from);
-    if (p == NO_PIECE || color_of(p) != us) return "no piece of the side to move on " + square_digits(from) + " in move " + quoted(text);
+    if (p == NO_PIECE || color_of(p) != us)
+      return "no piece of the side to move on " + square_digits(from) + " in move " + quoted(text);
     PieceType before = type_of(p);
     bool promote = before != pt;
     if (promote && !(can_promote(before) && promoted(before) == pt))
-      return "the " + std::string(PIECE_CODE[before]) + " on " + square_digits(from) + " cannot become " + PIECE_CODE[pt] +
-             " in move " + quoted(text);
+      return "the " + std::string(PIECE_CODE[before]) + " on " + square_digits(from) + " cannot become " +
+             PIECE_CODE[pt] + " in move " + quoted(text);
     m = make_move(from, to, promote);
   }
   if (!pos.is_legal(m)) return "illegal move " + quoted(text) + " in position " + pos.sfen();
@@ -271,8 +273,7 @@ std::optional<std::string> read_csa(std::string_view bytes, GameRecord& rec) {
     bool single = line[0] == 'N' || line[0] == '$';
     while (true) {
       size_t comma = single ? std::string_view::npos : line.find(',');
-      if (auto err = reader.statement(line.substr(0, comma)))
-        return "csa: line " + std::to_string(i + 1) + ": " + *err;
+      if (auto err = reader.statement(line.substr(0, comma))) return "csa: line " + std::to_string(i + 1) + ": " + *err;
       if (comma == std::string_view::npos) break;
       line.remove_prefix(comma + 1);
     }

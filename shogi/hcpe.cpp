@@ -19,21 +19,21 @@ constexpr int HCP_BITS = 256;
 // by dlshogi and cshogi), whose values are written least significant bit first.
 // Board codes by piece type, {Black, White}; kings are coded by their squares instead.
 constexpr const char* BOARD_CODE[PIECE_TYPE_NB][COLOR_NB] = {
-    {"0", "0"},                  // empty square
-    {"1000", "1010"},            // pawn
-    {"110000", "110010"},        // lance
-    {"111000", "111010"},        // knight
-    {"110100", "110110"},        // silver
-    {"11111000", "11111010"},    // bishop
-    {"11111100", "11111110"},    // rook
-    {"111100", "111101"},        // gold
-    {"", ""},                    // king
-    {"1001", "1011"},            // promoted pawn
-    {"110001", "110011"},        // promoted lance
-    {"111001", "111011"},        // promoted knight
-    {"110101", "110111"},        // promoted silver
-    {"11111001", "11111011"},    // horse
-    {"11111101", "11111111"},    // dragon
+    {"0", "0"},                // empty square
+    {"1000", "1010"},          // pawn
+    {"110000", "110010"},      // lance
+    {"111000", "111010"},      // knight
+    {"110100", "110110"},      // silver
+    {"11111000", "11111010"},  // bishop
+    {"11111100", "11111110"},  // rook
+    {"111100", "111101"},      // gold
+    {"", ""},                  // king
+    {"1001", "1011"},          // promoted pawn
+    {"110001", "110011"},      // promoted lance
+    {"111001", "111011"},      // promoted knight
+    {"110101", "110111"},      // promoted silver
+    {"11111001", "11111011"},  // horse
+    {"11111101", "11111111"},  // dragon
 };
 // Hand codes by piece type, {Black, White}.
 constexpr const char* HAND_CODE[HAND_TYPE_NB][COLOR_NB] = {

@@ -100,8 +100,7 @@ GameRecord record_from_hcpe3(const Hcpe3Game& game) {
     bool mover_won = game.winner() == (last.side_to_move() == BLACK ? BLACK_WIN : WHITE_WIN);
     if (mover_won)  // the side that made the last move lost: only an illegal action says that
       rec.end = last.side_to_move() == BLACK ? GameEnd::WHITE_ILLEGAL_ACTION : GameEnd::BLACK_ILLEGAL_ACTION;
-    else
-      rec.end = legal_moves(last).size() == 0 ? GameEnd::MATE : GameEnd::RESIGN;
+    else rec.end = legal_moves(last).size() == 0 ? GameEnd::MATE : GameEnd::RESIGN;
   }
   return rec;
 }

@@ -34,8 +34,8 @@ struct Hcpe3Candidate {
 
 struct Hcpe3Move {
   Move move = MOVE_NONE;
-  int16_t eval = 0;                         // centipawn-like score for the side to move
-  std::vector<Hcpe3Candidate> candidates;   // empty: the move is not a policy training target
+  int16_t eval = 0;                        // centipawn-like score for the side to move
+  std::vector<Hcpe3Candidate> candidates;  // empty: the move is not a policy training target
   bool operator==(const Hcpe3Move&) const = default;
 };
 
@@ -47,9 +47,7 @@ struct Hcpe3Game {
   bool operator==(const Hcpe3Game&) const = default;
 
   // The winner, with the maximum-length flag read as a draw whatever the low bits say.
-  GameResult winner() const {
-    return (result & hcpe3::MAX_MOVES) ? DRAW : GameResult(result & hcpe3::RESULT_MASK);
-  }
+  GameResult winner() const { return (result & hcpe3::MAX_MOVES) ? DRAW : GameResult(result & hcpe3::RESULT_MASK); }
 };
 
 // Appends the bytes of one game to `out`.

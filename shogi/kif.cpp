@@ -51,10 +51,9 @@ constexpr char32_t RANK_CHARS[] = U"一二三四五六七八九";
 constexpr char32_t FULLWIDTH_ONE = U'１';
 
 constexpr std::pair<GameEnd, const char32_t*> END_WORDS[] = {
-    {GameEnd::RESIGN, U"投了"},        {GameEnd::MATE, U"詰み"},     {GameEnd::SENNICHITE, U"千日手"},
-    {GameEnd::DECLARATION, U"入玉勝ち"}, {GameEnd::IMPASSE, U"持将棋"}, {GameEnd::TIME_UP, U"切れ負け"},
-    {GameEnd::ILLEGAL_MOVE, U"反則負け"}, {GameEnd::ABORT, U"中断"},
-    {GameEnd::MAX_MOVES, U"最大手数"},
+    {GameEnd::RESIGN, U"投了"},           {GameEnd::MATE, U"詰み"},      {GameEnd::SENNICHITE, U"千日手"},
+    {GameEnd::DECLARATION, U"入玉勝ち"},  {GameEnd::IMPASSE, U"持将棋"}, {GameEnd::TIME_UP, U"切れ負け"},
+    {GameEnd::ILLEGAL_MOVE, U"反則負け"}, {GameEnd::ABORT, U"中断"},     {GameEnd::MAX_MOVES, U"最大手数"},
 };
 constexpr const char32_t* ILLEGAL_WIN_WORD = U"反則勝ち";  // the side to move wins: the last move was illegal
 
@@ -190,7 +189,8 @@ std::optional<std::string> Reader::line(std::u32string_view text) {
   }
   if (t[0] == U'|') return board_row(t);
   if (t[0] == U'+' && t.find_first_not_of(U"+-") == std::u32string_view::npos) return std::nullopt;  // board frame
-  if (t.find_first_not_of(U" \u3000１２３４５６７８９") == std::u32string_view::npos) return std::nullopt;  // file labels
+  if (t.find_first_not_of(U" \u3000１２３４５６７８９") == std::u32string_view::npos)
+    return std::nullopt;  // file labels
   if (t == U"先手番" || t == U"下手番" || t == U"後手番" || t == U"上手番") {
     bod_ = true;
     bod_side_ = t == U"先手番" || t == U"下手番" ? BLACK : WHITE;
@@ -392,7 +392,8 @@ std::u32string move_text(const Position& pos, Move m, Move previous) {
   Square from = move_from(m);
   if (is_promotion(m)) {
     s += U"成";
-  } else if (can_promote(pt) && (in_promotion_zone(pos.side_to_move(), from) || in_promotion_zone(pos.side_to_move(), to))) {
+  } else if (can_promote(pt) &&
+             (in_promotion_zone(pos.side_to_move(), from) || in_promotion_zone(pos.side_to_move(), to))) {
     s += U"不成";
   }
   s += {U'(', char32_t(U'1' + file_of(from)), char32_t(U'1' + rank_of(from)), U')'};
@@ -492,9 +493,11 @@ std::string write_kif(const GameRecord& rec, TextEncoding enc) {
   if (auto result = game_result(rec)) {
     std::u32string n = to_u32(std::to_string(rec.moves.size()));
     if (*result == DRAW) {
-      s += U"まで" + n + U"手で" + (rec.end == GameEnd::SENNICHITE  ? U"千日手"
-                                      : rec.end == GameEnd::MAX_MOVES ? U"最大手数"
-                                                                      : U"持将棋") + U"\n";
+      s += U"まで" + n + U"手で" +
+           (rec.end == GameEnd::SENNICHITE  ? U"千日手"
+            : rec.end == GameEnd::MAX_MOVES ? U"最大手数"
+                                            : U"持将棋") +
+           U"\n";
     } else {
       bool black = *result == BLACK_WIN;
       const char32_t* side = even || !handicap ? (black ? U"先手" : U"後手") : (black ? U"下手" : U"上手");

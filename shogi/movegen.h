@@ -25,7 +25,8 @@ struct MoveList {
   const Move* begin() const { return moves; }
   const Move* end() const { return moves + n; }
   bool contains(Move m) const {
-    for (int i = 0; i < n; ++i) if (moves[i] == m) return true;
+    for (int i = 0; i < n; ++i)
+      if (moves[i] == m) return true;
     return false;
   }
 };

@@ -51,7 +51,8 @@ std::optional<std::string> parse_opening_line(const std::string& line, const Ope
   return std::nullopt;
 }
 
-void read_opening_lines(const std::string& path, const std::function<std::optional<std::string>(const std::string&)>& take) {
+void read_opening_lines(const std::string& path,
+                        const std::function<std::optional<std::string>(const std::string&)>& take) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path);
   std::string line;

@@ -12,8 +12,8 @@
 namespace jiriki {
 
 struct OpeningLine {
-  std::string sfen;         // as written ("startpos" for the initial position)
-  std::vector<Move> moves;  // legal in turn from it
+  std::string sfen;          // as written ("startpos" for the initial position)
+  std::vector<Move> moves;   // legal in turn from it
   std::string text() const;  // as a line of an openings file
 };
 
@@ -30,6 +30,7 @@ std::optional<std::string> parse_opening_line(const std::string& line, const Ope
 // Gives every line of a file but blank ones and those starting with '#' to `take`, which returns a
 // problem or nullopt; throws std::runtime_error naming the file and line of the first problem, or
 // when the file cannot be read or holds no line.
-void read_opening_lines(const std::string& path, const std::function<std::optional<std::string>(const std::string&)>& take);
+void read_opening_lines(const std::string& path,
+                        const std::function<std::optional<std::string>(const std::string&)>& take);
 
 }  // namespace jiriki

@@ -103,12 +103,14 @@ std::optional<std::string> Position::set_sfen(std::string_view text) {
       int pt = char_to_type(c);
       if (pt == NO_PIECE_TYPE) return std::string("SFEN board has an unknown character '") + c + "'";
       if (file < 0) return "SFEN rank " + std::to_string(rank + 1) + " has more than 9 squares";
-      if (promote && !can_promote(PieceType(pt))) return std::string("SFEN promotes a piece that cannot promote: '+") + c + "'";
+      if (promote && !can_promote(PieceType(pt)))
+        return std::string("SFEN promotes a piece that cannot promote: '+") + c + "'";
       Color col = std::isupper(static_cast<unsigned char>(c)) ? BLACK : WHITE;
       PieceType t = promote ? promoted(PieceType(pt)) : PieceType(pt);
       Square sq = make_square(file, rank);
       if (t == KING) {
-        if (p.king_[col] != SQ_NONE) return std::string("SFEN has two ") + (col == BLACK ? "Black" : "White") + " kings";
+        if (p.king_[col] != SQ_NONE)
+          return std::string("SFEN has two ") + (col == BLACK ? "Black" : "White") + " kings";
         p.king_[col] = sq;
       }
       p.put_piece(make_piece(col, t), sq);
@@ -156,8 +158,8 @@ std::optional<std::string> Position::set_sfen(std::string_view text) {
     int v = 0;
     auto [end, ec] = std::from_chars(ply_text.data(), ply_text.data() + ply_text.size(), v);
     if (ec != std::errc() || end != ply_text.data() + ply_text.size() || v < 1 || v > MAX_MOVE_NUMBER)
-      return "SFEN move number must be an integer from 1 to " + std::to_string(MAX_MOVE_NUMBER) + ", got '" +
-             ply_text + "'";
+      return "SFEN move number must be an integer from 1 to " + std::to_string(MAX_MOVE_NUMBER) + ", got '" + ply_text +
+             "'";
     p.start_ply_ = v;
   }
 
@@ -182,7 +184,8 @@ std::optional<std::string> Position::set_sfen(std::string_view text) {
   for (Color c : {BLACK, WHITE})
     for (int f = 0; f < 9; ++f)
       if ((p.pieces(c, PAWN) & bb::FILE_BB[f]).more_than_one())
-        return "SFEN has two unpromoted " + std::string(c == BLACK ? "Black" : "White") + " pawns on file " + std::to_string(f + 1);
+        return "SFEN has two unpromoted " + std::string(c == BLACK ? "Black" : "White") + " pawns on file " +
+               std::to_string(f + 1);
   if (p.king_[~p.side_] != SQ_NONE && p.attackers_to(p.side_, p.king_[~p.side_]))
     return std::string("SFEN position has the side not to move in check");
 
@@ -294,7 +297,8 @@ void Position::update_check_info() {
 
 void Position::do_move(Move m) {
   const StateInfo& prev = states_.back();
-  states_.push_back(StateInfo{prev.key, Bitboard(), Bitboard(), m, NO_PIECE, {prev.continuous_check[0], prev.continuous_check[1]}});
+  states_.push_back(
+      StateInfo{prev.key, Bitboard(), Bitboard(), m, NO_PIECE, {prev.continuous_check[0], prev.continuous_check[1]}});
   StateInfo& s = states_.back();
   Color us = side_;
   Square to = move_to(m);
@@ -353,7 +357,11 @@ void Position::undo_move() {
 
 void Position::do_null_move() {
   const StateInfo& prev = states_.back();
-  states_.push_back(StateInfo{prev.key ^ zobrist::SIDE, Bitboard(), Bitboard(), MOVE_NONE, NO_PIECE,
+  states_.push_back(StateInfo{prev.key ^ zobrist::SIDE,
+                              Bitboard(),
+                              Bitboard(),
+                              MOVE_NONE,
+                              NO_PIECE,
                               {prev.continuous_check[0], prev.continuous_check[1]}});
   side_ = ~side_;
   update_check_info();
@@ -427,7 +435,8 @@ bool Position::gives_check(Move m) const {
   Color us = side_, them = ~us;
   Square ksq = king_[them], to = move_to(m);
   if (ksq == SQ_NONE) return false;
-  Piece np = is_drop(m) ? make_piece(us, drop_type(m)) : Piece(board_[move_from(m)] + (is_promotion(m) ? int(PROMOTED) : 0));
+  Piece np =
+      is_drop(m) ? make_piece(us, drop_type(m)) : Piece(board_[move_from(m)] + (is_promotion(m) ? int(PROMOTED) : 0));
   Bitboard occ = occupied_ | Bitboard::square(to);
   if (!is_drop(m)) occ ^= Bitboard::square(move_from(m));
   if (bb::attacks(np, to, occ).test(ksq)) return true;

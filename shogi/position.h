@@ -13,11 +13,11 @@ namespace jiriki {
 
 // Everything do_move computes that undo_move must restore or that the next move needs.
 struct StateInfo {
-  uint64_t key = 0;            // Zobrist key of board, hands and side to move
-  Bitboard checkers;           // enemy pieces giving check to the side to move
-  Bitboard pinned;             // side-to-move pieces pinned to their own king
-  Move move = MOVE_NONE;       // the move that led here
-  Piece captured = NO_PIECE;   // piece captured by that move
+  uint64_t key = 0;                         // Zobrist key of board, hands and side to move
+  Bitboard checkers;                        // enemy pieces giving check to the side to move
+  Bitboard pinned;                          // side-to-move pieces pinned to their own king
+  Move move = MOVE_NONE;                    // the move that led here
+  Piece captured = NO_PIECE;                // piece captured by that move
   int continuous_check[COLOR_NB] = {0, 0};  // consecutive checking moves by each colour
 };
 
@@ -30,8 +30,7 @@ class Position {
  public:
   // The largest SFEN move number accepted: a game's moves can follow it without overflow.
   static constexpr int MAX_MOVE_NUMBER = 1000000000;
-  static constexpr const char* STARTPOS_SFEN =
-      "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1";
+  static constexpr const char* STARTPOS_SFEN = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1";
 
   static void init();  // builds attack tables and Zobrist keys; safe to call more than once
 
@@ -77,13 +76,11 @@ class Position {
   // True when dropping a pawn on `to` by the side to move would checkmate (illegal).
   bool pawn_drop_mates(Square to) const;
   // The piece a (pseudo-legal) move moves, before any promotion.
-  Piece moved_piece(Move m) const {
-    return is_drop(m) ? make_piece(side_, drop_type(m)) : board_[move_from(m)];
-  }
+  Piece moved_piece(Move m) const { return is_drop(m) ? make_piece(side_, drop_type(m)) : board_[move_from(m)]; }
 
   void do_move(Move m);
   void undo_move();
-  void do_null_move();   // passes the turn (mate search and tests)
+  void do_null_move();  // passes the turn (mate search and tests)
   void undo_null_move();
 
   // Game rules. `max_previous` is how many earlier occurrences make a repetition: 3 for the

@@ -90,7 +90,8 @@ static size_t valid_utf8_prefix(std::string_view s) {
       cp = cp << 6 | (d & 0x3f);
     }
     // Overlong three- and four-byte forms, surrogates and values past U+10FFFF are invalid.
-    if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff))) return i;
+    if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+      return i;
     i += n + 1;
   }
   return i;

@@ -38,17 +38,20 @@ enum GameResult : uint8_t { DRAW = 0, BLACK_WIN = 1, WHITE_WIN = 2 };
 constexpr int MAX_MOVE_SECONDS = 99999999;
 
 struct GameRecord {
-  Position start;              // the position before the first move
-  std::vector<Move> moves;     // the moves played, each verified legal when read
-  std::vector<int> seconds;    // time spent on each move (same length as moves), -1 where unknown
+  Position start;                     // the position before the first move
+  std::vector<Move> moves;            // the moves played, each verified legal when read
+  std::vector<int> seconds;           // time spent on each move (same length as moves), -1 where unknown
   std::vector<std::string> comments;  // empty, or one per move ("" for none): CSA ' lines after the move
   GameEnd end = GameEnd::NONE;
-  std::string black, white;    // player names, UTF-8
-  std::string event;           // CSA $EVENT, KIF 棋戦
-  std::string start_time;      // CSA $START_TIME, KIF 開始日時, as written (e.g. "2024/05/01 10:00:00")
+  std::string black, white;  // player names, UTF-8
+  std::string event;         // CSA $EVENT, KIF 棋戦
+  std::string start_time;    // CSA $START_TIME, KIF 開始日時, as written (e.g. "2024/05/01 10:00:00")
 
   // Appends a move (with its time, -1 when unknown).
-  void add_move(Move m, int secs = -1) { moves.push_back(m); seconds.push_back(secs); }
+  void add_move(Move m, int secs = -1) {
+    moves.push_back(m);
+    seconds.push_back(secs);
+  }
   // The position after every recorded move.
   Position final_position() const;
 };

@@ -27,11 +27,23 @@ constexpr bool in_promotion_zone(Color c, Square s) { return relative_rank(c, ra
 
 enum PieceType : int {
   NO_PIECE_TYPE = 0,
-  PAWN = 1, LANCE, KNIGHT, SILVER, BISHOP, ROOK, GOLD, KING,
-  PRO_PAWN, PRO_LANCE, PRO_KNIGHT, PRO_SILVER, HORSE, DRAGON,
+  PAWN = 1,
+  LANCE,
+  KNIGHT,
+  SILVER,
+  BISHOP,
+  ROOK,
+  GOLD,
+  KING,
+  PRO_PAWN,
+  PRO_LANCE,
+  PRO_KNIGHT,
+  PRO_SILVER,
+  HORSE,
+  DRAGON,
   PIECE_TYPE_NB = 15,
-  PROMOTED = 8,       // added to an unpromoted type to promote it
-  HAND_TYPE_NB = 8,   // hand pieces are PAWN..GOLD (1..7)
+  PROMOTED = 8,      // added to an unpromoted type to promote it
+  HAND_TYPE_NB = 8,  // hand pieces are PAWN..GOLD (1..7)
 };
 constexpr bool can_promote(PieceType pt) { return pt >= PAWN && pt <= ROOK; }
 constexpr PieceType promoted(PieceType pt) { return PieceType(pt + PROMOTED); }
@@ -71,8 +83,6 @@ constexpr PieceType drop_type(Move m) { return PieceType(move_from(m) - SQ_NB + 
 constexpr const char* PIECE_CHARS = " PLNSBRGK";
 
 // Square name in USI notation, e.g. "7g".
-inline std::string square_to_usi(Square s) {
-  return std::string{char('1' + file_of(s)), char('a' + rank_of(s))};
-}
+inline std::string square_to_usi(Square s) { return std::string{char('1' + file_of(s)), char('a' + rank_of(s))}; }
 
 }  // namespace jiriki

@@ -6,10 +6,10 @@
 #include <random>
 #include <vector>
 
-#include "shogi/movegen.h"
 #include "nn/backend.h"
 #include "nn/features.h"
 #include "nn/model.h"
+#include "shogi/movegen.h"
 
 namespace jiriki::nn::testing {
 
@@ -58,7 +58,8 @@ inline std::vector<uint8_t> pack_planes(const std::vector<float>& planes, int n)
   std::vector<uint8_t> bits(size_t(n) * PACKED_INPUT_BYTES, 0);
   for (int p = 0; p < n; ++p)
     for (int i = 0; i < INPUT_SIZE; ++i)
-      if (planes[size_t(p) * INPUT_SIZE + i] != 0.0f) bits[size_t(p) * PACKED_INPUT_BYTES + i / 8] |= uint8_t(1 << (i % 8));
+      if (planes[size_t(p) * INPUT_SIZE + i] != 0.0f)
+        bits[size_t(p) * PACKED_INPUT_BYTES + i / 8] |= uint8_t(1 << (i % 8));
   return bits;
 }
 

@@ -257,8 +257,8 @@ TEST_CASE("tuner: a batch is changed only for a clear gain in goodput", "[tuner]
   const std::vector<int> candidates = geometric_batches(8, 1024);
   const TunerDecision near = choose_batch(m, candidates, 1, 5000, 8);
   REQUIRE(near.batch == 1024);
-  CHECK(keep_or_switch(near, 512, 0.05) == 512);   // less than 5% better: stay
-  CHECK(keep_or_switch(near, 512, 0.0) == 1024);   // no margin: follow the decision
+  CHECK(keep_or_switch(near, 512, 0.05) == 512);  // less than 5% better: stay
+  CHECK(keep_or_switch(near, 512, 0.0) == 1024);  // no margin: follow the decision
   CHECK(keep_or_switch(near, 1024, 0.05) == 1024);
   CHECK(keep_or_switch(near, 100, 0.05) == 1024);  // not a candidate: no goodput to compare
   const TunerDecision far = choose_batch(m, candidates, 1, 20000, 8);
@@ -330,8 +330,8 @@ TEST_CASE("tuner: fit_step_time recovers the model that made the samples", "[tun
       for (int b : batches) {
         // The first round of all-reduces is slow (warm-up, as on real GPUs): the median ignores it.
         const double comm = truth.t_n * (rep == 0 ? 5.0 : 1 + jitter(rng));
-        samples.push_back({double(b), truth.step_seconds(b) * (1 + jitter(rng)),
-                           truth.compute_seconds(b) * (1 + jitter(rng)), comm});
+        samples.push_back(
+            {double(b), truth.step_seconds(b) * (1 + jitter(rng)), truth.compute_seconds(b) * (1 + jitter(rng)), comm});
       }
     const StepTimeModel m = fit_step_time(samples);
     CAPTURE(m.alpha_c, m.beta_c, m.t_n, m.gamma);

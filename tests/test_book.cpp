@@ -109,16 +109,18 @@ TEST_CASE("book: lookup by move number, or whatever the move number with IgnoreB
   CHECK(probe(b, later, exact).empty());
   CHECK(texts(probe(b, later, any_ply)) == std::set<std::string>{"7g7f", "2g2f", "5g5f"});
   // A position given at two move numbers: the exact one matches, IgnoreBookPly takes the smaller.
-  Book twice = Book::parse("#YANEURAOU-DB2016 1.00\nsfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1\n"
-                           "7g7f none 0 0 1\nsfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 3\n"
-                           "2g2f none 0 0 1\n");
+  Book twice = Book::parse(
+      "#YANEURAOU-DB2016 1.00\nsfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1\n"
+      "7g7f none 0 0 1\nsfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 3\n"
+      "2g2f none 0 0 1\n");
   CHECK(texts(probe(twice, later, exact)) == std::set<std::string>{"2g2f"});
   CHECK(texts(probe(twice, later, any_ply)) == std::set<std::string>{"7g7f"});
   // A position not in the book.
   CHECK(probe(b, after("7g7f 3c3d"), any_ply).empty());
   // A position written without a move number matches at any.
-  Book plyless = Book::parse("#YANEURAOU-DB2016 1.00\nsfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -\n"
-                             "7g7f none 0 0 1\n");
+  Book plyless = Book::parse(
+      "#YANEURAOU-DB2016 1.00\nsfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -\n"
+      "7g7f none 0 0 1\n");
   CHECK(texts(probe(plyless, later, exact)) == std::set<std::string>{"7g7f"});
 }
 
@@ -196,7 +198,7 @@ TEST_CASE("book: each engine option changes the move chosen as YaneuraOu's book 
     CHECK(draws(b, start, opt, N) == std::map<std::string, int>{{"7g7f", N}});
     opt.eval_black_limit = 60;
     CHECK(draws(b, start, opt, N) == std::map<std::string, int>{{"-", N}});
-    const Position white = after("7g7f");  // 8c8d 10, 3c3d -5
+    const Position white = after("7g7f");        // 8c8d 10, 3c3d -5
     CHECK(draws(b, white, opt, N).size() == 2);  // the Black limit does not apply; White's -140 keeps both
     opt.eval_white_limit = 0;
     CHECK(draws(b, white, opt, N) == std::map<std::string, int>{{"8c8d", N}});
@@ -263,9 +265,7 @@ TEST_CASE("book: each engine option changes the move chosen as YaneuraOu's book 
       CHECK(w->ponder == (w->move == usi(white, "8c8d") ? usi(white, "2g2f") : MOVE_NONE));
     }
   }
-  SECTION("the same seed gives the same choices") {
-    CHECK(draws(b, start, opt, 200) == draws(b, start, opt, 200));
-  }
+  SECTION("the same seed gives the same choices") { CHECK(draws(b, start, opt, 200) == draws(b, start, opt, 200)); }
 }
 
 TEST_CASE("book: malformed books are refused with the line and the reason", "[book]") {
@@ -279,7 +279,8 @@ TEST_CASE("book: malformed books are refused with the line and the reason", "[bo
   refused("", "empty file");
   refused(H + "7g7f none 0 0 1\n", "bad.db:2: a move line before any 'sfen' line");
   refused(H + "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1 b - 1\n", "bad.db:2: bad SFEN");
-  refused(H + "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - x\n", "bad.db:2: bad move number 'x'");
+  refused(H + "sfen lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - x\n",
+          "bad.db:2: bad move number 'x'");
   refused(H + S + "7g7f none 0 0 1\n7g7e none 0 0 1\n", "bad.db:4: illegal move 7g7e");
   refused(H + S + "7z7f none 0 0 1\n", "bad.db:3: malformed move '7z7f'");
   refused(H + S + "7g7f 3c3x 0 0 1\n", "bad.db:3: malformed reply '3c3x'");
@@ -317,13 +318,15 @@ TEST_CASE("book: a book built from hand-made games has the counts and values wor
   REQUIRE(b.size() == 3);  // the start, after 7g7f, after 2g2f; 2g2f as the third ply is beyond P = 2
   auto moves_at = [&](const Position& pos) {
     std::map<std::string, std::pair<uint64_t, int>> m;  // move -> count, value
-    for (const BookMove& bm : probe(b, pos, LookupOptions{false, false})) m[move_to_usi(bm.move)] = {bm.count, bm.value};
+    for (const BookMove& bm : probe(b, pos, LookupOptions{false, false}))
+      m[move_to_usi(bm.move)] = {bm.count, bm.value};
     return m;
   };
   // Values from win rates with one win and one loss added: 1 of 2 -> 2/4 -> 0 cp;
   // 1 of 1 -> 2/3 -> 756 ln 2 = 524 cp; 0 of 1 -> 1/3 -> -524 cp.
   CHECK(moves_at(start) == std::map<std::string, std::pair<uint64_t, int>>{{"7g7f", {2, 0}}, {"2g2f", {1, 524}}});
-  CHECK(moves_at(after("7g7f")) == std::map<std::string, std::pair<uint64_t, int>>{{"3c3d", {1, -524}}, {"8c8d", {1, 524}}});
+  CHECK(moves_at(after("7g7f")) ==
+        std::map<std::string, std::pair<uint64_t, int>>{{"3c3d", {1, -524}}, {"8c8d", {1, 524}}});
   CHECK(moves_at(after("2g2f")) == std::map<std::string, std::pair<uint64_t, int>>{{"8c8d", {1, -524}}});
   CHECK(b.positions()[0].ply + b.positions()[1].ply + b.positions()[2].ply == 1 + 2 + 2);
 
@@ -352,7 +355,9 @@ TEST_CASE("book: on-the-fly lookup in the sorted file equals lookup in memory", 
       MoveList ms = legal_moves(pos);
       if (ms.size() == 0) break;
       const Move m = ms.moves[random_below(rng, ms.size())];
-      b.add({pos.sfen(false), pos.game_ply(), {BookMove{m, MOVE_NONE, int(random_below(rng, 200)) - 100, 8, 1 + random_below(rng, 9)}}});
+      b.add({pos.sfen(false),
+             pos.game_ply(),
+             {BookMove{m, MOVE_NONE, int(random_below(rng, 200)) - 100, 8, 1 + random_below(rng, 9)}}});
       probes.push_back(pos);
       pos.do_move(m);
     }

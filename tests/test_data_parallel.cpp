@@ -14,9 +14,9 @@
 #include <set>
 #include <thread>
 
+#include "nn/model_file.h"
 #include "shogi/hcpe.h"
 #include "tests/temp_dir.h"
-#include "nn/model_file.h"
 #include "training/batch_tuner.h"
 #include "training/buckets.h"
 #include "training/comm.h"
@@ -32,7 +32,6 @@ namespace fs = std::filesystem;
 using jiriki::testing::TempDir;
 
 namespace {
-
 
 // Runs fn(rank, comm) on `ranks` threads of one ThreadGroup.
 template <class Fn>
@@ -75,7 +74,8 @@ TEST_CASE("host collectives: sums in rank order, means, broadcast, equality", "[
     // (Computed once: the compiler may contract the same expression differently in two places.)
     std::vector<std::vector<float>> inputs(n, std::vector<float>(10001));
     for (int r = 0; r < ranks; ++r)
-      for (size_t i = 0; i < inputs[0].size(); ++i) inputs[size_t(r)][i] = float(i) * 0.1f + float(r) * 1e-3f + 1.0f / float(i + 3);
+      for (size_t i = 0; i < inputs[0].size(); ++i)
+        inputs[size_t(r)][i] = float(i) * 0.1f + float(r) * 1e-3f + 1.0f / float(i + 3);
     on_threads(ranks, [&](int r, HostComm& comm) {
       std::vector<float> m = inputs[size_t(r)];
       comm.average(m.data(), m.size());
@@ -98,7 +98,8 @@ TEST_CASE("host collectives: sums in rank order, means, broadcast, equality", "[
       for (int r = 0; r < ranks; ++r) total += double(inputs[size_t(r)][i]);
       const float want = float(total) * (1.0f / float(ranks));
       for (int r = 0; r < ranks; ++r)
-        if (means[size_t(r)][i] != want) FAIL("rank " << r << ", element " << i << ": " << means[size_t(r)][i] << " != " << want);
+        if (means[size_t(r)][i] != want)
+          FAIL("rank " << r << ", element " << i << ": " << means[size_t(r)][i] << " != " << want);
     }
     const float rank_sum = float(ranks * (ranks - 1) / 2);
     for (int r = 0; r < ranks; ++r) {
@@ -180,11 +181,9 @@ TEST_CASE("loader: replica slices partition every global batch", "[dp][data]") {
   Loader whole(data, {.batch_size = b * ranks, .seed = 5, .start = 40});
   std::vector<std::unique_ptr<Loader>> parts;
   for (int r = 0; r < ranks; ++r)
-    parts.push_back(std::make_unique<Loader>(data, LoaderOptions{.batch_size = b,
-                                                                 .seed = 5,
-                                                                 .start = 40,
-                                                                 .stride = uint64_t(b * ranks),
-                                                                 .offset = uint64_t(r * b)}));
+    parts.push_back(std::make_unique<Loader>(
+        data, LoaderOptions{
+                  .batch_size = b, .seed = 5, .start = 40, .stride = uint64_t(b * ranks), .offset = uint64_t(r * b)}));
   for (int j = 0; j < 12; ++j) {  // crosses epoch boundaries (100 positions, 18 a step)
     const Batch* w = whole.acquire();
     for (int r = 0; r < ranks; ++r) {
@@ -200,7 +199,8 @@ TEST_CASE("loader: replica slices partition every global batch", "[dp][data]") {
     }
     whole.release(w);
   }
-  CHECK_THROWS_WITH(Loader(data, {.batch_size = 8, .stride = 16, .offset = 9}), Catch::Contains("past its global batch"));
+  CHECK_THROWS_WITH(Loader(data, {.batch_size = 8, .stride = 16, .offset = 9}),
+                    Catch::Contains("past its global batch"));
 }
 
 TEST_CASE("buckets: every gradient in exactly one bucket, ready when its stage is done", "[dp][buckets]") {
@@ -258,7 +258,7 @@ TEST_CASE("buckets: every gradient in exactly one bucket, ready when its stage i
     CHECK(buckets.size() <= previous_count);
     previous_count = buckets.size();
   }
-  CHECK(plan_buckets(slots, 1, 63).size() == 7);         // one bucket per stage: heads, 5 blocks, stem
+  CHECK(plan_buckets(slots, 1, 63).size() == 7);  // one bucket per stage: heads, 5 blocks, stem
   CHECK(plan_buckets(slots, size_t(1) << 30, 63).size() == 1);
 }
 
@@ -299,7 +299,8 @@ TEST_CASE("data parallel: N replicas (threads, host all-reduce) make the update 
         auto to = mean.tensors();
         auto from = ws.grads.tensors();
         for (size_t t = 0; t < to.size(); ++t)
-          for (size_t i = 0; i < to[t].tensor->size(); ++i) to[t].tensor->data[i] += from[t].tensor->data[i] / float(ranks);
+          for (size_t i = 0; i < to[t].tensor->size(); ++i)
+            to[t].tensor->data[i] += from[t].tensor->data[i] / float(ranks);
       }
       const double norm = gradient_norm(mean);
       if (norm > c.clip_grad_norm) scale_gradients(mean, float(c.clip_grad_norm / norm));
@@ -355,10 +356,11 @@ TEST_CASE("data parallel: mpirun -np 2 gives the threaded launch's weights", "[d
   // Under AddressSanitizer (the asan preset) the ranks' leak check is off: OpenMPI's own plugins
   // leak at exit from code dlclose has unloaded, which no suppression can name. The threaded run
   // above keeps the check on the same training code.
-  const std::string launched = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                               "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" " + mpirun +
-                               " --oversubscribe -np 2 " + JIRIKI_BINARY + common + " --model-out " +
-                               dir.file("m.bin") + " > " + dir.file("mpi.txt") + " 2>&1";
+  const std::string launched =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\" " +
+      mpirun + " --oversubscribe -np 2 " + JIRIKI_BINARY + common + " --model-out " + dir.file("m.bin") + " > " +
+      dir.file("mpi.txt") + " 2>&1";
   const int rc = WEXITSTATUS(std::system(launched.c_str()));
   std::ifstream out(dir.file("mpi.txt"));
   const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());

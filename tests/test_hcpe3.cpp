@@ -24,7 +24,8 @@ Hcpe3Game random_game(std::mt19937& rng, int max_plies) {
     m.move = legal.moves[rng() % legal.size()];
     m.eval = int16_t(int(rng() % 2001) - 1000);
     if (ply % 2 == 0)
-      for (int i = 0; i < std::min(legal.size(), 5); ++i) m.candidates.push_back({legal.moves[i], uint16_t(rng() % 800)});
+      for (int i = 0; i < std::min(legal.size(), 5); ++i)
+        m.candidates.push_back({legal.moves[i], uint16_t(rng() % 800)});
     pos.do_move(m.move);
     g.moves.push_back(m);
   }

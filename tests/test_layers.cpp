@@ -89,10 +89,9 @@ TEST_CASE("layers: folders include only folders below them", "[layers]") {
   CHECK(cycle.empty());
 
   // The declared order (docs/architecture.md): a folder may include only those of a lower rank.
-  const std::map<std::string, int> rank{{"common", 0}, {"shogi", 1}, {"book", 2}, {"nn", 2},
-                                        {"training", 3}, {"engine", 3}, {"usi", 4}, {"selfplay", 4},
-                                        {"match", 4}, {"loop", 5}, {"command", 6}, {"tests", 7},
-                                        {"fuzz", 8}};
+  const std::map<std::string, int> rank{{"common", 0},  {"shogi", 1}, {"book", 2},     {"nn", 2},    {"training", 3},
+                                        {"engine", 3},  {"usi", 4},   {"selfplay", 4}, {"match", 4}, {"loop", 5},
+                                        {"command", 6}, {"tests", 7}, {"fuzz", 8}};
   for (const auto& [folder, deps] : g) {
     auto own = rank.find(folder);
     if (own == rank.end()) continue;  // folders without code (docs, scripts, bench)

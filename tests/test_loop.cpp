@@ -29,8 +29,8 @@
 #include "temp_dir.h"
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using jiriki::testing::TempDir;
+using nlohmann::json;
 using namespace jiriki::loop;
 
 namespace {
@@ -43,8 +43,8 @@ std::string read_bytes(const fs::path& p) {
 // ---- a TensorBoard event file reader, written apart from the writer --------------------------
 struct Field {
   int number = 0, wire = 0;
-  uint64_t varint = 0;    // wire 0
-  std::string bytes;      // wire 1, 2, 5: the raw bytes
+  uint64_t varint = 0;  // wire 0
+  std::string bytes;    // wire 1, 2, 5: the raw bytes
 };
 
 uint64_t read_varint(const std::string& s, size_t& i) {
@@ -170,7 +170,8 @@ json tiny_config(const std::string& match, int generations) {
           {"channels", 16},
           {"selfplay_positions", 60},
           {"selfplay_playouts", 4},
-          {"selfplay_args", "--temperature-plies 20 --root-mate-plies 0 --leaf-mate-plies 0 --games-per-file 2 --concurrent 2"},
+          {"selfplay_args",
+           "--temperature-plies 20 --root-mate-plies 0 --leaf-mate-plies 0 --games-per-file 2 --concurrent 2"},
           {"holdout_positions", 10},
           {"max_plies", 40},
           {"train_steps", 8},
@@ -187,8 +188,7 @@ json tiny_config(const std::string& match, int generations) {
 
 // Runs `jiriki loop` with `env` in front; the exit code, or -9 when it was killed by SIGKILL.
 int run_loop_cli(const std::string& env, const std::string& dir, const std::string& extra = "") {
-  const std::string cmd = env + " " + JIRIKI_BINARY + " loop --dir " + dir + " " + extra + " >> " + dir +
-                          ".out 2>&1";
+  const std::string cmd = env + " " + JIRIKI_BINARY + " loop --dir " + dir + " " + extra + " >> " + dir + ".out 2>&1";
   const int rc = std::system(cmd.c_str());
   if (WIFSIGNALED(rc)) return WTERMSIG(rc) == SIGKILL ? -9 : -1;
   const int code = WEXITSTATUS(rc);
@@ -295,7 +295,8 @@ TEST_CASE("loop window: KataGo's shuffler formula, with hand-computed sizes", "[
   // Just past min_rows the power law's slope is expand_per_row; it then grows ever more slowly.
   const WindowConfig k{.min_rows = 250000, .expand_per_row = 0.4, .taper_exponent = 0.65};
   CHECK(window_rows(250000 + 1000, k) == 250000 + 399);
-  const int64_t a = window_rows(2000000, k) - window_rows(1000000, k), b = window_rows(3000000, k) - window_rows(2000000, k);
+  const int64_t a = window_rows(2000000, k) - window_rows(1000000, k),
+                b = window_rows(3000000, k) - window_rows(2000000, k);
   CHECK(a > b);
   CHECK(b > 0);
 }
@@ -307,7 +308,11 @@ TEST_CASE("loop tensorboard: CRC32C check value, hand-assembled bytes, and files
   CHECK(crc32c("") == 0);
   // One scalar event by hand: wall_time (field 1, fixed64) 0.0, step 0 left out, summary (field 5)
   // { value (field 1) { tag (field 1) "a", simple_value (field 2, fixed32) 1.0f = 0x3f800000 } }.
-  const std::string expected = std::string("\x09\0\0\0\0\0\0\0\0\x2a\x0a\x0a\x08\x0a\x01" "a" "\x15\0\0\x80\x3f", 21);
+  const std::string expected = std::string(
+      "\x09\0\0\0\0\0\0\0\0\x2a\x0a\x0a\x08\x0a\x01"
+      "a"
+      "\x15\0\0\x80\x3f",
+      21);
   CHECK(scalar_event({"a", 0, 1.0, 0.0}) == expected);
   // The record framing: 8-byte length, its masked CRC, the data, its masked CRC.
   const std::string r = tf_record("xyz");
@@ -374,8 +379,9 @@ TEST_CASE("loop: two generations end to end; killed at 20 points and restarted e
     CHECK(state["best"] == "models/gen0002.jnn");  // both candidates passed the gate
     CHECK(state["history"][1]["gate"]["exit_code"] == 10);
     CHECK(state["history"][1]["eval_first"]["games"] == 4);  // the fake's summary, read back
-    CHECK(read_bytes(dir + "/eval_first/fake_match_calls.txt").find("option.ModelFile=" + dir + "/models/gen0000.jnn") !=
-          std::string::npos);
+    CHECK(
+        read_bytes(dir + "/eval_first/fake_match_calls.txt").find("option.ModelFile=" + dir + "/models/gen0000.jnn") !=
+        std::string::npos);
     // The gate matched each candidate against the best of its time.
     const std::string calls = read_bytes(dir + "/gate/fake_match_calls.txt");
     CHECK(calls.find("option.ModelFile=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
@@ -397,20 +403,22 @@ TEST_CASE("loop: two generations end to end; killed at 20 points and restarted e
       CHECK(std::system((std::string(JIRIKI_BINARY) + " loop plot --dir " + dir + " > /dev/null").c_str()) == 0);
       CHECK(read_bytes(dir + "/plots/elo.png").substr(1, 3) == "PNG");
     }
-    CHECK(std::system((std::string(JIRIKI_BINARY) + " loop plot --dir " + tmp.file("none") + " 2> /dev/null").c_str()) != 0);
+    CHECK(std::system(
+              (std::string(JIRIKI_BINARY) + " loop plot --dir " + tmp.file("none") + " 2> /dev/null").c_str()) != 0);
   }
 
   SECTION("killed") {
     const std::string dir = tmp.file("killed");
-    const char* points[] = {"0:init:start",    "0:init:mid",      "0:init:done",     "1:selfplay:start", "1:selfplay:mid",
-                            "1:selfplay:done", "1:holdout:mid",   "1:train:start",   "1:train:mid",      "1:train:done",
-                            "1:gate:mid",      "1:gate:done",     "1:promote:mid",   "1:record:mid",     "1:record:done",
-                            "2:selfplay:mid",  "2:train:mid",     "2:gate:start",    "2:promote:done",   "2:record:mid"};
+    const char* points[] = {"0:init:start",    "0:init:mid",    "0:init:done",   "1:selfplay:start", "1:selfplay:mid",
+                            "1:selfplay:done", "1:holdout:mid", "1:train:start", "1:train:mid",      "1:train:done",
+                            "1:gate:mid",      "1:gate:done",   "1:promote:mid", "1:record:mid",     "1:record:done",
+                            "2:selfplay:mid",  "2:train:mid",   "2:gate:start",  "2:promote:done",   "2:record:mid"};
     bool first = true;
     for (const char* p : points) {
       INFO("kill point " << p);
-      const int rc = run_loop_cli(std::string("FAKE_MATCH_EXIT=10 JIRIKI_LOOP_KILL_DELAY_MS=150 JIRIKI_LOOP_KILL_AT=") + p,
-                                  dir, first ? "--config " + config : "");
+      const int rc =
+          run_loop_cli(std::string("FAKE_MATCH_EXIT=10 JIRIKI_LOOP_KILL_DELAY_MS=150 JIRIKI_LOOP_KILL_AT=") + p, dir,
+                       first ? "--config " + config : "");
       first = false;
       INFO(run_output(dir));
       REQUIRE(rc == -9);
@@ -491,8 +499,8 @@ TEST_CASE("loop eval: a run made without evaluation matches gets them afterwards
   for (const auto& r : state["history"]) CHECK_FALSE((r.contains("eval_first") || r.contains("eval_anchor")));
   CHECK_FALSE(fs::exists(dir + "/eval_first"));
 
-  const std::string args = " --games 2 --anchor-games 2 --anchor-tc movetime=50 --nodes 6 --concurrency 3 >> " + dir +
-                           ".out 2>&1";
+  const std::string args =
+      " --games 2 --anchor-games 2 --anchor-tc movetime=50 --nodes 6 --concurrency 3 >> " + dir + ".out 2>&1";
   REQUIRE(std::system(("FAKE_MATCH_EXIT=0 " + eval + args).c_str()) == 0);
   INFO(run_output(dir));
   state = read_json_file(dir + "/state.json");
@@ -574,8 +582,8 @@ TEST_CASE("loop plots: a match won or lost outright is drawn at the Elo of its s
   const auto table = plot_rows(tmp.file("run"));
   REQUIRE(table.size() == 3);
   REQUIRE(table[2].size() == 16);  // generation, 13 figures, 2 bounds (gnuplot's columns 15, 16)
-  CHECK(table[1][14] == "NaN");  // a finite Elo: no bound drawn
-  CHECK(table[2][4] == "NaN");   // no point estimate for 40-0
+  CHECK(table[1][14] == "NaN");    // a finite Elo: no bound drawn
+  CHECK(table[2][4] == "NaN");     // no point estimate for 40-0
   CHECK(std::stod(table[2][14]) == Approx(407.03).margin(0.05));
   CHECK(std::stod(table[2][15]) == Approx(-286.61).margin(0.05));
   const std::string script = read_bytes(tmp.file("run/plots/elo.gp"));
@@ -651,7 +659,8 @@ TEST_CASE("loop teacher: generation 0 learns from the teacher's games, whose pos
   const TempDir tmp("loop_teacher");
   // The "teacher's games": a few self-play games of a fresh network, with their evals.
   const std::string bin = JIRIKI_BINARY;
-  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 -o " + tmp.file("t.jnn") + " > /dev/null").c_str()) == 0);
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 -o " + tmp.file("t.jnn") + " > /dev/null").c_str()) ==
+          0);
   REQUIRE(std::system((bin + " selfplay --model " + tmp.file("t.jnn") + " --out " + tmp.file("t") +
                        " --games 2 --playouts 4 --max-plies 40 --concurrent 2 --name t > /dev/null 2>&1")
                           .c_str()) == 0);
@@ -747,7 +756,8 @@ TEST_CASE("loop gate with the real jiriki match: its command line and summary ro
 TEST_CASE("loop: generation 0 from a model file, and extra training data in every window", "[loop][cli]") {
   const TempDir tmp("loop_init_model");
   const std::string bin = JIRIKI_BINARY;
-  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null").c_str()) == 0);
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null")
+                          .c_str()) == 0);
   REQUIRE(std::system((bin + " selfplay --model " + tmp.file("init.jnn") + " --out " + tmp.file("extra") +
                        " --games 2 --playouts 4 --max-plies 40 --concurrent 2 --name x > /dev/null 2>&1")
                           .c_str()) == 0);
@@ -779,7 +789,8 @@ TEST_CASE("loop train_fresh: every candidate is a fresh network of the config's 
   const TempDir tmp("loop_train_fresh");
   const std::string bin = JIRIKI_BINARY;
   // Generation 0 is a 1x16 network; the config asks for 2x8, which only a fresh network can be.
-  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null").c_str()) == 0);
+  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null")
+                          .c_str()) == 0);
   json c = tiny_config(fake_match(tmp), 2);
   c["init_model"] = tmp.file("init.jnn");
   c["blocks"] = 2;
@@ -802,7 +813,8 @@ TEST_CASE("loop train_fresh: every candidate is a fresh network of the config's 
   c["generations"] = 1;
   const TempDir tmp2("loop_train_fresh_off");
   const std::string dir2 = run_to_end(tmp2, c);
-  CHECK(read_bytes(dir2 + "/logs/gen0001-train.log").find("--init " + dir2 + "/models/gen0000.jnn") != std::string::npos);
+  CHECK(read_bytes(dir2 + "/logs/gen0001-train.log").find("--init " + dir2 + "/models/gen0000.jnn") !=
+        std::string::npos);
   CHECK(jiriki::nn::load_model(dir2 + "/models/gen0001.jnn").arch.channels == 16);
 }
 

@@ -3,11 +3,11 @@
 // colour swap, crash recovery, SPRT stop), the records, and the command's exit codes.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
-#include <sys/wait.h>
 
 #include "match/adjudicate.h"
 #include "match/game.h"
@@ -188,7 +188,8 @@ TEST_CASE("match: engine spec parsing", "[match]") {
   CHECK(s.nodes == 0);
   REQUIRE_FALSE(parse_engine_spec("cmd=x nodes=4190", s));
   CHECK(s.nodes == 4190);
-  for (const char* bad : {"cmd=x nodes=0", "cmd=x nodes=-3", "cmd=x nodes=12k", "cmd=x nodes=", "cmd=x nodes=99999999999999999999"})
+  for (const char* bad :
+       {"cmd=x nodes=0", "cmd=x nodes=-3", "cmd=x nodes=12k", "cmd=x nodes=", "cmd=x nodes=99999999999999999999"})
     CHECK_THAT(parse_engine_spec(bad, s).value_or(""), Catch::Matchers::Contains("not a positive count"));
 }
 
@@ -442,7 +443,8 @@ TEST_CASE("match tournament: round robin with colours swapped in every pair", "[
 TEST_CASE("match tournament: a crashed engine is restarted and the match goes on", "[match]") {
   TempDir dir("match_crash");
   TournamentConfig c;
-  c.engines = {fake(dir, "crasher", {"crash-once 7g7f", "3c3d", "resign"}), fake(dir, "steady", {"7g7f", "3c3d", "resign"})};
+  c.engines = {fake(dir, "crasher", {"crash-once 7g7f", "3c3d", "resign"}),
+               fake(dir, "steady", {"7g7f", "3c3d", "resign"})};
   c.games = 4;
   c.progress = false;
   c.game = fast_settings();
@@ -569,9 +571,11 @@ TEST_CASE("match summaries: games.jsonl read back gives the runner's own figures
   TournamentConfig c;
   // "a" crashes once (its first game), then every engine answers two moves with node counts and
   // resigns: a round robin with results, pairs, a fault and search figures to compare.
-  TournamentResult live = round_robin(dir, {fake(dir, "a", {"crash-once nodes=700 7g7f", "nodes=500 3c3d", "resign"}),
-                                            fake(dir, "b", {"nodes=300 7g7f", "nodes=200 3c3d", "resign"}),
-                                            fake(dir, "c", {"nodes=100 7g7f", "3c3d", "resign"})}, c);
+  TournamentResult live = round_robin(dir,
+                                      {fake(dir, "a", {"crash-once nodes=700 7g7f", "nodes=500 3c3d", "resign"}),
+                                       fake(dir, "b", {"nodes=300 7g7f", "nodes=200 3c3d", "resign"}),
+                                       fake(dir, "c", {"nodes=100 7g7f", "3c3d", "resign"})},
+                                      c);
   REQUIRE(live.games == 12);
   REQUIRE(live.faults[0].crash == 1);
 
@@ -629,10 +633,14 @@ TEST_CASE("match summaries: several files, pairs kept per file, and lines withou
   TempDir dir("match_summary_files");
   // Lines as runs before the answered-move counts wrote them. In each file pair 1 has one game only:
   // "x" wins the first file's, "y" the second's; counted as one pair they would make a WL pair.
-  const std::string common = R"("opening":"startpos moves 7g7f","opening_plies":1,"plies":4,"reason":"resign",)"
-                             R"("time_ms":{"black":300,"white":500},"nodes":{"black":1000,"white":0},"csa":"csa/000001.csa"})";
-  std::ofstream(dir.file("one.jsonl")) << R"({"game":1,"pair":1,"black":"x","white":"y","result":"black","winner":"x",)" << common << "\n";
-  std::ofstream(dir.file("two.jsonl")) << "\n" << R"({"game":1,"pair":1,"black":"y","white":"x","result":"black","winner":"y",)" << common << "\n";
+  const std::string common =
+      R"("opening":"startpos moves 7g7f","opening_plies":1,"plies":4,"reason":"resign",)"
+      R"("time_ms":{"black":300,"white":500},"nodes":{"black":1000,"white":0},"csa":"csa/000001.csa"})";
+  std::ofstream(dir.file("one.jsonl")) << R"({"game":1,"pair":1,"black":"x","white":"y","result":"black","winner":"x",)"
+                                       << common << "\n";
+  std::ofstream(dir.file("two.jsonl")) << "\n"
+                                       << R"({"game":1,"pair":1,"black":"y","white":"x","result":"black","winner":"y",)"
+                                       << common << "\n";
   GameFilesSummary s = summarize_game_files({dir.file("one.jsonl"), dir.file("two.jsonl")});
   REQUIRE(s.config.engines.size() == 2);
   CHECK(s.config.engines[0].name == "x");
@@ -650,8 +658,8 @@ TEST_CASE("match summaries: several files, pairs kept per file, and lines withou
   CHECK(s.result.search[0].counted == 1);  // only its game as Black reported nodes
   CHECK(s.result.search[0].nodes_ms == 300);
 
-  std::ofstream(dir.file("bad.jsonl")) << R"({"game":1,"pair":1,"black":"x","white":"y","result":"black","winner":"x",)" << common
-                                       << "\n{\"game\":2}\n";
+  std::ofstream(dir.file("bad.jsonl")) << R"({"game":1,"pair":1,"black":"x","white":"y","result":"black","winner":"x",)"
+                                       << common << "\n{\"game\":2}\n";
   CHECK_THROWS_WITH(summarize_game_files({dir.file("bad.jsonl")}), Catch::Contains("bad.jsonl:2: not a game line"));
   CHECK_THROWS_WITH(summarize_game_files({dir.file("missing.jsonl")}), Catch::Contains("cannot read"));
   std::ofstream(dir.file("empty.jsonl")) << "";
@@ -670,13 +678,15 @@ TEST_CASE("match command: exit codes and summary.json", "[match]") {
   const std::string quiet = " >/dev/null 2>&1";
   CHECK(run(bin + " match " + strong + " " + weak + " --tc bogus=1" + quiet) == 2);
   // An engine's nodes= needs a node-count time control.
-  const std::string own_nodes = "--engine \"cmd=" + FAKE + " name=own nodes=300 args=" + dir.file("strong.script") + "\"";
+  const std::string own_nodes =
+      "--engine \"cmd=" + FAKE + " name=own nodes=300 args=" + dir.file("strong.script") + "\"";
   CHECK(run(bin + " match " + own_nodes + " " + weak + " --tc byoyomi=100" + quiet) == 2);
   CHECK(run(bin + " match " + own_nodes + " " + weak + " --tc nodes=100 --games 2" + quiet) == 0);
   CHECK(run(bin + " match " + strong + quiet) == 2);
   CHECK(run(bin + " match --help" + quiet) == 0);
   CHECK(run(bin + " match " + strong + " --engine \"cmd=/nonexistent/engine name=x\" --games 2" + quiet) == 1);
-  const std::string sprt = " --games 200 --concurrency 2 --tc byoyomi=10000 --sprt \"elo0=0 elo1=100 alpha=0.05 beta=0.05\"";
+  const std::string sprt =
+      " --games 200 --concurrency 2 --tc byoyomi=10000 --sprt \"elo0=0 elo1=100 alpha=0.05 beta=0.05\"";
   CHECK(run(bin + " match " + strong + " " + weak + sprt + " --out " + dir.file("h1") + quiet) == 10);
   CHECK(run(bin + " match " + weak + " " + strong + sprt + quiet) == 11);
   CHECK(run(bin + " match " + strong + " " + weak + " --games 2 --log " + dir.file("traffic.log") + quiet) == 0);

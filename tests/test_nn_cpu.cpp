@@ -5,9 +5,9 @@
 #include <cmath>
 #include <random>
 
-#include "shogi/movegen.h"
 #include "nn/backend.h"
 #include "nn/features.h"
+#include "shogi/movegen.h"
 #include "tests/nn_random.h"
 
 using namespace jiriki;
@@ -82,7 +82,11 @@ TEST_CASE("reference evaluator: a network worked out by hand", "[nn][reference]"
 
 #if JIRIKI_HAVE_DNNL
 TEST_CASE("cpu backend equals the reference on random networks and positions", "[nn][cpu]") {
-  struct Case { int blocks, channels; Activation act; int threads; };
+  struct Case {
+    int blocks, channels;
+    Activation act;
+    int threads;
+  };
   const Case cases[] = {
       {2, 16, Activation::RELU, 0},
       {2, 16, Activation::SWISH, 1},
@@ -110,7 +114,10 @@ TEST_CASE("cpu backend equals the reference on random networks and positions", "
 TEST_CASE("cpu backend in bf16 equals the reference within bf16 tolerance", "[nn][cpu]") {
   // A 6x64 network as shipped for the CPU and a small odd one, on real positions: where oneDNN has
   // no bf16 convolution, asking for bf16 says so.
-  struct Case { int blocks, channels; Activation act; };
+  struct Case {
+    int blocks, channels;
+    Activation act;
+  };
   const Case cases[] = {{6, 64, Activation::RELU}, {1, 12, Activation::SWISH}};
   uint64_t seed = 300;
   for (const Case& c : cases) {

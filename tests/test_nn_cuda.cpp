@@ -53,7 +53,10 @@ BackendOptions cuda_options(int max_batch, int gpu = 0) {
 
 TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda][gpu]") {
   require_gpu();
-  struct Case { int blocks, channels; Activation act; };
+  struct Case {
+    int blocks, channels;
+    Activation act;
+  };
   const Case cases[] = {
       {3, 32, Activation::RELU},
       {2, 24, Activation::SWISH},
@@ -80,7 +83,8 @@ TEST_CASE("cuda backend equals the reference within bf16 tolerance", "[nn][cuda]
   }
 }
 
-TEST_CASE("cuda backend: the unfused fallback (convolution, then our epilogue) equals the reference", "[nn][cuda][gpu]") {
+TEST_CASE("cuda backend: the unfused fallback (convolution, then our epilogue) equals the reference",
+          "[nn][cuda][gpu]") {
   require_gpu();
   BackendOptions unfused = cuda_options(8);
   unfused.cuda.unfused = true;
@@ -121,13 +125,17 @@ TEST_CASE("cuda backend: a large batch, run as two half batches on two streams",
   require_close_bf16(run(*chosen, features, 520), want);
 }
 
-TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's tower and the reference", "[nn][cuda][gpu]") {
+TEST_CASE("cuda backend: the square-major Hopper convolution equals cuDNN's tower and the reference",
+          "[nn][cuda][gpu]") {
   require_gpu();
   if (!cuda::square_conv_supported(0, 128, 128)) {
     WARN("GPU 0 is not an sm_90 (Hopper) GPU: square-major convolution test skipped");
     return;
   }
-  struct Case { int blocks, channels; Activation act; };
+  struct Case {
+    int blocks, channels;
+    Activation act;
+  };
   const Case cases[] = {{1, 192, Activation::RELU}, {2, 128, Activation::SWISH}};
   constexpr int BATCH = 256, CHECKED = 12;  // the reference's direct loops are slow at 192 channels
   uint64_t seed = 900;
@@ -191,7 +199,8 @@ TEST_CASE("cuda backend: results do not depend on the batch a position is in", "
   for (int i : {0, 17, 63}) {
     std::vector<float> one(features.begin() + size_t(i) * INPUT_SIZE, features.begin() + size_t(i + 1) * INPUT_SIZE);
     Output single = run(*gpu, one, 1);
-    std::vector<float> part(all.policy.begin() + size_t(i) * POLICY_SIZE, all.policy.begin() + size_t(i + 1) * POLICY_SIZE);
+    std::vector<float> part(all.policy.begin() + size_t(i) * POLICY_SIZE,
+                            all.policy.begin() + size_t(i + 1) * POLICY_SIZE);
     INFO("position " << i);
     // Different batch sizes may run different cuDNN engines: equal up to accumulation order.
     CHECK(relative_error(single.policy, part) < 1e-2);
@@ -281,7 +290,8 @@ TEST_CASE("cuda backend: tuned engines are kept in the choice file, read back, a
   SECTION("read back: nothing is tuned again, and the same engines give the same outputs") {
     // Lines that do not parse are ignored.
     std::ofstream(file, std::ios::app) << "garbage\njiriki-cudnn-2 only-a-key\n"
-                                       << "jiriki-cudnn-2 k 2 0 0 -1 1.0\n" << lines[0] << " trailing\n";
+                                       << "jiriki-cudnn-2 k 2 0 0 -1 1.0\n"
+                                       << lines[0] << " trailing\n";
     const Output again = evaluate_fresh();
     CHECK(cuda::shapes_tuned() - tuned0 == 3);
     CHECK(relative_error(again.policy, first.policy) < 1e-6);

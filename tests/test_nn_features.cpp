@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "shogi/movegen.h"
 #include "nn/features.h"
+#include "shogi/movegen.h"
 
 using namespace jiriki;
 using namespace jiriki::nn;
@@ -67,7 +67,10 @@ std::string mirror_sfen(const std::string& sfen) {
     int empty = 0;
     for (int f = 8; f >= 0; --f) {
       const std::string& t = ranks[r][f];
-      if (t.empty()) { ++empty; continue; }
+      if (t.empty()) {
+        ++empty;
+        continue;
+      }
       if (empty) out += char('0' + empty), empty = 0;
       out += swap_case(t);
     }
@@ -94,7 +97,10 @@ std::string left_right_sfen(const std::string& sfen) {
   auto flush = [&] {
     int empty = 0;
     for (auto it = cells.rbegin(); it != cells.rend(); ++it) {
-      if (it->empty()) { ++empty; continue; }
+      if (it->empty()) {
+        ++empty;
+        continue;
+      }
       if (empty) out += char('0' + empty), empty = 0;
       out += *it;
     }
@@ -129,9 +135,9 @@ TEST_CASE("features: start position, Black to move", "[nn][features]") {
   for (int file = 0; file < 9; ++file) rank_g.insert(file * 9 + 6), rank_f.insert(file * 9 + 5);
   CHECK(plane_set(f, PIECE_PLANE + PAWN - 1) == rank_g);
   CHECK(plane_set(f, ATTACK_PLANE + PAWN - 1) == rank_f);
-  CHECK(plane_set(f, PIECE_PLANE + KING - 1) == std::set<int>{44});      // 5i = 4*9+8
-  CHECK(plane_set(f, PIECE_PLANE + ROOK - 1) == std::set<int>{16});      // 2h = 1*9+7
-  CHECK(plane_set(f, PIECE_PLANE + BISHOP - 1) == std::set<int>{70});    // 8h = 7*9+7
+  CHECK(plane_set(f, PIECE_PLANE + KING - 1) == std::set<int>{44});    // 5i = 4*9+8
+  CHECK(plane_set(f, PIECE_PLANE + ROOK - 1) == std::set<int>{16});    // 2h = 1*9+7
+  CHECK(plane_set(f, PIECE_PLANE + BISHOP - 1) == std::set<int>{70});  // 8h = 7*9+7
   // Rook 2h attacks 1h (7), 2g (15, its pawn), 2i (17, the knight), and along rank h 3h..7h up to
   // the bishop on 8h: 25, 34, 43, 52, 61, 70.
   CHECK(plane_set(f, ATTACK_PLANE + ROOK - 1) == std::set<int>{7, 15, 17, 25, 34, 43, 52, 61, 70});
@@ -156,11 +162,11 @@ TEST_CASE("features: White to move, in check, promoted pieces and hands at their
   auto f = features_of(from_sfen("4k4/9/8+P/9/4R4/9/9/9/+s3K4 w R2B4g3s4n4l17p 1"));
   const int them = PLANES_PER_SIDE;
 
-  CHECK(plane_set(f, PIECE_PLANE + KING - 1) == std::set<int>{44});               // 5a = 36 -> 44
-  CHECK(plane_set(f, PIECE_PLANE + PRO_SILVER - 1) == std::set<int>{0});          // 9i = 80 -> 0
-  CHECK(plane_set(f, them + PIECE_PLANE + KING - 1) == std::set<int>{36});        // 5i = 44 -> 36
-  CHECK(plane_set(f, them + PIECE_PLANE + ROOK - 1) == std::set<int>{40});        // 5e = 40 -> 40
-  CHECK(plane_set(f, them + PIECE_PLANE + PRO_PAWN - 1) == std::set<int>{78});    // 1c = 2 -> 78
+  CHECK(plane_set(f, PIECE_PLANE + KING - 1) == std::set<int>{44});             // 5a = 36 -> 44
+  CHECK(plane_set(f, PIECE_PLANE + PRO_SILVER - 1) == std::set<int>{0});        // 9i = 80 -> 0
+  CHECK(plane_set(f, them + PIECE_PLANE + KING - 1) == std::set<int>{36});      // 5i = 44 -> 36
+  CHECK(plane_set(f, them + PIECE_PLANE + ROOK - 1) == std::set<int>{40});      // 5e = 40 -> 40
+  CHECK(plane_set(f, them + PIECE_PLANE + PRO_PAWN - 1) == std::set<int>{78});  // 1c = 2 -> 78
   // White king on 5a (36) attacks 4a 27, 6a 45, 4b 28, 5b 37, 6b 46 -> 53, 35, 52, 43, 34.
   CHECK(plane_set(f, ATTACK_PLANE + KING - 1) == std::set<int>{34, 35, 43, 52, 53});
   // White's +S on 9i moves like a White gold: sideways 8i (71) and backwards 9h (79) -> 9, 1.
@@ -202,29 +208,30 @@ TEST_CASE("features: White to move, in check, promoted pieces and hands at their
 TEST_CASE("policy labels of board moves and drops, both colours", "[nn][features]") {
   auto sq = [](int file, int rank) { return make_square(file - 1, rank - 1); };  // file 1..9, rank a..i = 1..9
   // Black: no rotation. Index = 81 * label + to.
-  CHECK(move_to_label(make_move(sq(7, 7), sq(7, 6)), BLACK) == 59);                     // 7g7f up: 0*81 + 59
-  CHECK(move_to_label(make_move(sq(5, 5), sq(6, 4)), BLACK) == 81 * 1 + 48);            // 5e6d up-left
-  CHECK(move_to_label(make_move(sq(2, 8), sq(6, 8)), BLACK) == 81 * 3 + 52);            // 2h6h left
-  CHECK(move_to_label(make_move(sq(5, 5), sq(4, 5)), BLACK) == 81 * 4 + 31);            // 5e4e right
-  CHECK(move_to_label(make_move(sq(5, 5), sq(5, 6)), BLACK) == 81 * 5 + 41);            // 5e5f down
-  CHECK(move_to_label(make_move(sq(5, 5), sq(6, 6)), BLACK) == 81 * 6 + 50);            // 5e6f down-left
-  CHECK(move_to_label(make_move(sq(5, 5), sq(4, 6)), BLACK) == 81 * 7 + 32);            // 5e4f down-right
-  CHECK(move_to_label(make_move(sq(2, 9), sq(3, 7)), BLACK) == 81 * 8 + 24);            // 2i3g knight-left
-  CHECK(move_to_label(make_move(sq(8, 9), sq(7, 7)), BLACK) == 81 * 9 + 60);            // 8i7g knight-right
-  CHECK(move_to_label(make_move(sq(8, 8), sq(2, 2), true), BLACK) == 81 * 12 + 10);     // 8h2b+ up-right+promo
-  CHECK(move_to_label(make_move(sq(3, 5), sq(4, 3), true), BLACK) == 81 * 18 + 29);     // 3e4c+ knight-left+promo
-  CHECK(move_to_label(make_drop(BISHOP, sq(5, 5)), BLACK) == 81 * 24 + 40);             // B*5e
+  CHECK(move_to_label(make_move(sq(7, 7), sq(7, 6)), BLACK) == 59);                  // 7g7f up: 0*81 + 59
+  CHECK(move_to_label(make_move(sq(5, 5), sq(6, 4)), BLACK) == 81 * 1 + 48);         // 5e6d up-left
+  CHECK(move_to_label(make_move(sq(2, 8), sq(6, 8)), BLACK) == 81 * 3 + 52);         // 2h6h left
+  CHECK(move_to_label(make_move(sq(5, 5), sq(4, 5)), BLACK) == 81 * 4 + 31);         // 5e4e right
+  CHECK(move_to_label(make_move(sq(5, 5), sq(5, 6)), BLACK) == 81 * 5 + 41);         // 5e5f down
+  CHECK(move_to_label(make_move(sq(5, 5), sq(6, 6)), BLACK) == 81 * 6 + 50);         // 5e6f down-left
+  CHECK(move_to_label(make_move(sq(5, 5), sq(4, 6)), BLACK) == 81 * 7 + 32);         // 5e4f down-right
+  CHECK(move_to_label(make_move(sq(2, 9), sq(3, 7)), BLACK) == 81 * 8 + 24);         // 2i3g knight-left
+  CHECK(move_to_label(make_move(sq(8, 9), sq(7, 7)), BLACK) == 81 * 9 + 60);         // 8i7g knight-right
+  CHECK(move_to_label(make_move(sq(8, 8), sq(2, 2), true), BLACK) == 81 * 12 + 10);  // 8h2b+ up-right+promo
+  CHECK(move_to_label(make_move(sq(3, 5), sq(4, 3), true), BLACK) == 81 * 18 + 29);  // 3e4c+ knight-left+promo
+  CHECK(move_to_label(make_drop(BISHOP, sq(5, 5)), BLACK) == 81 * 24 + 40);          // B*5e
   // White: squares rotated (s -> 80 - s), directions from White's side.
-  CHECK(move_to_label(make_move(sq(3, 3), sq(3, 4)), WHITE) == 59);                     // 3c3d: up to 80-21
-  CHECK(move_to_label(make_move(sq(8, 2), sq(4, 2)), WHITE) == 81 * 3 + 52);            // 8b4b: left, 80-28
-  CHECK(move_to_label(make_move(sq(2, 1), sq(3, 3)), WHITE) == 81 * 9 + 60);            // 2a3c knight-right
-  CHECK(move_to_label(make_move(sq(2, 2), sq(8, 8), true), WHITE) == 81 * 12 + 10);     // 2b8h+ up-right+promo
-  CHECK(move_to_label(make_move(sq(5, 5), sq(5, 4)), WHITE) == 81 * 5 + 41);            // 5e5d down: 80-39
-  CHECK(move_to_label(make_drop(PAWN, sq(5, 5)), WHITE) == 81 * 20 + 40);               // P*5e
-  CHECK(move_to_label(make_drop(GOLD, sq(5, 2)), WHITE) == 81 * 26 + 43);               // G*5b: 80-37
+  CHECK(move_to_label(make_move(sq(3, 3), sq(3, 4)), WHITE) == 59);                  // 3c3d: up to 80-21
+  CHECK(move_to_label(make_move(sq(8, 2), sq(4, 2)), WHITE) == 81 * 3 + 52);         // 8b4b: left, 80-28
+  CHECK(move_to_label(make_move(sq(2, 1), sq(3, 3)), WHITE) == 81 * 9 + 60);         // 2a3c knight-right
+  CHECK(move_to_label(make_move(sq(2, 2), sq(8, 8), true), WHITE) == 81 * 12 + 10);  // 2b8h+ up-right+promo
+  CHECK(move_to_label(make_move(sq(5, 5), sq(5, 4)), WHITE) == 81 * 5 + 41);         // 5e5d down: 80-39
+  CHECK(move_to_label(make_drop(PAWN, sq(5, 5)), WHITE) == 81 * 20 + 40);            // P*5e
+  CHECK(move_to_label(make_drop(GOLD, sq(5, 2)), WHITE) == 81 * 26 + 43);            // G*5b: 80-37
 }
 
-TEST_CASE("features and labels: mirrored positions agree, labels of legal moves are distinct", "[nn][features][random]") {
+TEST_CASE("features and labels: mirrored positions agree, labels of legal moves are distinct",
+          "[nn][features][random]") {
   std::mt19937_64 rng(7);
   for (int game = 0; game < 4; ++game) {
     Position pos;
@@ -285,11 +292,12 @@ TEST_CASE("packed features: the same planes as bits, pad bits zero, expanded bac
     }
   }
   CHECK(positions > 100);
-  CHECK(ones > positions * 50);  // real positions: many planes set, so the comparison means something
+  CHECK(ones > positions * 50);       // real positions: many planes set, so the comparison means something
   CHECK(PACKED_INPUT_BYTES == 1216);  // 9639 bits in 16-byte units
 }
 
-TEST_CASE("left-right images: flipped planes and mirrored policy indices match the image position's", "[nn][features][random]") {
+TEST_CASE("left-right images: flipped planes and mirrored policy indices match the image position's",
+          "[nn][features][random]") {
   std::vector<int> seen(POLICY_SIZE, 0);
   for (int i = 0; i < POLICY_SIZE; ++i) {
     const int j = mirror_policy_index(i);

@@ -1,12 +1,12 @@
 // The model in memory and on disk: tensor shapes and names, FLOP count, initialisation, batch-norm
 // folding, the layers on hand-worked inputs, the file round trip and every kind of corrupt file.
+#include <sys/wait.h>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sys/wait.h>
 
 #include "common/fnv1a.h"
 #include "nn/layers.h"
@@ -74,7 +74,8 @@ TEST_CASE("model: tensor names, shapes and the FLOP count of the issue's 10x192 
 }
 
 TEST_CASE("model: initialisation is deterministic and He-scaled", "[nn][model]") {
-  Model a = small_model(Activation::RELU, 11), b = small_model(Activation::RELU, 11), c = small_model(Activation::RELU, 12);
+  Model a = small_model(Activation::RELU, 11), b = small_model(Activation::RELU, 11),
+        c = small_model(Activation::RELU, 12);
   CHECK(a.stem.weight.data == b.stem.weight.data);
   CHECK(a.stem.weight.data != c.stem.weight.data);
   CHECK(a.stem.bn.gamma.data == std::vector<float>(8, 1.0f));
@@ -95,8 +96,8 @@ TEST_CASE("layers: 3x3 convolution with zero padding on a hand-worked board", "[
   std::vector<float> in(SQUARES, 1.0f), w(9, 1.0f), out(SQUARES);
   float bias = 0.5f;
   conv_forward(out.data(), in.data(), w.data(), &bias, 1, 1, 1, 3);
-  CHECK(out[0] == 4.5f);        // h=0,w=0
-  CHECK(out[4] == 6.5f);        // h=0,w=4
+  CHECK(out[0] == 4.5f);  // h=0,w=0
+  CHECK(out[4] == 6.5f);  // h=0,w=4
   CHECK(out[9 * 4 + 4] == 9.5f);
   CHECK(out[80] == 4.5f);
   // A kernel with a single 1 at (kh=0, kw=2) reads in[h-1][w+1]: shifting a lone one at (4,4)
@@ -176,7 +177,8 @@ std::vector<uint8_t> version1_bytes(Model& m) {
   return out;
 }
 
-TEST_CASE("model file: bf16 storage rounds the weights only, halving the file; version 1 still loads", "[nn][model][file]") {
+TEST_CASE("model file: bf16 storage rounds the weights only, halving the file; version 1 still loads",
+          "[nn][model][file]") {
   Model m = small_model(Activation::RELU, 9);
   for (auto& t : m.tensors())  // non-trivial BN statistics and biases, which must survive exactly
     if (t.tensor->shape.size() == 1)
@@ -200,7 +202,7 @@ TEST_CASE("model file: bf16 storage rounds the weights only, halving the file; v
       }
       uint32_t bits;
       std::memcpy(&bits, &b, 4);
-      REQUIRE((bits & 0xffff) == 0);                     // a bf16 number
+      REQUIRE((bits & 0xffff) == 0);                    // a bf16 number
       REQUIRE(std::fabs(a - b) <= std::fabs(a) / 256);  // the nearest one: within half of bf16's 2^-7 step
     }
   }
@@ -243,8 +245,10 @@ TEST_CASE("model file: each kind of corruption is rejected with its message", "[
   // A well-formed file whose tensor does not fit the architecture it declares.
   Model wrong = small_model();
   wrong.blocks[1].conv1.weight = Tensor({8, 8, 5, 5});
-  CHECK_THAT(load_error(serialize_model(wrong)),
-             Contains("shape mismatch: tensor 'blocks.1.conv1.weight' is [8,8,5,5] in the file, the architecture needs [8,8,3,3]"));
+  CHECK_THAT(
+      load_error(serialize_model(wrong)),
+      Contains(
+          "shape mismatch: tensor 'blocks.1.conv1.weight' is [8,8,5,5] in the file, the architecture needs [8,8,3,3]"));
 
   // A header claiming 1000 blocks over the tensors of 2, with a checksum that matches: refused
   // before anything is allocated for the 1000 blocks. Payload offset 20: feature set, then blocks.
@@ -283,7 +287,8 @@ TEST_CASE("jiriki nn init, info and eval", "[nn][model][cli]") {
   CHECK(rc == 0);
   CHECK_THAT(out, Contains("1 blocks, 8 channels, swish"));
   // A White-to-move position; the listed moves are White's, and 5 of them are shown.
-  std::tie(rc, out) = run_jiriki("nn eval " + path + " --backend reference --top 5 --sfen "
+  std::tie(rc, out) = run_jiriki("nn eval " + path +
+                                 " --backend reference --top 5 --sfen "
                                  "'lnsgkgsnl/1r5b1/ppppppppp/9/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL w - 2'");
   CHECK(rc == 0);
   CHECK_THAT(out, Contains("probability that white, to move, wins"));

@@ -1,7 +1,7 @@
 // `jiriki play`: the quick start's game, through the real binary: every move it prints is legal in
 // turn, the game stops at the ply limit as a draw, and the final board is shown.
-#include <catch2/catch.hpp>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -12,7 +12,8 @@
 using namespace jiriki;
 
 TEST_CASE("play CLI: a short game of legal moves ending in a draw at the ply limit", "[play][cli]") {
-  const std::string cmd = std::string(JIRIKI_BINARY) + " play --playouts 16 --max-plies 10 --backend cpu --threads 1 2>&1";
+  const std::string cmd =
+      std::string(JIRIKI_BINARY) + " play --playouts 16 --max-plies 10 --backend cpu --threads 1 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   REQUIRE(pipe);
   std::string out;

@@ -215,7 +215,8 @@ TEST_CASE("hcpe files: layout, round trip, truncation", "[records][hcpe]") {
     recs[i].result = uint8_t(i);
     pos.do_move(legal_moves(pos).moves[0]);
   }
-  auto path = (std::filesystem::temp_directory_path() / ("jiriki_records_" + std::to_string(getpid()) + ".hcpe")).string();
+  auto path =
+      (std::filesystem::temp_directory_path() / ("jiriki_records_" + std::to_string(getpid()) + ".hcpe")).string();
   REQUIRE_FALSE(write_hcpe_file(path, recs));
   REQUIRE(std::filesystem::file_size(path) == 3 * 38);
   {
@@ -560,10 +561,17 @@ TEST_CASE("kif: handicap, BOD board, 不成 and the end words", "[records][kif]"
 
 TEST_CASE("kif and csa round trips over random games", "[records][kif][csa]") {
   std::mt19937 rng(7);
-  const GameEnd ends[] = {GameEnd::NONE,         GameEnd::RESIGN,       GameEnd::MATE,
-                          GameEnd::SENNICHITE,   GameEnd::DECLARATION,  GameEnd::IMPASSE,
-                          GameEnd::TIME_UP,      GameEnd::ILLEGAL_MOVE, GameEnd::BLACK_ILLEGAL_ACTION,
-                          GameEnd::WHITE_ILLEGAL_ACTION, GameEnd::ABORT};
+  const GameEnd ends[] = {GameEnd::NONE,
+                          GameEnd::RESIGN,
+                          GameEnd::MATE,
+                          GameEnd::SENNICHITE,
+                          GameEnd::DECLARATION,
+                          GameEnd::IMPASSE,
+                          GameEnd::TIME_UP,
+                          GameEnd::ILLEGAL_MOVE,
+                          GameEnd::BLACK_ILLEGAL_ACTION,
+                          GameEnd::WHITE_ILLEGAL_ACTION,
+                          GameEnd::ABORT};
   for (int game = 0; game < 44; ++game) {
     GameRecord rec = random_game(rng, 200);
     rec.end = ends[game % 11];

@@ -7,8 +7,8 @@
 
 #include "match/openings.h"
 #include "shogi/hcpe3.h"
-#include "tests/temp_dir.h"
 #include "shogi/movegen.h"
+#include "tests/temp_dir.h"
 
 using namespace jiriki;
 namespace fs = std::filesystem;
@@ -26,13 +26,16 @@ Hcpe3Game random_game(std::mt19937& rng, uint8_t cut_result) {
       return g;
     }
     Move m = legal.moves[rng() % legal.size()];
-    g.moves.push_back({m, int16_t(ply), ply % 3 ? std::vector<Hcpe3Candidate>{{uint16_t(m), 3}} : std::vector<Hcpe3Candidate>{}});
+    g.moves.push_back(
+        {m, int16_t(ply), ply % 3 ? std::vector<Hcpe3Candidate>{{uint16_t(m), 3}} : std::vector<Hcpe3Candidate>{}});
     pos.do_move(m);
   }
   g.result = cut_result;
   return g;
 }
-int run(const std::string& args) { return std::system((std::string(JIRIKI_BINARY) + " " + args + " > /dev/null 2>&1").c_str()); }
+int run(const std::string& args) {
+  return std::system((std::string(JIRIKI_BINARY) + " " + args + " > /dev/null 2>&1").c_str());
+}
 }  // namespace
 
 TEST_CASE("records CLI: hcpe3 to CSA and back keeps moves and results", "[records][cli]") {
@@ -72,7 +75,8 @@ TEST_CASE("records CLI: hcpe3 to CSA and back keeps moves and results", "[record
 
   // openings: each game's position every 7 plies before its last move, as lines jiriki match reads,
   // in the order of the games.
-  REQUIRE(run("records convert --to openings --every 7 -o " + (dir / "o.txt").string() + " " + (dir / "in.hcpe3").string()) == 0);
+  REQUIRE(run("records convert --to openings --every 7 -o " + (dir / "o.txt").string() + " " +
+              (dir / "in.hcpe3").string()) == 0);
   std::ifstream lines_in(dir / "o.txt");
   std::vector<std::string> lines;
   for (std::string line; std::getline(lines_in, line);) lines.push_back(line);
@@ -88,7 +92,8 @@ TEST_CASE("records CLI: hcpe3 to CSA and back keeps moves and results", "[record
     }
   CHECK(line == lines.size());
   CHECK(line > 20);
-  CHECK(run("records convert --to openings --every 0 -o " + (dir / "o0.txt").string() + " " + (dir / "in.hcpe3").string()) != 0);
+  CHECK(run("records convert --to openings --every 0 -o " + (dir / "o0.txt").string() + " " +
+            (dir / "in.hcpe3").string()) != 0);
 
   // Bad input: an unknown format and a missing file are errors, not crashes.
   CHECK(run("records convert --to xyz -o " + (dir / "x").string() + " " + (dir / "in.hcpe3").string()) != 0);

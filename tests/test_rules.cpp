@@ -281,7 +281,7 @@ TEST_CASE("USI move text", "[rules][usi]") {
   CHECK(move_from_usi(pos, "P*5e") == make_drop(PAWN, make_square(4, 4)));
   CHECK(move_to_usi(make_drop(GOLD, make_square(4, 4))) == "G*5e");
   CHECK(move_to_usi(Move(0x3fff)) == "(not a move: 16383)");  // a drop of piece type 47 (fuzz_hcpe3)
-  CHECK(move_to_usi(Move(81)) == "(not a move: 81)");          // destination square 81
+  CHECK(move_to_usi(Move(81)) == "(not a move: 81)");         // destination square 81
   CHECK(move_to_usi(make_move(make_square(7, 7), make_square(1, 1), true)) == "8h2b+");
   for (const char* bad : {"", "7g7", "7g7f++", "7g7j", "0g7f", "7g7g", "K*5e", "p*5e", "P*5j", "P+5e", "resign"})
     CHECK(move_from_usi(pos, bad) == MOVE_NONE);

@@ -1,8 +1,8 @@
 // Tree search with a tiny network: forced mates found and avoided, repetitions and declarations at
 // the root, node limits, tree reuse, the memory bound; the evaluation queue; time allocation.
 // Every claim about a position is checked independently with the rules core (brute force).
-#include <limits>
 #include <catch2/catch.hpp>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -10,9 +10,9 @@
 #include <cmath>
 #include <thread>
 
-#include "shogi/movegen.h"
 #include "engine/search/search.h"
 #include "nn/features.h"
+#include "shogi/movegen.h"
 
 using namespace jiriki;
 using namespace jiriki::search;
@@ -153,7 +153,11 @@ TEST_CASE("search: the move limit makes every move a draw", "[search]") {
   // Move 100 with MaxMovesToDraw 100: whatever Black plays ends the game drawn.
   const std::string sfen = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 100";
   Fixture f;
-  f.set([](SearchParams& p) { p.max_moves_to_draw = 100; p.draw_value_black = 0.3f; p.multipv = 600; });
+  f.set([](SearchParams& p) {
+    p.max_moves_to_draw = 100;
+    p.draw_value_black = 0.3f;
+    p.multipv = 600;
+  });
   SearchResult r = f.search(sfen, {}, 300);
   int visited = 0;
   for (const auto& l : r.info.lines)
@@ -211,7 +215,10 @@ TEST_CASE("search: repetitions at the root follow the draw value and the perpetu
   REQUIRE(root.repetition(1) == Repetition::DRAW);  // independent check by the rules core
 
   Fixture f;
-  f.set([](SearchParams& p) { p.draw_value_black = 1.0f; p.multipv = 600; });
+  f.set([](SearchParams& p) {
+    p.draw_value_black = 1.0f;
+    p.multipv = 600;
+  });
   SearchResult r = f.search(sfen, quiet, 2000);
   CHECK(r.best == repeat);  // a draw is worth a win to this engine
   f.set([](SearchParams& p) { p.draw_value_black = 0.0f; });
@@ -281,7 +288,8 @@ TEST_CASE("search: memory stays within the hash and released trees are freed", "
   CHECK(f.searcher.pool().used() <= size_t(256) << 10);
   CHECK(r.info.hashfull >= 900);
   f.searcher.clear_tree();
-  for (int i = 0; i < 500 && f.searcher.pool().used() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 500 && f.searcher.pool().used() > 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   CHECK(f.searcher.pool().used() == 0);
 }
 
@@ -465,11 +473,11 @@ TEST_CASE("time: a stop is moved to the end of the charged second", "[search][ti
   b.network_delay = 120;
   b.round_to_seconds = true;
   b.maximum = 5000;
-  CHECK(stop_time(b, 1500) == 1880);   // the GUI sees 1620 ms: charged 1 s until 1999
+  CHECK(stop_time(b, 1500) == 1880);  // the GUI sees 1620 ms: charged 1 s until 1999
   CHECK(stop_time(b, 1880) == 1880);
   CHECK(stop_time(b, 1881) == 2880);
   CHECK(stop_time(b, 4500) == 4880);
-  CHECK(stop_time(b, 4900) == 5000);   // never past the maximum
+  CHECK(stop_time(b, 4900) == 5000);  // never past the maximum
   CHECK(stop_time(b, 6000) == 5000);
 }
 

@@ -19,14 +19,14 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "shogi/csa.h"
-#include "shogi/hcpe3.h"
-#include "shogi/movegen.h"
 #include "engine/search/playout.h"
 #include "engine/search/search.h"
 #include "nn/model_file.h"
 #include "selfplay/openings.h"
 #include "selfplay/selfplay.h"
+#include "shogi/csa.h"
+#include "shogi/hcpe3.h"
+#include "shogi/movegen.h"
 #include "tests/temp_dir.h"
 
 using namespace jiriki;
@@ -114,7 +114,8 @@ std::string judge(const Hcpe3Game& g, int max_plies, bool resign_allowed) {
     REQUIRE_FALSE(game_over_by_rules(pos, max_plies));
     const Hcpe3Move& m = g.moves[i];
     if (!m.candidates.empty())
-      CHECK(std::any_of(m.candidates.begin(), m.candidates.end(), [&](const Hcpe3Candidate& c) { return c.move16 == m.move; }));
+      CHECK(std::any_of(m.candidates.begin(), m.candidates.end(),
+                        [&](const Hcpe3Candidate& c) { return c.move16 == m.move; }));
     pos.do_move(m.move);
   }
   INFO("final position " << pos.sfen() << ", result " << int(g.result));
@@ -168,8 +169,8 @@ nlohmann::json last_stats(const fs::path& dir) {
 std::map<std::string, int> run_and_judge(const fs::path& dir, const std::string& args, int games, int max_plies,
                                          bool resign_allowed) {
   REQUIRE(run_cli("--model " + tiny_model_file() + " --out " + dir.string() + " --name t --backend " +
-                  std::string(BACKEND) + " --nn-threads 1 --threads 1 --games " +
-                  std::to_string(games) + " --max-plies " + std::to_string(max_plies) + " " + args) == 0);
+                  std::string(BACKEND) + " --nn-threads 1 --threads 1 --games " + std::to_string(games) +
+                  " --max-plies " + std::to_string(max_plies) + " " + args) == 0);
   std::vector<Hcpe3Game> all = read_games(dir);
   REQUIRE(int(all.size()) == games);
   std::map<std::string, int> ends;
@@ -193,7 +194,8 @@ const std::string DECLARING = "+P+P+PS1S+P+P+P/1R2K2B1/9/9/p7p/l1n3n1l/l1n1g1n1l
 const std::string OPENINGS =
     "startpos\n"
     "# Black mates at once with G*1b\n"
-    "8k/9/8P/9/9/9/9/9/K8 b G2r2b3g4s4n4l17p 1\n" + DECLARING;
+    "8k/9/8P/9/9/9/9/9/K8 b G2r2b3g4s4n4l17p 1\n" +
+    DECLARING;
 
 // Every piece is locked in place but the kings: deterministic play repeats.
 const char* FORMATION = "RBGGSS+P+P+P/PPPPPPLL+N/8N/4k4/9/4K4/n8/+nllpppppp/+p+p+pssggbr b - 1\n";
@@ -308,12 +310,14 @@ TEST_CASE("judge_position: the rules in the order the games and the tree use the
   for (int i = 0; i < 12; ++i) {
     INFO("ply " << i);
     CHECK(search::judge_position(pos, params, 3, moves) == search::Ending::NONE);
-    CHECK(search::judge_position(pos, params, 1, moves) == (i >= 4 ? search::Ending::REPETITION_DRAW : search::Ending::NONE));
+    CHECK(search::judge_position(pos, params, 1, moves) ==
+          (i >= 4 ? search::Ending::REPETITION_DRAW : search::Ending::NONE));
     pos.do_move(move_from_usi(pos, cycle[i % 4]));
   }
   CHECK(search::judge_position(pos, params, 3, moves) == search::Ending::REPETITION_DRAW);  // before the move limit
   Position longer;
-  for (const char* m : {"7g7f", "3c3d", "2g2f", "8c8d", "2f2e", "8d8e", "6i7h", "4a3b", "3i4h", "7a7b", "5i6h", "5a4b"}) {
+  for (const char* m :
+       {"7g7f", "3c3d", "2g2f", "8c8d", "2f2e", "8d8e", "6i7h", "4a3b", "3i4h", "7a7b", "5i6h", "5a4b"}) {
     Move mv = move_from_usi(longer, m);
     REQUIRE(longer.is_legal(mv));
     longer.do_move(mv);
@@ -345,8 +349,8 @@ TEST_CASE("selfplay: every game is legal, ends as its final position says, and r
     const TempDir tmp("selfplay_ends");
     const fs::path& dir = tmp.path;
     write_text(dir / "openings.txt", OPENINGS);
-    auto ends = run_and_judge(dir, "--playouts 12 --seed 5 --resign 0 --csa --start-sfens " + (dir / "openings.txt").string(),
-                              18, 40, false);
+    auto ends = run_and_judge(
+        dir, "--playouts 12 --seed 5 --resign 0 --csa --start-sfens " + (dir / "openings.txt").string(), 18, 40, false);
     CHECK(ends["mate"] > 0);         // the mating opening always ends by mate
     CHECK(ends["declaration"] > 0);  // the declaring opening always ends by declaration
     CHECK(ends["resign"] == 0);
@@ -370,7 +374,8 @@ TEST_CASE("selfplay: every game is legal, ends as its final position says, and r
     write_text(dir / "openings.txt", FORMATION);
     auto ends = run_and_judge(dir,
                               "--playouts 12 --seed 5 --resign 0 --declaration none --temperature-plies 0 "
-                              "--dirichlet-weight 0 --start-sfens " + (dir / "openings.txt").string(),
+                              "--dirichlet-weight 0 --start-sfens " +
+                                  (dir / "openings.txt").string(),
                               4, 200, false);
     CHECK(ends["sennichite"] == 4);
   }
@@ -381,9 +386,10 @@ TEST_CASE("selfplay: every game is legal, ends as its final position says, and r
     const TempDir tmp("selfplay_resign");
     const fs::path& dir = tmp.path;
     write_text(dir / "openings.txt", DECLARING);
-    auto ends = run_and_judge(dir, "--playouts 12 --seed 5 --resign 0.3 --no-resign-fraction 0.5 --start-sfens " +
-                                       (dir / "openings.txt").string(),
-                              16, 40, true);
+    auto ends = run_and_judge(
+        dir,
+        "--playouts 12 --seed 5 --resign 0.3 --no-resign-fraction 0.5 --start-sfens " + (dir / "openings.txt").string(),
+        16, 40, true);
     CHECK(ends["resign"] > 0);
     CHECK(ends["declaration"] > 0);
     CHECK(ends["resign"] + ends["declaration"] == 16);
@@ -398,8 +404,7 @@ TEST_CASE("selfplay: one thread and one seed give bit-identical files", "[selfpl
   const TempDir tmp_a("selfplay_seed_a"), tmp_b("selfplay_seed_b"), tmp_c("selfplay_seed_c");
   const fs::path &a = tmp_a.path, &b = tmp_b.path, &c = tmp_c.path;
   const std::string common = "--model " + tiny_model_file() + " --name same --nn-threads 1 --threads 1 --games 6 " +
-                             "--playouts 10 --max-plies 50 --games-per-file 4 --csa --backend " +
-                             std::string(BACKEND);
+                             "--playouts 10 --max-plies 50 --games-per-file 4 --csa --backend " + std::string(BACKEND);
   REQUIRE(run_cli(common + " --seed 9 --out " + a.string()) == 0);
   REQUIRE(run_cli(common + " --seed 9 --out " + b.string()) == 0);
   REQUIRE(run_cli(common + " --seed 10 --out " + c.string()) == 0);
@@ -428,7 +433,7 @@ TEST_CASE("selfplay: automatic games at once fill the batches, or follow a small
   c.batch = 256;
   c.threads = 12;
   CHECK(selfplay::auto_concurrent(c) == 320 * 12);  // a quarter more games than a batch holds, per worker
-  c.positions = 30000;                    // one game per 100 positions wanted
+  c.positions = 30000;                              // one game per 100 positions wanted
   CHECK(selfplay::auto_concurrent(c) == 300);
   c.positions = 500;  // never fewer games than workers
   CHECK(selfplay::auto_concurrent(c) == 12);
@@ -462,9 +467,26 @@ TEST_CASE("selfplay: a run killed mid-way leaves only complete files", "[selfpla
   // 64 playouts a move: about 15 games a second, each its own file and CSA, each written with an
   // fsync. At 6 playouts the run made some 190 a second, and on a disk whose journal commits
   // slow down under that many, the fsyncs stalled this run and any beside it for a minute.
-  const std::vector<std::string> args = {"--model", tiny_model_file(), "--name", "k", "--nn-threads", "1", "--threads",
-                                         "1", "--playouts", "64", "--max-plies", "16", "--games-per-file", "1",
-                                         "--flush-seconds", "0", "--concurrent", "6", "--csa", "--backend",
+  const std::vector<std::string> args = {"--model",
+                                         tiny_model_file(),
+                                         "--name",
+                                         "k",
+                                         "--nn-threads",
+                                         "1",
+                                         "--threads",
+                                         "1",
+                                         "--playouts",
+                                         "64",
+                                         "--max-plies",
+                                         "16",
+                                         "--games-per-file",
+                                         "1",
+                                         "--flush-seconds",
+                                         "0",
+                                         "--concurrent",
+                                         "6",
+                                         "--csa",
+                                         "--backend",
                                          BACKEND};
   for (int sig : {SIGKILL, SIGINT}) {
     INFO("signal " << sig);
@@ -506,7 +528,7 @@ TEST_CASE("selfplay: bad input is a clear error", "[selfplay][cli]") {
   const TempDir tmp("selfplay_bad");
   const fs::path& dir = tmp.path;
   const std::string base = "--model " + tiny_model_file() + " --out " + dir.string() + " --games 1 --playouts 4 ";
-  CHECK(run_cli("--out " + dir.string()) == 1);                          // no model
+  CHECK(run_cli("--out " + dir.string()) == 1);  // no model
   CHECK(run_cli("--model " + (dir / "missing.jnn").string() + " --out " + dir.string()) == 1);
   CHECK(run_cli(base + "--playouts 0") == 1);
   CHECK(run_cli(base + "--resign 1.5") == 1);

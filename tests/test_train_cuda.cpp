@@ -210,8 +210,7 @@ TEST_CASE("GPU trainer: gradients, losses and running statistics equal the CPU t
       gpu.download_gradients(grads);
       gpu.download_model(gpu_model);
 
-      std::printf("GPU against CPU, %s, batch %d (%s):\n", nn::activation_name(act), k,
-                  k ? "graph replay" : "eager");
+      std::printf("GPU against CPU, %s, batch %d (%s):\n", nn::activation_name(act), k, k ? "graph replay" : "eager");
       std::printf("  loss sums: policy %.6g / %.6g, value %.6g / %.6g, eval %.6g / %.6g\n", got.policy, want.policy,
                   got.value_result, want.value_result, got.value_eval, want.value_eval);
       // The loss sums: logits within about 1e-2 relative move the cross-entropies by less than that.
@@ -327,8 +326,7 @@ TEST_CASE("GPU trainer: uploads and downloads are exact, bad networks and batche
                   std::invalid_argument);  // 12 channels: not a multiple of 8
   const Batch b = random_batch(4, 35);
   CHECK_THROWS_WITH(gpu.compute_gradients(b, 0.3f, 0.1f, 0.25f), Catch::Contains("batch of 4"));
-  CHECK_THROWS_AS(gpu.upload_model(nn::testing::random_model(1, 16, nn::Activation::SWISH, 1)),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(gpu.upload_model(nn::testing::random_model(1, 16, nn::Activation::SWISH, 1)), std::invalid_argument);
 
   // Page-locked memory freed to the trainer's allocator is handed out again for the same size
   // (every held-out evaluation's loader asks for the same batches), and only for it.
@@ -501,9 +499,9 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   train(c);
   nn::Model start(c.arch);
   nn::init_model(start, c.seed);
-  // The tolerances of same_update: 5% between two GPU runs; 20% between the GPU and the CPU, whose gradients differ by up to
-  // about 10% per tensor (bf16, see the gradient test above), while a lost or misplaced replica's
-  // gradient would be 50% to 100% off.
+  // The tolerances of same_update: 5% between two GPU runs; 20% between the GPU and the CPU, whose gradients differ by
+  // up to about 10% per tensor (bf16, see the gradient test above), while a lost or misplaced replica's gradient would
+  // be 50% to 100% off.
   same_update(start, nn::load_model(files.dir.file("plain.bin")), nn::load_model(c.model_out), 0.05);
   // --allreduce host on one GPU: the gradients go to host memory and back, and nothing changes.
   c.allreduce = AllReduce::HOST;
@@ -520,8 +518,7 @@ TEST_CASE("GPU trainer: NCCL buckets and host aggregation on one GPU", "[cuda][t
   c.replicas = 2;
   c.model_out = files.dir.file("two_cpu.bin");
   train(c);
-  same_update(start, nn::load_model(files.dir.file("two_cpu.bin")), nn::load_model(files.dir.file("two_gpu.bin")),
-              0.2);
+  same_update(start, nn::load_model(files.dir.file("two_cpu.bin")), nn::load_model(files.dir.file("two_gpu.bin")), 0.2);
 }
 
 TEST_CASE("GPU trainer: host aggregation in buckets makes the host's mean of the replicas' gradients, bit for bit",

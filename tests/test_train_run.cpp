@@ -4,22 +4,22 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 
-#include "shogi/hcpe.h"
-#include "tests/temp_dir.h"
-#include "shogi/hcpe3.h"
-#include "shogi/movegen.h"
 #include "common/fnv1a.h"
 #include "nn/features.h"
 #include "nn/model_file.h"
+#include "shogi/hcpe.h"
+#include "shogi/hcpe3.h"
+#include "shogi/movegen.h"
+#include "tests/temp_dir.h"
 #include "training/checkpoint.h"
 #include "training/data.h"
 #include "training/loader.h"
@@ -32,7 +32,6 @@ namespace fs = std::filesystem;
 using jiriki::testing::TempDir;
 
 namespace {
-
 
 // A random hcpe3 game: two moves in three carry candidates (the played move and up to three
 // other legal moves, with visit counts), the third none (not for training).
@@ -74,9 +73,9 @@ std::vector<uint8_t> hcpe_bytes(const std::vector<HcpeRecord>& records) {
 // A hash of one built sample (features, targets): identifies positions in a batch.
 uint64_t sample_hash(const Batch& b, int row) {
   uint64_t h = fnv1a64(reinterpret_cast<const uint8_t*>(b.features + int64_t(row) * nn::INPUT_SIZE),
-                           nn::INPUT_SIZE * sizeof(float));
+                       nn::INPUT_SIZE * sizeof(float));
   h ^= fnv1a64(reinterpret_cast<const uint8_t*>(b.policy_target + int64_t(row) * nn::POLICY_SIZE),
-                   nn::POLICY_SIZE * sizeof(float)) *
+               nn::POLICY_SIZE * sizeof(float)) *
        31;
   return h ^ uint64_t(b.value_eval[row] * 1e6f) * 1000003;
 }
@@ -621,8 +620,7 @@ TEST_CASE("training: --batch auto resumes with the interrupted run's tuner, ramp
   // with exactly the uninterrupted one's weights.
   if (parts.batch == whole.batch)
     CHECK(same_weights(nn::load_model(dir.file("whole.bin")), nn::load_model(dir.file("parts.bin"))));
-  else
-    WARN("the two runs' timings picked different batches: weights not compared");
+  else WARN("the two runs' timings picked different batches: weights not compared");
 }
 
 TEST_CASE("train command: options, errors and a short run", "[train][command]") {
@@ -644,8 +642,9 @@ TEST_CASE("train command: options, errors and a short run", "[train][command]") 
   CHECK(rc != 0);
   CHECK_THAT(text, Catch::Contains("missing.hcpe") && Catch::Contains("no such file"));
 
-  std::tie(rc, text) = run("--data " + dir.file("a.hcpe") + " --model-out " + dir.file("m.bin") +
-                           " --blocks 1 --channels 4 --batch 8 --steps 3 --optimizer adamw --log-every 1 --backend cpu");
+  std::tie(rc, text) =
+      run("--data " + dir.file("a.hcpe") + " --model-out " + dir.file("m.bin") +
+          " --blocks 1 --channels 4 --batch 8 --steps 3 --optimizer adamw --log-every 1 --backend cpu");
   CHECK(rc == 0);
   CHECK_THAT(text, Catch::Contains("samples/s") && Catch::Contains("ETA"));
   CHECK(nn::load_model(dir.file("m.bin")).arch.blocks == 1);

@@ -614,7 +614,8 @@ TEST_CASE("usi: the shipped networks are the files of networks/, embedded whole"
     CHECK(std::equal(bytes.begin(), bytes.end(), reinterpret_cast<const char*>(net->data)));
     // And it is what `ModelFile <default>` plays with on the CPU backend.
     if (!gpu) {
-      CHECK(nn::serialize_model(usi::load_network(usi::DEFAULT_MODEL, "cpu")) == nn::serialize_model(nn::load_model(path)));
+      CHECK(nn::serialize_model(usi::load_network(usi::DEFAULT_MODEL, "cpu")) ==
+            nn::serialize_model(nn::load_model(path)));
     }
   }
 }

@@ -62,14 +62,16 @@ std::string random_command(std::mt19937& rng) {
                    "position sfen 8k/9/9/9/9/9/9/9/K8 b GGGGG 1", "position startpos junk"});
     }
     case 5: return "go nodes " + std::to_string(1 + rng() % 64);
-    case 6: return "go btime " + std::to_string(rng() % 300) + " wtime " + std::to_string(rng() % 300) + " byoyomi " +
-                   std::to_string(rng() % 200);
+    case 6:
+      return "go btime " + std::to_string(rng() % 300) + " wtime " + std::to_string(rng() % 300) + " byoyomi " +
+             std::to_string(rng() % 200);
     case 7: return pick({"go ponder btime 0 wtime 0 byoyomi 200", "go ponder", "go infinite", "go"});
     case 8: return pick({"go mate 50", "go mate infinite", "go movetime 50"});
     case 9: return pick({"go wtime abc", "go foo", "go btime", "go nodes 10 byoyomi x", "go infinite nodes abc"});
-    case 10: return pick({"setoption name MultiPV value 2", "setoption name MultiPV value 1",
-                          "setoption name USI_Ponder value false", "setoption name USI_Ponder value true",
-                          "setoption name MultiPV value two", "setoption name NoSuch value 1", "setoption"});
+    case 10:
+      return pick({"setoption name MultiPV value 2", "setoption name MultiPV value 1",
+                   "setoption name USI_Ponder value false", "setoption name USI_Ponder value true",
+                   "setoption name MultiPV value two", "setoption name NoSuch value 1", "setoption"});
     default: return pick({"stop", "ponderhit", "gameover lose", "position startpos", "go nodes 8"});
   }
 }

@@ -1,8 +1,8 @@
 // `jiriki --version` / `jiriki version` and the engine's `isready` name the same build: the version
 // CMakeLists.txt declares, the commit git reports for the source tree, and the embedded networks'
 // sha256 as sha256sum computes it.
-#include <catch2/catch.hpp>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

@@ -3,15 +3,15 @@
 // timeout; a referee that checks the answers against the USI rule; and a tiny network in a model
 // file, so that searches cost little.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
-#include <algorithm>
-#include <sstream>
 #include <filesystem>
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <sstream>
 #include <streambuf>
 #include <string>
 #include <vector>
@@ -32,7 +32,8 @@ class UsiLines : private std::streambuf {
   // The next complete line, or nullopt when none comes within timeout_ms.
   std::optional<std::string> next(int64_t timeout_ms) {
     std::unique_lock lock(mutex_);
-    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !lines_.empty(); })) return std::nullopt;
+    if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !lines_.empty(); }))
+      return std::nullopt;
     std::string l = std::move(lines_.front());
     lines_.pop_front();
     return l;
@@ -99,11 +100,11 @@ class UsiReferee {
     const std::vector<std::string> late = lines.drain();  // an answer sent while settling
     last_replies_.insert(last_replies_.end(), late.begin(), late.end());
     if (auto err = take(late)) return err;
-    if (cmd == "gameover") owed_.clear();            // the game ended: a running search's answer is withdrawn
+    if (cmd == "gameover") owed_.clear();  // the game ended: a running search's answer is withdrawn
     if (!owed_.empty()) return "idle after '" + line + "' with " + std::to_string(owed_.size()) + " go unanswered";
     return std::nullopt;
   }
-  size_t owed() const { return owed_.size(); }                                     // gos not answered yet
+  size_t owed() const { return owed_.size(); }                                    // gos not answered yet
   const std::vector<std::string>& last_replies() const { return last_replies_; }  // the last play's lines
 
  private:
@@ -164,7 +165,7 @@ class UsiReferee {
     return std::nullopt;
   }
 
-  std::deque<Go> owed_;             // gos not answered yet, oldest first
+  std::deque<Go> owed_;              // gos not answered yet, oldest first
   std::optional<Position> current_;  // the last accepted position; none at the start
   std::vector<std::string> last_replies_;
 };

@@ -41,7 +41,8 @@ struct Batch {
 
  private:
   struct Free {
-    HostAllocator* allocator;  // null: the heap (no default member initializer: unique_ptr could not default-construct Free)
+    HostAllocator*
+        allocator;  // null: the heap (no default member initializer: unique_ptr could not default-construct Free)
     void operator()(float* p) const noexcept {
       if (allocator) allocator->deallocate(p);
       else delete[] p;

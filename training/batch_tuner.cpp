@@ -192,10 +192,8 @@ int keep_or_switch(const TunerDecision& d, int current, double min_gain) {
 std::string format_table(const TunerDecision& d) {
   std::string out;
   char line[160];
-  if (std::isfinite(d.noise_scale))
-    std::snprintf(line, sizeof line, "gradient noise scale %.1f\n", d.noise_scale);
-  else
-    std::snprintf(line, sizeof line, "gradient noise scale not measured: efficiency taken as 1\n");
+  if (std::isfinite(d.noise_scale)) std::snprintf(line, sizeof line, "gradient noise scale %.1f\n", d.noise_scale);
+  else std::snprintf(line, sizeof line, "gradient noise scale not measured: efficiency taken as 1\n");
   out += line;
   std::snprintf(line, sizeof line, "%8s %10s %11s %16s %13s %11s %13s\n", "batch", "step ms", "compute ms",
                 "exposed comm ms", "samples/s", "efficiency", "goodput");

@@ -57,7 +57,9 @@ class NoiseScaleEstimator {
     int64_t samples = 0;
   };
   State state() const { return {ema_trace_, ema_g2_, decay_pow_, samples_}; }
-  void restore(const State& s) { ema_trace_ = s.ema_trace, ema_g2_ = s.ema_g2, decay_pow_ = s.decay_pow, samples_ = s.samples; }
+  void restore(const State& s) {
+    ema_trace_ = s.ema_trace, ema_g2_ = s.ema_g2, decay_pow_ = s.decay_pow, samples_ = s.samples;
+  }
 
  private:
   double decay_;

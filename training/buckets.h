@@ -20,10 +20,10 @@ struct GradientSlot {
 
 // A group of tensors all-reduced by one launch (one NCCL group of calls, one per range).
 struct Bucket {
-  int ready_stage = 0;                               // may start once this stage is done
-  std::vector<std::pair<size_t, size_t>> ranges;     // (offset, count) in the flat buffer, ascending
-  std::vector<std::string> tensors;                  // the tensors it holds
-  size_t floats = 0;                                 // the floats its ranges span
+  int ready_stage = 0;                            // may start once this stage is done
+  std::vector<std::pair<size_t, size_t>> ranges;  // (offset, count) in the flat buffer, ascending
+  std::vector<std::string> tensors;               // the tensors it holds
+  size_t floats = 0;                              // the floats its ranges span
 };
 
 // The backward stage of a tensor of the residual network: the heads first (0), then blocks

@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "common/fnv1a.h"
-#include "shogi/movegen.h"
 #include "nn/model_file.h"
+#include "shogi/movegen.h"
 
 namespace fs = std::filesystem;
 
@@ -233,10 +233,10 @@ Dataset load_dataset(const std::vector<std::string>& paths, const LoadOptions& o
     ds.positions.erase(ds.positions.begin(), ds.positions.end() - options.window);
   if (ds.positions.empty()) throw std::runtime_error("no training positions in the data given");
 
-  const uint64_t hp = fnv1a64(reinterpret_cast<const uint8_t*>(ds.positions.data()),
-                                  ds.positions.size() * sizeof(TrainingPosition));
-  const uint64_t hc = fnv1a64(reinterpret_cast<const uint8_t*>(ds.candidates.data()),
-                                  ds.candidates.size() * sizeof(Hcpe3Candidate));
+  const uint64_t hp =
+      fnv1a64(reinterpret_cast<const uint8_t*>(ds.positions.data()), ds.positions.size() * sizeof(TrainingPosition));
+  const uint64_t hc =
+      fnv1a64(reinterpret_cast<const uint8_t*>(ds.candidates.data()), ds.candidates.size() * sizeof(Hcpe3Candidate));
   ds.fingerprint = hp ^ (hc * FNV1A64_PRIME);
   return ds;
 }

@@ -79,7 +79,8 @@ class CpuDevice final : public Device {
       optimizer_.step(model_, ws_.grads, 0.0);
     });
     std::vector<float> g = flatten(ws_.grads, true);
-    t.comm_seconds = comm_.size() > 1 ? seconds_per_call(reps, [&] { average_on_host(comm_, g.data(), g.size()); }) : 0.0;
+    t.comm_seconds =
+        comm_.size() > 1 ? seconds_per_call(reps, [&] { average_on_host(comm_, g.data(), g.size()); }) : 0.0;
     return t;
   }
   uint64_t weights_checksum() override {

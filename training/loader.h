@@ -6,9 +6,9 @@
 // shuffling is off). Every epoch is a full shuffle of all the data: the compact positions of
 // training/data.h fit in memory (a window of 10 million takes 480 MB), so the shuffle buffer is the
 // whole dataset rather than a sliding window of it. Batch j holds stream positions
-// [start + j B, start + (j + 1) B) (or a replica's slice of it, LoaderOptions::stride). What a batch holds depends only on (dataset, seed, position),
-// never on timing or the number of threads, so a checkpoint needs only the stream position and the
-// seed to continue exactly.
+// [start + j B, start + (j + 1) B) (or a replica's slice of it, LoaderOptions::stride). What a batch holds depends only
+// on (dataset, seed, position), never on timing or the number of threads, so a checkpoint needs only the stream
+// position and the seed to continue exactly.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -36,11 +36,11 @@ struct LoaderOptions {
   // (stride N b, offset r b). stride 0 means batch_size.
   uint64_t stride = 0;
   uint64_t offset = 0;
-  int threads = 1;            // worker threads
+  int threads = 1;  // worker threads
   // Left-right mirror images of half the positions (nn::mirror_features): which ones depends only on
   // (seed, stream position), like the shuffle.
   bool mirror = false;
-  int queue = 0;              // batches built ahead (0: 2 x threads + 1)
+  int queue = 0;                       // batches built ahead (0: 2 x threads + 1)
   HostAllocator* allocator = nullptr;  // memory of the batches (null: the heap); must outlive the loader
 };
 
@@ -71,7 +71,7 @@ class Loader {
   void worker_loop();
   // The dataset positions of batch `job` and whether each is mirrored; under mutex_.
   void positions_of(uint64_t job, std::vector<uint32_t>& out, std::vector<uint8_t>& mirrored);
-  const std::vector<uint32_t>& permutation(uint64_t epoch);     // under mutex_
+  const std::vector<uint32_t>& permutation(uint64_t epoch);  // under mutex_
   void build(const std::vector<uint32_t>& positions, const std::vector<uint8_t>& mirrored, Batch& batch,
              Position& scratch);
 

@@ -89,10 +89,8 @@ double Schedule::at(int64_t step) const {
       const double progress = std::min(1.0, double(s) / double(span));
       return lr * (final_ratio + (1.0 - final_ratio) * 0.5 * (1.0 + std::cos(M_PI * progress)));
     }
-    case STEP:
-      return lr * std::pow(gamma, double(s / step_every));
-    case CONSTANT:
-      return lr;
+    case STEP: return lr * std::pow(gamma, double(s / step_every));
+    case CONSTANT: return lr;
   }
   return lr;
 }
@@ -106,12 +104,9 @@ Schedule::Kind parse_schedule(const std::string& name) {
 
 const char* schedule_name(Schedule::Kind k) {
   switch (k) {
-    case Schedule::COSINE:
-      return "cosine";
-    case Schedule::STEP:
-      return "step";
-    case Schedule::CONSTANT:
-      return "constant";
+    case Schedule::COSINE: return "cosine";
+    case Schedule::STEP: return "step";
+    case Schedule::CONSTANT: return "constant";
   }
   return "?";
 }

@@ -8,14 +8,15 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <thread>
 
 #include "common/atomic_file.h"
 #include "common/cpus.h"
+#include "common/thread_pool.h"
 #include "nn/model_file.h"
 #include "training/batch_tuner.h"
 #include "training/checkpoint.h"
@@ -23,13 +24,11 @@
 #include "training/data.h"
 #include "training/device.h"
 #include "training/loader.h"
-#include "common/thread_pool.h"
 
 namespace jiriki::training {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
 
 AllReduce parse_allreduce(const std::string& name) {
   if (name == "auto") return AllReduce::AUTO;
@@ -102,7 +101,8 @@ void check_config(const TrainConfig& c) {
   if (!cuda && c.backend != nn::BackendKind::CPU) fail("the trainer runs on the cpu or cuda backend");
   if (std::string why; cuda && nn::cuda_device_count(&why) == 0) fail("--backend cuda: " + why);
   if (c.replicas < 1) fail("--replicas must be at least 1");
-  if (!cuda && c.allreduce == AllReduce::NCCL) fail("--allreduce nccl needs --backend cuda (the CPU replicas use host)");
+  if (!cuda && c.allreduce == AllReduce::NCCL)
+    fail("--allreduce nccl needs --backend cuda (the CPU replicas use host)");
   if (!cuda && !c.gpus.empty()) fail("--gpus needs --backend cuda (CPU replicas: --replicas N)");
   if (cuda && c.replicas > 1) fail("--replicas is for the CPU backend: give the GPUs with --gpus");
   // Two replicas on one GPU: NCCL refuses it, the host aggregation does not (tests on one GPU use it).
@@ -124,26 +124,26 @@ json run_signature(const TrainConfig& c) {
   const OptimizerConfig& o = c.optimizer;
   const Schedule& s = c.schedule;
   json sig = {{"batch", c.batch},
-          {"batch_auto", c.batch_auto},
-          {"replicas", std::max<size_t>({c.gpus.size(), size_t(c.replicas), size_t(process_layout().size)})},
-          {"seed", c.seed},
-          {"optimizer", optimizer_name(o.kind)},
-          {"weight_decay", o.weight_decay},
-          {"momentum", o.momentum},
-          {"nesterov", o.nesterov},
-          {"beta1", o.beta1},
-          {"beta2", o.beta2},
-          {"eps", o.eps},
-          {"lr", s.lr},
-          {"schedule", schedule_name(s.kind)},
-          {"warmup_steps", s.warmup_steps},
-          {"final_ratio", s.final_ratio},
-          {"step_every", s.step_every},
-          {"gamma", s.gamma},
-          {"clip_grad_norm", c.clip_grad_norm},
-          {"val_lambda", c.val_lambda},
-          {"bn_momentum", c.bn_momentum},
-          {"window", c.window}};
+              {"batch_auto", c.batch_auto},
+              {"replicas", std::max<size_t>({c.gpus.size(), size_t(c.replicas), size_t(process_layout().size)})},
+              {"seed", c.seed},
+              {"optimizer", optimizer_name(o.kind)},
+              {"weight_decay", o.weight_decay},
+              {"momentum", o.momentum},
+              {"nesterov", o.nesterov},
+              {"beta1", o.beta1},
+              {"beta2", o.beta2},
+              {"eps", o.eps},
+              {"lr", s.lr},
+              {"schedule", schedule_name(s.kind)},
+              {"warmup_steps", s.warmup_steps},
+              {"final_ratio", s.final_ratio},
+              {"step_every", s.step_every},
+              {"gamma", s.gamma},
+              {"clip_grad_norm", c.clip_grad_norm},
+              {"val_lambda", c.val_lambda},
+              {"bn_momentum", c.bn_momentum},
+              {"window", c.window}};
   if (c.mirror) sig["mirror"] = true;  // (absent when off: checkpoints from before the option resume)
   return sig;
 }
@@ -191,7 +191,6 @@ void report_issues(const Dataset& d, const char* what, bool quiet, Log& log) {
     std::cerr << what << " data: " << d.positions.size() << " positions from " << d.files.size() << " files"
               << (d.issues.empty() ? "" : ", " + std::to_string(d.issues.size()) + " problems skipped") << "\n";
 }
-
 
 // The mean of the replicas' batch-norm running statistics, on every replica (each keeps its own
 // during training): held-out metrics, checkpoints and the export then see the same model on every
@@ -470,9 +469,8 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   if (!quiet)
     std::cerr << "training a " << model.arch.blocks << "x" << model.arch.channels << " "
               << nn::activation_name(model.arch.activation) << " network: " << total_steps << " steps of "
-              << reference_batch << " positions" << (replicas > 1 ? " (" + std::to_string(replicas) + " replicas x " +
-                                                                        std::to_string(c.batch) + ")"
-                                                                  : "")
+              << reference_batch << " positions"
+              << (replicas > 1 ? " (" + std::to_string(replicas) + " replicas x " + std::to_string(c.batch) + ")" : "")
               << (c.batch_auto ? ", batch tuned" : "") << ", " << optimizer_name(c.optimizer.kind) << ", "
               << c.loader_threads << " loader threads; " << device->name() << "\n";
 
@@ -683,8 +681,8 @@ TrainResult train(const TrainConfig& config) {
   const int64_t replicas = mpi ? mpi->size() : local;
   const int64_t total_steps =
       c.steps > 0 ? c.steps
-                  : std::max<int64_t>(1, int64_t(std::ceil(c.epochs * double(data.positions.size()) /
-                                                           double(c.batch * replicas))));
+                  : std::max<int64_t>(
+                        1, int64_t(std::ceil(c.epochs * double(data.positions.size()) / double(c.batch * replicas))));
   c.schedule.total_steps = total_steps;
   const bool nccl = cuda && c.allreduce == AllReduce::NCCL;
 
@@ -701,8 +699,7 @@ TrainResult train(const TrainConfig& config) {
     // it measures its cost and checks the buckets on a machine with one GPU.
     SoloComm solo;
     ThreadPool pool(threads);
-    const NcclComms comms =
-        cuda && config.allreduce == AllReduce::NCCL ? NcclComms::for_gpus(c.gpus) : NcclComms();
+    const NcclComms comms = cuda && config.allreduce == AllReduce::NCCL ? NcclComms::for_gpus(c.gpus) : NcclComms();
     const ReplicaPlace place{.gpu = c.gpus[0], .nccl = comms.at(0)};
     return run_replica(c, data, test, total_steps, solo, place, pool);
   }

@@ -27,9 +27,9 @@ struct TrainConfig {
   std::string init;               // start from this model file, or else a fresh network of `arch`
   nn::Architecture arch;
   bool arch_given = false;  // --blocks/--channels/--activation were given: a resumed checkpoint must match
-  uint64_t seed = 1;  // the fresh network's weights and the data shuffle
+  uint64_t seed = 1;        // the fresh network's weights and the data shuffle
 
-  int batch = 256;  // positions per step on each replica (the global batch is replicas x batch)
+  int batch = 256;    // positions per step on each replica (the global batch is replicas x batch)
   int64_t steps = 0;  // the run's length in steps, or (when 0) in epochs:
   double epochs = 1.0;
   OptimizerConfig optimizer;
@@ -60,24 +60,24 @@ struct TrainConfig {
   // of every global batch; gradients are averaged, by NCCL in buckets overlapped with the backward
   // pass ("nccl", GPUs only) or on the host by CPU threads ("host"; on GPUs in the same buckets,
   // copied to the host and back while the backward pass goes on).
-  std::vector<int> gpus;         // the CUDA devices, one replica each; empty: {0}
-  int replicas = 1;              // cpu backend
+  std::vector<int> gpus;  // the CUDA devices, one replica each; empty: {0}
+  int replicas = 1;       // cpu backend
   AllReduce allreduce = AllReduce::AUTO;
-  double bucket_mb = 4.0;        // gradient bucket size (GPUs, NCCL and host)
-  int64_t check_every = 1000;    // steps between checks that every replica holds the same weights
+  double bucket_mb = 4.0;      // gradient bucket size (GPUs, NCCL and host)
+  int64_t check_every = 1000;  // steps between checks that every replica holds the same weights
 
   // ---- the per-replica batch tuner (training/batch_tuner.h) -----------------------------------
-  bool batch_auto = false;      // choose `batch` by goodput, starting at the value above
+  bool batch_auto = false;            // choose `batch` by goodput, starting at the value above
   int tune_min = 8, tune_max = 1024;  // the candidate batches: tune_min, 2 tune_min, ... <= tune_max
-  int64_t tune_every = 200;     // steps between decisions
-  int64_t noise_every = 50;     // steps between gradient-noise samples (one replica: each costs a pass)
-  int64_t lr_ramp_steps = 50;   // steps over which the learning rate moves to a new batch's
-  int tune_reps = 10;           // timed steps per candidate batch
-  int threads = 0;  // compute threads (0: every hardware thread)
+  int64_t tune_every = 200;           // steps between decisions
+  int64_t noise_every = 50;           // steps between gradient-noise samples (one replica: each costs a pass)
+  int64_t lr_ramp_steps = 50;         // steps over which the learning rate moves to a new batch's
+  int tune_reps = 10;                 // timed steps per candidate batch
+  int threads = 0;                    // compute threads (0: every hardware thread)
   int loader_threads = 0;  // data loader threads per replica (0: up to 4 on a GPU, whose host cores idle; 1 on the CPU)
-  std::string log;           // JSON-lines log file ("" : none); appended to
-  int64_t log_every = 100;   // steps between progress lines and log records
-  bool quiet = false;        // no progress lines on stderr
+  std::string log;         // JSON-lines log file ("" : none); appended to
+  int64_t log_every = 100;  // steps between progress lines and log records
+  bool quiet = false;       // no progress lines on stderr
 };
 
 // Held-out or training metrics, averaged over the samples seen.

@@ -77,16 +77,16 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   options_.add_spin("DrawValueWhite", 500, 0, 1000);
   options_.add_spin("MaxMovesToDraw", 0, 0, 100000);  // 0: no limit
   options_.add_combo("EnteringKingRule", "CSARule27", {"NoEnteringKing", "CSARule27", "CSARule24"});
-  options_.add_spin("C_init", 100, 0, 10000);              // hundredths (SearchParams says why)
+  options_.add_spin("C_init", 100, 0, 10000);  // hundredths (SearchParams says why)
   options_.add_spin("C_base", 28288, 1, 100000000);
-  options_.add_spin("C_fpu_reduction", 27, 0, 100);        // hundredths
-  options_.add_spin("C_fpu_reduction_root", 0, 0, 100);    // hundredths
+  options_.add_spin("C_fpu_reduction", 27, 0, 100);         // hundredths
+  options_.add_spin("C_fpu_reduction_root", 0, 0, 100);     // hundredths
   options_.add_spin("Softmax_Temperature", 174, 1, 10000);  // hundredths
   // auto: 3 plies on a CPU backend (+54 [+8, +102] Elo against 1 at byoyomi 300 ms, 200 games, stop
   // 36), 1 on the GPU, where the search threads set the pace and 3 was not measured.
   options_.add_combo("LeafMateSearchPly", "auto", {"auto", "0", "1", "3", "5"});
   options_.add_check("RootMateSearch", true);
-  options_.add_check("RootThreatSearch", true);  // (with RootMateSearch) SearchParams says why
+  options_.add_check("RootThreatSearch", true);         // (with RootMateSearch) SearchParams says why
   options_.add_spin("PV_Interval", 1000, 100, 100000);  // ms between info lines
   UsiBook::add_options(options_);
   // The names dlshogi and YaneuraOu users already type, where the meaning is the same.

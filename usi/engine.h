@@ -55,8 +55,8 @@ class Engine {
   // An error line; a message quoting a huge input (a 1 MB garbage line) is cut, saying so.
   void error(const std::string& message);
 
-  void settle();                   // THINKING whose search has answered -> IDLE
-  void finish(bool send_answer);   // any state -> IDLE; the running search answers unless told not to
+  void settle();                  // THINKING whose search has answered -> IDLE
+  void finish(bool send_answer);  // any state -> IDLE; the running search answers unless told not to
   void cmd_usi();
   void cmd_isready();
   void cmd_setoption(const std::string& args);
@@ -89,7 +89,7 @@ class Engine {
   bool network_dirty_ = true;
 
   State state_ = State::IDLE;
-  std::optional<Game> game_;                                  // empty: none set, or the last was rejected
+  std::optional<Game> game_;                                 // empty: none set, or the last was rejected
   std::string no_game_reason_ = "no position has been set";  // why game_ is empty
 
   // `go mate`.
@@ -97,7 +97,7 @@ class Engine {
   std::thread mate_thread_;
   std::atomic<bool> mate_stop_{false};
   std::atomic<bool> mate_running_{false};
-  std::atomic<bool> quiet_{false};        // the answer of the search being stopped is not wanted (gameover)
+  std::atomic<bool> quiet_{false};       // the answer of the search being stopped is not wanted (gameover)
   std::atomic<bool> send_ponder_{true};  // USI_Ponder as it was at `go`
   Color pondered_side_ = BLACK;          // the side to move and move number at the last go, for the
   int pondered_ply_ = 1;                 // clock a ponderhit brings

@@ -71,8 +71,8 @@ std::unique_ptr<search::EvalQueue> make_backend_queue(const nn::Model& model, co
   std::unique_ptr<search::EvalQueue> queue = make(choice.kind);
   if (threads_used) *threads_used = evaluators;
   if (description)
-    *description = "backend: " + queue->name() + " (" + choice.reason + "), batch " + std::to_string(queue->max_batch()) +
-                   ", " + std::to_string(evaluators) + " search threads";
+    *description = "backend: " + queue->name() + " (" + choice.reason + "), batch " +
+                   std::to_string(queue->max_batch()) + ", " + std::to_string(evaluators) + " search threads";
   return queue;
 }
 

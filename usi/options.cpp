@@ -10,8 +10,9 @@ namespace jiriki::usi {
 
 namespace {
 bool iequals(const std::string& a, const std::string& b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower((unsigned char)x) == std::tolower((unsigned char)y); });
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower((unsigned char)x) == std::tolower((unsigned char)y);
+         });
 }
 }  // namespace
 
@@ -19,7 +20,8 @@ std::string Option::usi_line() const {
   std::string s = "option name " + name + " type ";
   switch (type) {
     case CHECK: return s + "check default " + default_value;
-    case SPIN: return s + "spin default " + default_value + " min " + std::to_string(min) + " max " + std::to_string(max);
+    case SPIN:
+      return s + "spin default " + default_value + " min " + std::to_string(min) + " max " + std::to_string(max);
     case COMBO:
       s += "combo default " + default_value;
       for (const auto& v : vars) s += " var " + v;
@@ -118,8 +120,7 @@ std::optional<std::string> Options::set(const std::string& name, const std::stri
       }
       break;
     case Option::STRING:
-    case Option::FILENAME:
-      break;
+    case Option::FILENAME: break;
   }
   o->value = (o->type == Option::STRING || o->type == Option::FILENAME) && value == "<empty>" ? "" : value;
   return std::nullopt;

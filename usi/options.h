@@ -16,8 +16,8 @@ struct Option {
   std::string name;
   std::string default_value;
   std::string value;
-  int64_t min = 0, max = 0;        // SPIN
-  std::vector<std::string> vars;   // COMBO
+  int64_t min = 0, max = 0;       // SPIN
+  std::vector<std::string> vars;  // COMBO
 
   // The `option name ... type ...` line that `usi` prints.
   std::string usi_line() const;

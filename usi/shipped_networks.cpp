@@ -3,9 +3,9 @@
 // change this file's preprocessed text, so that no compiler cache serves the old object).
 #include "usi/shipped_networks.h"
 
-#define JIRIKI_INCBIN(sym, path)                                                                  \
-  asm(".section .rodata\n.global " #sym "\n.balign 64\n" #sym ":\n.incbin \"" path "\"\n.global " #sym \
-      "_end\n" #sym "_end:\n.previous\n");                                                        \
+#define JIRIKI_INCBIN(sym, path)                                                                                     \
+  asm(".section .rodata\n.global " #sym "\n.balign 64\n" #sym ":\n.incbin \"" path "\"\n.global " #sym "_end\n" #sym \
+      "_end:\n.previous\n");                                                                                         \
   extern "C" const uint8_t sym[], sym##_end[];
 
 #ifdef JIRIKI_SHIPPED_CPU

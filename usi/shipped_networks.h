@@ -12,7 +12,7 @@ namespace jiriki::usi {
 struct ShippedNetwork {
   const uint8_t* data;  // a model file's bytes (nn/model_file.h)
   size_t size;
-  std::string name;     // "networks/cpu.jnn (sha256 1a2b3c4d...)": what was embedded
+  std::string name;  // "networks/cpu.jnn (sha256 1a2b3c4d...)": what was embedded
 };
 
 // The embedded network for a GPU (`for_gpu`) or the CPU backend; nullopt when the build had none.

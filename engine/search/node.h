@@ -43,8 +43,8 @@ struct Node {
   std::atomic<uint32_t> proof{0};  // Outcome | plies << 8, see outcome()
   bool terminal = false;           // the game is over here (mate, repetition, declaration, move limit)
   int16_t num_edges = 0;
-  float value = 0.5f;              // network (or terminal) win probability of the side to move
-  Edge* edges = nullptr;           // num_edges entries, valid once the node is ready
+  float value = 0.5f;     // network (or terminal) win probability of the side to move
+  Edge* edges = nullptr;  // num_edges entries, valid once the node is ready
 
   bool ready() const { return !(pending.load(std::memory_order_acquire) & EVALUATING); }
   Outcome outcome() const { return Outcome(proof.load(std::memory_order_acquire) & 0xff); }

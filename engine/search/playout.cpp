@@ -129,7 +129,8 @@ Edge* select_child(const Tree& tree, const Node* node) {
   }
   const float c = p.c_init + std::log((float(sum_n) + p.c_base + 1.0f) / p.c_base);
   const float fpu = node == tree.root ? p.fpu_reduction_root : p.fpu_reduction;
-  const float q_untried = sum_n > 0 ? std::max(0.0f, float(sum_w / double(sum_n)) - fpu * std::sqrt(visited_prior)) : 0.0f;
+  const float q_untried =
+      sum_n > 0 ? std::max(0.0f, float(sum_w / double(sum_n)) - fpu * std::sqrt(visited_prior)) : 0.0f;
   const float sqrt_n = sum_n > 0 ? std::sqrt(float(sum_n)) : 1.0f;
 
   Edge* best = node->edges;
@@ -193,11 +194,17 @@ PlayoutEnd run_playout(Tree& tree, Position& pos, LeafBatch& lb) {
     MoveList moves;
     switch (judge_position(pos, params, 1, moves)) {
       case Ending::REPETITION_DRAW:
-      case Ending::MAX_MOVES: result = Outcome::DRAW; value = tree.draw_value(us); break;
+      case Ending::MAX_MOVES:
+        result = Outcome::DRAW;
+        value = tree.draw_value(us);
+        break;
       case Ending::REPETITION_WIN: result = Outcome::WIN; break;
       case Ending::REPETITION_LOSS:
       case Ending::MATED: result = Outcome::LOSS; break;
-      case Ending::DECLARATION: result = Outcome::WIN; result_plies = 1; break;
+      case Ending::DECLARATION:
+        result = Outcome::WIN;
+        result_plies = 1;
+        break;
       case Ending::NONE:
         for (int k = 1; k <= params.leaf_mate_plies; k += 2)
           if (mate_in_ply(pos, k)) {
@@ -281,7 +288,8 @@ void finish_batch(LeafBatch& lb) {
     for (int j = 0; j < n->num_edges; ++j) n->edges[j].prior = lb.logits[j] / sum;
     n->value = lb.batch.value(i);
     uint32_t collisions = n->pending.exchange(0, std::memory_order_acq_rel) & ~Node::EVALUATING;
-    land(*leaf.tree, lb.steps.data() + leaf.first_step, leaf.num_steps, n->value, 1 + int(collisions), Outcome::UNKNOWN, 0);
+    land(*leaf.tree, lb.steps.data() + leaf.first_step, leaf.num_steps, n->value, 1 + int(collisions), Outcome::UNKNOWN,
+         0);
   }
 }
 

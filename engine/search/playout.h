@@ -10,10 +10,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "shogi/movegen.h"
-#include "shogi/position.h"
 #include "engine/search/eval_queue.h"
 #include "engine/search/node.h"
+#include "shogi/movegen.h"
+#include "shogi/position.h"
 
 namespace jiriki::search {
 

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "engine/mate.h"
-#include "shogi/movegen.h"
 #include "nn/features.h"
+#include "shogi/movegen.h"
 
 namespace jiriki::search {
 
@@ -31,7 +31,8 @@ void Searcher::worker_loop(Worker& w) {
       w.lb.clear();
       int collisions = 0;
       bool last_batch = false;
-      for (int attempts = 0; w.lb.batch.size() < batch && collisions <= batch / 2 && attempts < 4 * batch + 16; ++attempts) {
+      for (int attempts = 0; w.lb.batch.size() < batch && collisions <= batch / 2 && attempts < 4 * batch + 16;
+           ++attempts) {
         if (stop_workers_.load(std::memory_order_relaxed) || tree_.root->outcome() != Outcome::UNKNOWN) {
           last_batch = true;
           break;
@@ -83,9 +84,8 @@ Searcher::~Searcher() {
 void Searcher::set_params(const SearchParams& p) {
   // Terminal values, outcomes and priors stored in the tree depend on these.
   bool stale = p.draw_value_black != params_.draw_value_black || p.draw_value_white != params_.draw_value_white ||
-               p.max_moves_to_draw != params_.max_moves_to_draw ||
-               p.entering_king_rule != params_.entering_king_rule || p.leaf_mate_plies != params_.leaf_mate_plies ||
-               p.softmax_temperature != params_.softmax_temperature;
+               p.max_moves_to_draw != params_.max_moves_to_draw || p.entering_king_rule != params_.entering_king_rule ||
+               p.leaf_mate_plies != params_.leaf_mate_plies || p.softmax_temperature != params_.softmax_temperature;
   params_ = p;
   if (stale) clear_tree();
 }
@@ -124,7 +124,8 @@ bool Searcher::prepare_root() {
   Node* keep = nullptr;
   Edge* keep_edge = nullptr;
   if (tree_.root && tree_sfen_ == pos_sfen_ && pos_moves_.size() >= tree_moves_.size() &&
-      std::equal(tree_moves_.begin(), tree_moves_.end(), pos_moves_.begin()) && !(draw_sided && color != tree_.engine)) {
+      std::equal(tree_moves_.begin(), tree_moves_.end(), pos_moves_.begin()) &&
+      !(draw_sided && color != tree_.engine)) {
     keep = tree_.root;
     for (size_t i = tree_moves_.size(); i < pos_moves_.size() && keep; ++i) {
       keep_edge = nullptr;
@@ -244,7 +245,8 @@ SearchInfo Searcher::info() const {
     if (line.mate > 0) line.winrate = 1.0f;
     if (line.mate < 0) line.winrate = 0.0f;
     line.pv.push_back(e.move);
-    for (const Edge* next = most_visited(e.child.load()); next && line.pv.size() < 128; next = most_visited(next->child.load()))
+    for (const Edge* next = most_visited(e.child.load()); next && line.pv.size() < 128;
+         next = most_visited(next->child.load()))
       line.pv.push_back(next->move);
     info.lines.push_back(std::move(line));
   }
@@ -310,10 +312,9 @@ Edge* preferred_unproven(const Node* root) {
 
 // One thread, in rounds of doubling node budgets: our own mate at the root (until it is proven or
 // disproven), then, with root_threat_search, the opponent's mate after the root move the tree
-// prefers now (threat_check). Why: in 13 of gpu-v6's 24 games lost to gpsshogi before this search existed, the move played
-// just before gpsshogi announced its mate allowed a mate this solver finds with a one-second limit,
-// 5 of them played at a score of -300 or better; mates of 5 to 27 plies lie beyond the tree at
-// 60,000 playouts a move
+// prefers now (threat_check). Why: in 13 of gpu-v6's 24 games lost to gpsshogi before this search existed, the move
+// played just before gpsshogi announced its mate allowed a mate this solver finds with a one-second limit, 5 of them
+// played at a score of -300 or better; mates of 5 to 27 plies lie beyond the tree at 60,000 playouts a move
 // (scripts/mate_threats.py on the games of bench/results/match_2026-11-28_gpu_gpu-v6_1_games.tar.gz).
 void Searcher::root_mate_loop(const std::atomic<bool>& stop) {
   uint64_t own_budget = FIRST_MATE_BUDGET;

@@ -30,58 +30,59 @@
 #include <vector>
 
 #include "engine/mate.h"
-#include "shogi/position.h"
 #include "engine/search/eval_queue.h"
 #include "engine/search/node.h"
 #include "engine/search/playout.h"
 #include "engine/search/time_manager.h"
+#include "shogi/position.h"
 
 namespace jiriki::search {
 
 struct SearchParams {
-  float c_init = 1.00f;  // dlshogi's 1.44 lost to it by 93 [42, 147] Elo at 800 playouts (bench/results/match_2026-11-27_gpu_gates_tuning.txt)
+  float c_init = 1.00f;  // dlshogi's 1.44 lost to it by 93 [42, 147] Elo at 800 playouts
+                         // (bench/results/match_2026-11-27_gpu_gates_tuning.txt)
   float c_base = 28288.0f;
   float fpu_reduction = 0.27f;
   float fpu_reduction_root = 0.0f;
   float softmax_temperature = 1.74f;
-  int threads = 2;                  // search threads
-  int batch_size = 16;              // leaves per network call per thread (<= the queue's max batch)
-  float draw_value_black = 0.5f;    // the engine's value of a draw when it plays Black
-  float draw_value_white = 0.5f;    // ... and when it plays White
-  int max_moves_to_draw = 0;        // a game reaching this move number is a draw; 0 = no limit
+  int threads = 2;                // search threads
+  int batch_size = 16;            // leaves per network call per thread (<= the queue's max batch)
+  float draw_value_black = 0.5f;  // the engine's value of a draw when it plays Black
+  float draw_value_white = 0.5f;  // ... and when it plays White
+  int max_moves_to_draw = 0;      // a game reaching this move number is a draw; 0 = no limit
   EnteringKingRule entering_king_rule = EnteringKingRule::POINT27;
-  int leaf_mate_plies = 1;          // forced-mate search at new leaves: 0, 1, 3 or 5 plies
-  float resign_value = 0.0f;        // resign when the best move's win rate is below this
-  int multipv = 1;                  // root moves reported in SearchInfo::lines
-  bool root_mate_search = false;    // run the df-pn solver on the root in a thread of its own
-  bool root_threat_search = true;   // ... which also proves lost the root moves that allow a mate
+  int leaf_mate_plies = 1;         // forced-mate search at new leaves: 0, 1, 3 or 5 plies
+  float resign_value = 0.0f;       // resign when the best move's win rate is below this
+  int multipv = 1;                 // root moves reported in SearchInfo::lines
+  bool root_mate_search = false;   // run the df-pn solver on the root in a thread of its own
+  bool root_threat_search = true;  // ... which also proves lost the root moves that allow a mate
 };
 
 // When the search stops. Without a time budget or node limit it runs until stop().
 struct SearchLimits {
-  int64_t nodes = 0;         // playouts; 0 = no limit
-  bool use_time = false;     // `time` applies
+  int64_t nodes = 0;      // playouts; 0 = no limit
+  bool use_time = false;  // `time` applies
   TimeBudget time;
-  bool ponder = false;       // never end by itself until ponderhit() (then `time` applies) or stop()
-  bool infinite = false;     // never end by itself until stop()
+  bool ponder = false;    // never end by itself until ponderhit() (then `time` applies) or stop()
+  bool infinite = false;  // never end by itself until stop()
 };
 
 // One root move as reported: its line, win rate and proven result.
 struct RootLine {
   Move move = MOVE_NONE;
-  std::vector<Move> pv;   // starts with `move`
+  std::vector<Move> pv;  // starts with `move`
   int32_t visits = 0;
-  float winrate = 0.5f;   // for the side to move at the root
-  int mate = 0;           // > 0: mates in `mate` plies; < 0: is mated in -mate plies; 0: unproven
+  float winrate = 0.5f;  // for the side to move at the root
+  int mate = 0;          // > 0: mates in `mate` plies; < 0: is mated in -mate plies; 0: unproven
 };
 
 struct SearchInfo {
-  int64_t nodes = 0;       // playouts completed in this search
+  int64_t nodes = 0;  // playouts completed in this search
   int64_t time_ms = 0;
   int64_t nps = 0;
-  int hashfull = 0;        // per mille of the node pool
-  int depth = 0;           // length of the principal variation
-  int seldepth = 0;        // deepest playout
+  int hashfull = 0;             // per mille of the node pool
+  int depth = 0;                // length of the principal variation
+  int seldepth = 0;             // deepest playout
   std::vector<RootLine> lines;  // best first; at most SearchParams::multipv
 };
 
@@ -90,7 +91,7 @@ struct SearchResult {
   Move best = MOVE_NONE;
   Move ponder = MOVE_NONE;  // the expected reply, MOVE_NONE when unknown
   SearchInfo info;
-  std::string error;        // what went wrong (the network failed), empty when nothing did
+  std::string error;  // what went wrong (the network failed), empty when nothing did
 };
 
 class Searcher {
@@ -106,7 +107,7 @@ class Searcher {
   void set_params(const SearchParams& params);
   const SearchParams& params() const { return params_; }
   void set_hash_size(size_t bytes);  // drops the tree when it does not fit
-  void clear_tree();  // usinewgame: forget everything
+  void clear_tree();                 // usinewgame: forget everything
 
   // The position to search: an SFEN and legal moves from it (the caller has checked them).
   // Returns an error message when the SFEN or a move is not valid.
@@ -117,11 +118,11 @@ class Searcher {
   // infinite mode not before ponderhit() or stop()). Both run on the search's manager thread.
   void start(const SearchLimits& limits, std::function<void(const SearchInfo&)> on_info,
              std::function<void(const SearchResult&)> on_done, int info_interval_ms = 1000);
-  void stop();       // ends the search promptly (on_done follows)
+  void stop();  // ends the search promptly (on_done follows)
   // The pondered move was played: the time budget applies from now; `budget`, when given, replaces
   // the one of start() (a GUI that sent `go ponder` without a clock sends it with ponderhit).
   void ponderhit(const std::optional<TimeBudget>& budget = std::nullopt);
-  void wait();       // joins the threads of the last search
+  void wait();                                                                 // joins the threads of the last search
   bool searching() const { return manager_.joinable() && !finished_.load(); }  // start() .. on_done
 
   // Convenience for tests and benchmarks: start, wait, return the result.
@@ -148,9 +149,9 @@ class Searcher {
   NodePool pool_;
 
   // The tree and the game it belongs to.
-  Tree tree_;                      // its `engine`: side to move at the root when its values were made
-  std::string tree_sfen_;          // the game the tree belongs to: start SFEN ...
-  std::vector<Move> tree_moves_;   // ... and the moves to the tree's root
+  Tree tree_;                     // its `engine`: side to move at the root when its values were made
+  std::string tree_sfen_;         // the game the tree belongs to: start SFEN ...
+  std::vector<Move> tree_moves_;  // ... and the moves to the tree's root
   Position root_pos_;
   std::string pos_sfen_ = Position::STARTPOS_SFEN;
   std::vector<Move> pos_moves_;
@@ -159,19 +160,19 @@ class Searcher {
   std::thread manager_;
   std::vector<std::unique_ptr<Worker>> workers_;  // kept between searches
   std::vector<std::thread> threads_;
-  int workers_done_ = 0;                    // guarded by signal_mutex_
-  MateSolver mate_solver_;                  // root_mate_loop's, then check_decision's
+  int workers_done_ = 0;    // guarded by signal_mutex_
+  MateSolver mate_solver_;  // root_mate_loop's, then check_decision's
   struct ThreatChecked {
     Move move;
     uint64_t budget;  // df-pn nodes last spent on the opponent's mate after it
     bool settled;     // no mate at all
   };
   std::vector<ThreatChecked> threats_checked_;  // this search's root moves checked so far
-  std::vector<Move> mate_pv_;               // its answer, guarded by signal_mutex_
-  bool root_mate_found_ = false;            // guarded by signal_mutex_
-  std::vector<Move> root_mate_;             // the manager's copy of mate_pv_
-  std::atomic<bool> stop_workers_{false};   // workers leave after their current batch
-  std::atomic<bool> finished_{true};        // on_done has been called
+  std::vector<Move> mate_pv_;                   // its answer, guarded by signal_mutex_
+  bool root_mate_found_ = false;                // guarded by signal_mutex_
+  std::vector<Move> root_mate_;                 // the manager's copy of mate_pv_
+  std::atomic<bool> stop_workers_{false};       // workers leave after their current batch
+  std::atomic<bool> finished_{true};            // on_done has been called
   std::atomic<bool> stop_requested_{false};
   std::atomic<bool> ponderhit_{false};
   std::optional<TimeBudget> ponderhit_budget_;  // guarded by signal_mutex_

@@ -24,8 +24,8 @@ TimeBudget allocate_time(const GoClock& clock, Color us, int game_ply, const Tim
   // Never past this: NetworkDelay2 stays in hand; on a clock shorter than that, 30% of what is left.
   // A byoyomi period cannot be saved for later, so under byoyomi the margin shrinks to a tenth of the
   // period (never below NetworkDelay): at 1 s byoyomi the engine thinks 880 ms, not 30% of it.
-  const int64_t margin = byoyomi > 0 ? std::min(o.network_delay2, std::max(o.network_delay, byoyomi / 10))
-                                     : o.network_delay2;
+  const int64_t margin =
+      byoyomi > 0 ? std::min(o.network_delay2, std::max(o.network_delay, byoyomi / 10)) : o.network_delay2;
   const int64_t hard = std::max(remain - margin, remain * 3 / 10);
   // Our moves still to come, guessed from the move number: 40 at the start, never fewer than 20.
   const int64_t moves_left = std::clamp<int64_t>((160 - game_ply) / 2, 20, 40);

@@ -60,7 +60,7 @@ namespace cuda {
 
 namespace {
 
-constexpr int CHUNK = 64;             // positions per asynchronous copy
+constexpr int CHUNK = 64;  // positions per asynchronous copy
 constexpr size_t CUBLAS_WORKSPACE = size_t(32) << 20;
 
 int round_up(int x, int m) { return (x + m - 1) / m * m; }
@@ -80,7 +80,9 @@ template <class T, auto destroy>
 class Owned {
  public:
   Owned() = default;
-  ~Owned() { if (v_) destroy(v_); }
+  ~Owned() {
+    if (v_) destroy(v_);
+  }
   Owned(const Owned&) = delete;
   Owned& operator=(const Owned&) = delete;
   T get() const { return v_; }
@@ -248,10 +250,14 @@ class CudaEvaluator : public Evaluator {
 };
 
 CudaEvaluator::CudaEvaluator(const FoldedModel& m, const BackendOptions& o)
-    : device_(o.gpu), max_batch_(o.max_batch), settings_(o.cuda), arch_(m.arch), channels_(round_up(m.arch.channels, 8)) {
+    : device_(o.gpu),
+      max_batch_(o.max_batch),
+      settings_(o.cuda),
+      arch_(m.arch),
+      channels_(round_up(m.arch.channels, 8)) {
   if (o.precision != Precision::AUTO && o.precision != Precision::BF16)
-    throw std::invalid_argument(std::string("the cuda backend computes in bf16; precision '") + precision_name(o.precision) +
-                                "' is not available (use auto or bf16)");
+    throw std::invalid_argument(std::string("the cuda backend computes in bf16; precision '") +
+                                precision_name(o.precision) + "' is not available (use auto or bf16)");
   int count = 0;
   if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess)
     throw std::runtime_error(std::string("no CUDA device available: ") + cudaGetErrorString(e));
@@ -371,7 +377,8 @@ void CudaEvaluator::enqueue_tower(const Bucket& b, int part, cudaStream_t s, Sta
   b.stem->run(cudnn_.get(), s, {x0, stem_.w.get<uint16_t>(), stem_.b.get<float>(), nullptr, cur}, workspace);
   mark("stem");
   for (int i = 0; i < arch_.blocks; ++i) {
-    b.conv1->run(cudnn_.get(), s, {cur, conv1_[i].w.get<uint16_t>(), conv1_[i].b.get<float>(), nullptr, mid}, workspace);
+    b.conv1->run(cudnn_.get(), s, {cur, conv1_[i].w.get<uint16_t>(), conv1_[i].b.get<float>(), nullptr, mid},
+                 workspace);
     mark("conv1");
     b.conv2->run(cudnn_.get(), s, {mid, conv2_[i].w.get<uint16_t>(), conv2_[i].b.get<float>(), cur, next}, workspace);
     mark("conv2");
@@ -445,19 +452,19 @@ std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int
                                                     nullptr, wide(cur), square_act, size, INPUT_CHANNELS_PADDED, c));
     for (int i = 0; i < arch_.blocks; ++i) {
       b->square_plans.push_back(make_square_conv_plan(wide(cur), wide(square_w1_[i].get<uint16_t>()),
-                                                      conv1_[i].b.get<float>(), nullptr, wide(mid), square_act, size,
-                                                      c, c));
+                                                      conv1_[i].b.get<float>(), nullptr, wide(mid), square_act, size, c,
+                                                      c));
       b->square_plans.push_back(make_square_conv_plan(wide(mid), wide(square_w2_[i].get<uint16_t>()),
-                                                      conv2_[i].b.get<float>(), wide(cur), wide(next), square_act,
-                                                      size, c, c));
+                                                      conv2_[i].b.get<float>(), wide(cur), wide(next), square_act, size,
+                                                      c, c));
       std::swap(cur, next);
     }
   } else {
     // Engines are timed layer after layer on this call's inputs (the first part's), each layer's
     // output feeding the next.
     launch_features_to_nhwc(in_.get<uint16_t>(), x0_.get<uint16_t>(), size, s);
-    b->stem = std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, INPUT_CHANNELS_PADDED, c, 3, false, act},
-                                          settings_);
+    b->stem =
+        std::make_unique<FusedConv>(cudnn_.get(), ConvShape{rows, INPUT_CHANNELS_PADDED, c, 3, false, act}, settings_);
     b->stem->tune(cudnn_.get(), s, {x0_.get<uint16_t>(), stem_.w.get<uint16_t>(), stem_.b.get<float>(), nullptr, h0});
     size_t workspace = b->stem->workspace_size();
     if (arch_.blocks > 0) {
@@ -490,10 +497,8 @@ std::unique_ptr<CudaEvaluator::Bucket> CudaEvaluator::build_bucket(int size, int
   if (settings_.verbose) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "[cuda] device %d batch %d (%d x %d) built in %.2f s: ", device_, size, parts, rows, secs);
-    if (b->square)
-      std::fprintf(stderr, "square-major kernel (%d CTAs)", b->square_plans[0].ctas);
-    else
-      std::fprintf(stderr, "stem %s", b->stem->description().c_str());
+    if (b->square) std::fprintf(stderr, "square-major kernel (%d CTAs)", b->square_plans[0].ctas);
+    else std::fprintf(stderr, "stem %s", b->stem->description().c_str());
     if (b->conv1)
       std::fprintf(stderr, "; conv1 %s; conv2 %s", b->conv1->description().c_str(), b->conv2->description().c_str());
     std::fprintf(stderr, "\n");
@@ -523,20 +528,23 @@ CudaEvaluator::Bucket& CudaEvaluator::bucket(int n) {
   const int size = bucket_size(n, max_batch_);
   if (auto it = buckets_.find(size); it != buckets_.end()) return *it->second;
   const bool may_square = square_ok_ && size % kSquareTile == 0 && settings_.tower != CudaSettings::Tower::CUDNN;
-  if (may_square && settings_.tower == CudaSettings::Tower::SQUARE) return *buckets_.emplace(size, build_bucket(size, 1, true)).first->second;
+  if (may_square && settings_.tower == CudaSettings::Tower::SQUARE)
+    return *buckets_.emplace(size, build_bucket(size, 1, true)).first->second;
   const bool may_split = size >= 512 && size % 2 == 0;
   const int forced = settings_.parts;
   std::unique_ptr<Bucket> b = build_bucket(size, may_split && forced == 2 ? 2 : 1);
   if (may_split && forced == 0) {  // two half batches on two streams, if that is faster
     std::unique_ptr<Bucket> halves = build_bucket(size, 2);
     const float one = replay_ms(*b, 10), two = replay_ms(*halves, 10);
-    if (settings_.verbose) std::fprintf(stderr, "[cuda] batch %d: %.4f ms as one, %.4f ms as two halves\n", size, one, two);
+    if (settings_.verbose)
+      std::fprintf(stderr, "[cuda] batch %d: %.4f ms as one, %.4f ms as two halves\n", size, one, two);
     if (two < one) b = std::move(halves);
   }
   if (may_square) {  // the square-major kernel, if that is faster still
     std::unique_ptr<Bucket> square = build_bucket(size, 1, true);
     const float cudnn = replay_ms(*b, 10), ours = replay_ms(*square, 10);
-    if (settings_.verbose) std::fprintf(stderr, "[cuda] batch %d: %.4f ms with cuDNN, %.4f ms square-major\n", size, cudnn, ours);
+    if (settings_.verbose)
+      std::fprintf(stderr, "[cuda] batch %d: %.4f ms with cuDNN, %.4f ms square-major\n", size, cudnn, ours);
     if (ours < cudnn) b = std::move(square);
   }
   return *buckets_.emplace(size, std::move(b)).first->second;

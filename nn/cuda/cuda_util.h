@@ -43,21 +43,21 @@ inline std::string cudnn_status_text(cudnnStatus_t s) {
 
 }  // namespace jiriki::nn::cuda
 
-#define JIRIKI_CUDA_CHECK(call)                                                                  \
-  do {                                                                                           \
-    cudaError_t e_ = (call);                                                                     \
+#define JIRIKI_CUDA_CHECK(call)                                                                         \
+  do {                                                                                                  \
+    cudaError_t e_ = (call);                                                                            \
     if (e_ != cudaSuccess) ::jiriki::nn::cuda::fail(#call, cudaGetErrorString(e_), __FILE__, __LINE__); \
   } while (0)
-#define JIRIKI_CUDNN_CHECK(call)                                                                 \
-  do {                                                                                           \
-    cudnnStatus_t s_ = (call);                                                                   \
-    if (s_ != CUDNN_STATUS_SUCCESS)                                                              \
+#define JIRIKI_CUDNN_CHECK(call)                                                                      \
+  do {                                                                                                \
+    cudnnStatus_t s_ = (call);                                                                        \
+    if (s_ != CUDNN_STATUS_SUCCESS)                                                                   \
       ::jiriki::nn::cuda::fail(#call, ::jiriki::nn::cuda::cudnn_status_text(s_), __FILE__, __LINE__); \
   } while (0)
-#define JIRIKI_CUBLAS_CHECK(call)                                                                \
-  do {                                                                                           \
-    cublasStatus_t s_ = (call);                                                                  \
-    if (s_ != CUBLAS_STATUS_SUCCESS)                                                             \
+#define JIRIKI_CUBLAS_CHECK(call)                                                                      \
+  do {                                                                                                 \
+    cublasStatus_t s_ = (call);                                                                        \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                                                   \
       ::jiriki::nn::cuda::fail(#call, ::jiriki::nn::cuda::cublas_status_name(s_), __FILE__, __LINE__); \
   } while (0)
 // After a kernel launch: launch errors (bad configuration) surface here, faults at the next sync.
@@ -73,14 +73,19 @@ class DeviceBuffer {
   explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
     if (bytes) JIRIKI_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
   }
-  ~DeviceBuffer() { if (ptr_) cudaFree(ptr_); }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
   DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     std::swap(ptr_, o.ptr_);
     std::swap(bytes_, o.bytes_);
     return *this;
   }
-  template <class T = void> T* get() const { return static_cast<T*>(ptr_); }
+  template <class T = void>
+  T* get() const {
+    return static_cast<T*>(ptr_);
+  }
   size_t bytes() const { return bytes_; }
 
  private:
@@ -95,13 +100,18 @@ class PinnedBuffer {
   explicit PinnedBuffer(size_t bytes) {
     if (bytes) JIRIKI_CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
   }
-  ~PinnedBuffer() { if (ptr_) cudaFreeHost(ptr_); }
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
   PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)) {}
   PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
     std::swap(ptr_, o.ptr_);
     return *this;
   }
-  template <class T = void> T* get() const { return static_cast<T*>(ptr_); }
+  template <class T = void>
+  T* get() const {
+    return static_cast<T*>(ptr_);
+  }
 
  private:
   void* ptr_ = nullptr;

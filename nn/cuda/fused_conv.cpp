@@ -16,9 +16,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -39,10 +39,10 @@ namespace {
 // rejected attribute is a bug in this file, not something a user can fix.
 class Desc {
  public:
-  explicit Desc(cudnnBackendDescriptorType_t type) {
-    JIRIKI_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d_));
+  explicit Desc(cudnnBackendDescriptorType_t type) { JIRIKI_CUDNN_CHECK(cudnnBackendCreateDescriptor(type, &d_)); }
+  ~Desc() {
+    if (d_) cudnnBackendDestroyDescriptor(d_);
   }
-  ~Desc() { if (d_) cudnnBackendDestroyDescriptor(d_); }
   Desc(Desc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
   Desc& operator=(Desc&& o) noexcept {
     std::swap(d_, o.d_);
@@ -105,14 +105,14 @@ struct FusedConv::Plan {
   Desc cfg{CUDNN_BACKEND_ENGINECFG_DESCRIPTOR};
   Desc plan{CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR};
   int64_t workspace = 0;
-  int64_t engine = -1;       // cuDNN's global engine index
+  int64_t engine = -1;  // cuDNN's global engine index
   bool runtime_compiled = false;
   bool nondeterministic = false;  // cuDNN says results may vary from run to run (atomics)
-  float ms = -1.0f;          // measured by tune()
-  int heur_mode = 0;         // where the heuristics listed it: their mode ...
-  int heur_index = 0;        // ... and its place in their list
-  int kernel_cfg = -1;       // KERNEL_CFG knob set by the sweep in place of the heuristics' (-1: theirs)
-  std::string knobs;         // its knob choices, for the log: "type=value ..."
+  float ms = -1.0f;               // measured by tune()
+  int heur_mode = 0;              // where the heuristics listed it: their mode ...
+  int heur_index = 0;             // ... and its place in their list
+  int kernel_cfg = -1;            // KERNEL_CFG knob set by the sweep in place of the heuristics' (-1: theirs)
+  std::string knobs;              // its knob choices, for the log: "type=value ..."
 };
 
 // ---- engine choices shared by the process ------------------------------------------------------
@@ -131,7 +131,7 @@ struct FusedConv::Choice {
 namespace {
 
 struct ChoiceEntry {
-  bool tuning = false;                     // a FusedConv is tuning this shape now
+  bool tuning = false;  // a FusedConv is tuning this shape now
   std::optional<FusedConv::Choice> choice;
 };
 
@@ -140,8 +140,8 @@ struct ChoiceCache {
   int tuned = 0;  // choices published
   std::condition_variable changed;
   std::map<FusedConv::Key, ChoiceEntry> entries;  // std::map: references stay valid as it grows
-  std::string disk_path;                            // the choice file `disk` was read from
-  std::map<std::string, FusedConv::Choice> disk;   // its choices by disk_key()
+  std::string disk_path;                          // the choice file `disk` was read from
+  std::map<std::string, FusedConv::Choice> disk;  // its choices by disk_key()
 };
 
 ChoiceCache& choice_cache() {
@@ -191,9 +191,9 @@ void load_choice_file(ChoiceCache& cache, const std::string& path) {
     std::string magic, key, extra;
     int fused = -1;
     FusedConv::Choice c{};
-    if (!(fields >> magic >> key >> fused >> c.heur_mode >> c.heur_index >> c.kernel_cfg >> c.ms) ||
-        fields >> extra || magic != CHOICE_FILE_MAGIC || (fused != 0 && fused != 1) || c.heur_index < 0 ||
-        c.kernel_cfg < -1 || !(c.ms > 0.0f))
+    if (!(fields >> magic >> key >> fused >> c.heur_mode >> c.heur_index >> c.kernel_cfg >> c.ms) || fields >> extra ||
+        magic != CHOICE_FILE_MAGIC || (fused != 0 && fused != 1) || c.heur_index < 0 || c.kernel_cfg < -1 ||
+        !(c.ms > 0.0f))
       continue;
     c.fused = fused == 1;
     cache.disk[key] = c;
@@ -260,7 +260,8 @@ static cudnnBackendDescriptor_t add_pointwise(FusedConv::Graph& g, cudnnPointwis
 static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const ConvShape& s, bool fused) {
   auto g = std::make_unique<FusedConv::Graph>();
   const int64_t n = s.batch, k = s.kernel;
-  auto tensor = [&](Uid uid, cudnnDataType_t type, int64_t c, int64_t h, int64_t w, bool is_virtual, int64_t batch) -> Desc& {
+  auto tensor = [&](Uid uid, cudnnDataType_t type, int64_t c, int64_t h, int64_t w, bool is_virtual,
+                    int64_t batch) -> Desc& {
     g->parts.push_back(make_tensor(uid, type, batch, c, h, w, is_virtual));
     return g->parts.back();
   };
@@ -294,24 +295,36 @@ static std::unique_ptr<FusedConv::Graph> build_graph(cudnnHandle_t handle, const
     cudnnBackendAttributeName_t in1, in2, out, conv, alpha, beta;
     const char* what;
   };
-  static constexpr OpKind FORWARD_OP = {
-      CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,             CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,          "convolution operation"};
-  static constexpr OpKind DATA_OP = {
-      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,               "convolution backward data operation"};
-  static constexpr OpKind FILTER_OP = {
-      CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,                 CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,          CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,               "convolution backward filter operation"};
+  static constexpr OpKind FORWARD_OP = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                                        CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+                                        "convolution operation"};
+  static constexpr OpKind DATA_OP = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                                     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+                                     "convolution backward data operation"};
+  static constexpr OpKind FILTER_OP = {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                                       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                                       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                                       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                                       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                                       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                                       CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+                                       "convolution backward filter operation"};
   const bool filter = s.pass == ConvPass::BACKWARD_FILTER;
   const OpKind& kind = data ? DATA_OP : filter ? FILTER_OP : FORWARD_OP;
-  cudnnBackendDescriptor_t in1 = data ? w.get() : x.get(), in2 = data ? y.get() : filter ? conv_out.get() : w.get(),
+  cudnnBackendDescriptor_t in1 = data ? w.get() : x.get(),
+                           in2 = data     ? y.get()
+                                 : filter ? conv_out.get()
+                                          : w.get(),
                            out = filter ? w.get() : conv_out.get(), conv_d = conv.get();
   const float alpha = 1.0f, beta = 0.0f;
   Desc op(kind.type);
@@ -415,9 +428,13 @@ static std::string knob_text(cudnnBackendDescriptor_t cfg, cudnnBackendDescripto
     text += type(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE) + "=" + value(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE) + " ";
   text += "of";
   for (const Desc& k : descriptor_array(engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR))
-    text.append(" ").append(type(k, CUDNN_ATTR_KNOB_INFO_TYPE)).append(":")
-        .append(value(k, CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE)).append("..")
-        .append(value(k, CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE)).append("/")
+    text.append(" ")
+        .append(type(k, CUDNN_ATTR_KNOB_INFO_TYPE))
+        .append(":")
+        .append(value(k, CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE))
+        .append("..")
+        .append(value(k, CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE))
+        .append("/")
         .append(value(k, CUDNN_ATTR_KNOB_INFO_STRIDE));
   return text;
 }
@@ -435,7 +452,8 @@ static Desc config_engine(const Desc& cfg) {
 // The values the engine's KERNEL_CFG knob takes (none if it has no such knob).
 static std::vector<int64_t> kernel_cfg_values(const Desc& engine) {
   std::vector<int64_t> values;
-  for (const Desc& k : descriptor_array(engine.get(), CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR)) {
+  for (const Desc& k :
+       descriptor_array(engine.get(), CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR)) {
     cudnnBackendKnobType_t type{};
     int64_t got = 0, lo = 0, hi = -1, stride = 1;
     cudnnBackendGetAttribute(k.get(), CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type);
@@ -454,7 +472,8 @@ static std::optional<Desc> with_kernel_cfg(const Desc& cfg, int64_t value) {
   Desc engine = config_engine(cfg);
   std::deque<Desc> choices;
   std::vector<cudnnBackendDescriptor_t> raw;
-  for (const Desc& c : descriptor_array(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR)) {
+  for (const Desc& c :
+       descriptor_array(cfg.get(), CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR)) {
     cudnnBackendKnobType_t type{};
     int64_t got = 0, v = 0;
     cudnnBackendGetAttribute(c.get(), CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type);
@@ -469,7 +488,8 @@ static std::optional<Desc> with_kernel_cfg(const Desc& cfg, int64_t value) {
   Desc out(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
   auto engine_d = engine.get();
   out.set(CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, &engine_d);
-  if (!raw.empty()) out.set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(), int64_t(raw.size()));
+  if (!raw.empty())
+    out.set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(), int64_t(raw.size()));
   if (cudnnBackendFinalize(out.get()) != CUDNN_STATUS_SUCCESS) return std::nullopt;
   return out;
 }
@@ -481,9 +501,9 @@ static std::optional<Desc> with_kernel_cfg(const Desc& cfg, int64_t value) {
 // (the choice file keeps the result): on an H200 cuDNN's heuristics left out the configuration that
 // runs the 192->192 convolution at batch 1024 in 0.097 ms and picked one taking 0.133 ms, and the
 // forward pass went from 392,000 to 447,000 positions/s; on an H100 it was listed at 1024 but not
-// at 512 (0.076 ms against 0.052), bench/results/nn_cuda_h100.txt. Smaller batches are latency-bound and keep the heuristics' list.
-// CudaSettings::cudnn_sweep (JIRIKI_CUDNN_SWEEP) = K sets K for every fused shape (the trainer's too);
-// 0 turns the sweep off.
+// at 512 (0.076 ms against 0.052), bench/results/nn_cuda_h100.txt. Smaller batches are latency-bound and keep the
+// heuristics' list. CudaSettings::cudnn_sweep (JIRIKI_CUDNN_SWEEP) = K sets K for every fused shape (the trainer's
+// too); 0 turns the sweep off.
 constexpr int DEFAULT_SWEEP = 14;
 constexpr int DEFAULT_SWEEP_MIN_BATCH = 256;
 
@@ -505,8 +525,8 @@ static std::unique_ptr<FusedConv::Plan> make_plan(cudnnHandle_t handle, Desc&& c
       .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg_d);
   if (cudnnBackendFinalize(p->plan.get()) != CUDNN_STATUS_SUCCESS) return nullptr;
   int64_t got = 0;
-  JIRIKI_CUDNN_CHECK(cudnnBackendGetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                              CUDNN_TYPE_INT64, 1, &got, &p->workspace));
+  JIRIKI_CUDNN_CHECK(cudnnBackendGetAttribute(p->plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                              1, &got, &p->workspace));
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   auto engine_d = engine.get();
   if (cudnnBackendGetAttribute(p->cfg.get(), CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
@@ -543,8 +563,8 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, const CudaSet
   if (shape.pass == ConvPass::BACKWARD_DATA && (shape.epilogue || (shape.residual && !shape.identity)))
     throw std::invalid_argument("FusedConv: the backward data pass adds a residual only through identity");
   if (shape.identity && shape.epilogue) throw std::invalid_argument("FusedConv: identity is for epilogue false");
-  key_ = Key(device, shape.batch, shape.in_channels, shape.out_channels, shape.kernel, shape.residual,
-             int(shape.act), shape.epilogue, force_unfused, int(shape.pass), shape.identity);
+  key_ = Key(device, shape.batch, shape.in_channels, shape.out_channels, shape.kernel, shape.residual, int(shape.act),
+             shape.epilogue, force_unfused, int(shape.pass), shape.identity);
   std::optional<Choice> known;
   bool from_disk = false;  // known comes from the choice file: verified here before it is shared
   disk_key_ = disk_key(shape, force_unfused, max_candidates);
@@ -596,16 +616,19 @@ FusedConv::FusedConv(cudnnHandle_t handle, const ConvShape& shape, const CudaSet
         graph_ = build_graph(handle, shape, fused);
       } catch (const std::runtime_error& e) {
         if (!fused) throw;
-        if (settings_.verbose) std::fprintf(stderr, "[cuda] fused graph rejected (%s); trying the unfused one\n", e.what());
+        if (settings_.verbose)
+          std::fprintf(stderr, "[cuda] fused graph rejected (%s); trying the unfused one\n", e.what());
         continue;
       }
       for (auto mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
         std::vector<Desc> cfgs = heuristic_configs(*graph_->graph, mode);
-        if (settings_.verbose) std::fprintf(stderr, "[cuda] heuristics mode %d: %zu configurations\n", int(mode), cfgs.size());
+        if (settings_.verbose)
+          std::fprintf(stderr, "[cuda] heuristics mode %d: %zu configurations\n", int(mode), cfgs.size());
         for (size_t i = 0; i < cfgs.size() && int(candidates_.size()) < max_candidates; ++i) {
           auto p = make_plan(handle, std::move(cfgs[i]), int(mode), int(i), settings_.verbose);
           // Weight gradients must be the same on every run (resume, replicas): no atomics.
-          if (p && !(shape.pass == ConvPass::BACKWARD_FILTER && p->nondeterministic)) candidates_.push_back(std::move(p));
+          if (p && !(shape.pass == ConvPass::BACKWARD_FILTER && p->nondeterministic))
+            candidates_.push_back(std::move(p));
         }
         if (!candidates_.empty()) break;
       }
@@ -723,7 +746,8 @@ void FusedConv::tune(cudnnHandle_t handle, cudaStream_t stream, const ConvArgs& 
       JIRIKI_CUDA_CHECK(cudaEventRecord(end, stream));
       JIRIKI_CUDA_CHECK(cudaEventSynchronize(end));
     } catch (const std::runtime_error& e) {
-      if (settings_.verbose) std::fprintf(stderr, "[cuda]   engine %lld failed to run: %s\n", (long long)candidates_[i]->engine, e.what());
+      if (settings_.verbose)
+        std::fprintf(stderr, "[cuda]   engine %lld failed to run: %s\n", (long long)candidates_[i]->engine, e.what());
       continue;  // ms stays negative: never chosen
     }
     float ms = 0.0f;
@@ -754,15 +778,15 @@ std::string FusedConv::description() const {
   const Plan& p = *candidates_[chosen_];
   char buf[160];
   std::snprintf(buf, sizeof buf, "%s engine %lld%s, %.4f ms",
-                fused_ && !shape_.epilogue                     ? (shape_.pass == ConvPass::BACKWARD_DATA
-                                                                      ? (shape_.residual ? "backward data + residual"
-                                                                                         : "backward data through identity")
-                                                                      : "convolution through identity")
-                : fused_                                       ? "fused"
-                : shape_.epilogue                              ? "unfused (conv + our epilogue)"
-                : shape_.pass == ConvPass::BACKWARD_FILTER     ? "backward filter"
-                : shape_.pass == ConvPass::BACKWARD_DATA       ? "backward data"
-                                                               : "convolution only",
+                fused_ && !shape_.epilogue
+                    ? (shape_.pass == ConvPass::BACKWARD_DATA
+                           ? (shape_.residual ? "backward data + residual" : "backward data through identity")
+                           : "convolution through identity")
+                : fused_                                   ? "fused"
+                : shape_.epilogue                          ? "unfused (conv + our epilogue)"
+                : shape_.pass == ConvPass::BACKWARD_FILTER ? "backward filter"
+                : shape_.pass == ConvPass::BACKWARD_DATA   ? "backward data"
+                                                           : "convolution only",
                 (long long)p.engine, p.runtime_compiled ? " (runtime-compiled)" : "", p.ms);
   return buf;
 }

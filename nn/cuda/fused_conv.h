@@ -6,8 +6,8 @@
 // engine for the whole pattern. A FusedConv is built for one shape and one batch size: cuDNN's
 // heuristics list engine configurations, tune() times those that finalize on the real buffers
 // and keeps the fastest; later FusedConvs of the same shape on the same device take that choice
-// without timing (the process shares it: fused_conv.cpp). If no engine takes the fused graph, the convolution alone runs through
-// cuDNN and a small kernel of ours applies bias, residual and activation (slower, never wrong;
+// without timing (the process shares it: fused_conv.cpp). If no engine takes the fused graph, the convolution alone
+// runs through cuDNN and a small kernel of ours applies bias, residual and activation (slower, never wrong;
 // JIRIKI_CUDA_UNFUSED=1 in the environment forces this path).
 #pragma once
 #include <cudnn.h>
@@ -15,12 +15,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "nn/cuda/cuda_util.h"
 #include "nn/backend.h"
+#include "nn/cuda/cuda_util.h"
 #include "nn/model.h"
 
 namespace jiriki::nn::cuda {
@@ -32,11 +32,11 @@ enum class ConvPass { FORWARD, BACKWARD_FILTER, BACKWARD_DATA };
 struct ConvShape {
   int batch = 1;
   int in_channels = 0, out_channels = 0;
-  int kernel = 3;          // 3 (pad 1) or 1
-  bool residual = false;   // adds a tensor shaped like y before the activation (BACKWARD_DATA with
-                           // identity: dx = the input gradient + a tensor shaped like x)
+  int kernel = 3;         // 3 (pad 1) or 1
+  bool residual = false;  // adds a tensor shaped like y before the activation (BACKWARD_DATA with
+                          // identity: dx = the input gradient + a tensor shaped like x)
   Activation act = Activation::RELU;
-  bool epilogue = true;    // false: y = conv(x, w) alone (the trainer's batch norm follows)
+  bool epilogue = true;  // false: y = conv(x, w) alone (the trainer's batch norm follows)
   // With epilogue false, in the forward and backward data passes: the convolution's result written
   // through a pointwise identity (or addition, with residual), a graph that cuDNN's runtime-fusion
   // engines also take (at batch 256 on an H100 they ran the forward 192->192 convolution in 0.028
@@ -87,8 +87,8 @@ class FusedConv {
   std::string description() const;
   const ConvShape& shape() const { return shape_; }
 
-  struct Graph;  // the cuDNN descriptors of the operation graph (fused_conv.cpp)
-  struct Plan;   // one finalized engine configuration (fused_conv.cpp)
+  struct Graph;   // the cuDNN descriptors of the operation graph (fused_conv.cpp)
+  struct Plan;    // one finalized engine configuration (fused_conv.cpp)
   struct Choice;  // a tuned shape's engine, shared by the process (fused_conv.cpp)
   // The device, the shape, and whether the unfused path is forced: what a Choice is for.
   using Key = std::tuple<int, int, int, int, int, bool, int, bool, bool, int, bool>;

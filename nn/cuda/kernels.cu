@@ -46,7 +46,8 @@ __global__ void features_to_nhwc_kernel(const T* features, bf16* x, int n, RowOr
   constexpr int GROUPS = INPUT_CHANNELS_PADDED / 8;
   for (int g = threadIdx.x; g < SQUARES * GROUPS; g += blockDim.x) {
     const int sq = g / GROUPS, c0 = g % GROUPS * 8;
-    const int64_t row = order == RowOrder::SQUARE_MAJOR ? int64_t(sq) * n + blockIdx.x : int64_t(blockIdx.x) * SQUARES + sq;
+    const int64_t row =
+        order == RowOrder::SQUARE_MAJOR ? int64_t(sq) * n + blockIdx.x : int64_t(blockIdx.x) * SQUARES + sq;
     union {
       uint4 vector;
       bf16 lanes[8];
@@ -88,7 +89,8 @@ __global__ void heads_epilogue_kernel(const float* heads, const float* policy_bi
   __shared__ float tile[SQUARES * HEAD_CHANNELS];
   for (int i = threadIdx.x; i < SQUARES * HEAD_CHANNELS; i += blockDim.x) {
     const int sq = i / HEAD_CHANNELS;
-    const int64_t row = order == RowOrder::SQUARE_MAJOR ? int64_t(sq) * n + blockIdx.x : int64_t(blockIdx.x) * SQUARES + sq;
+    const int64_t row =
+        order == RowOrder::SQUARE_MAJOR ? int64_t(sq) * n + blockIdx.x : int64_t(blockIdx.x) * SQUARES + sq;
     tile[i] = heads[row * HEAD_CHANNELS + i % HEAD_CHANNELS];
   }
   __syncthreads();
@@ -166,8 +168,8 @@ void launch_heads_epilogue(const float* heads, const float* policy_bias, const f
 void launch_value_epilogue(const float* hidden, const float* fc1_bias, const float* fc2_weight, const float* fc2_bias,
                            Activation act, float* value, int n, cudaStream_t stream) {
   constexpr int WARPS = 8;
-  value_epilogue_kernel<<<(n + WARPS - 1) / WARPS, WARPS * 32, 0, stream>>>(hidden, fc1_bias, fc2_weight, fc2_bias,
-                                                                             act, value, n);
+  value_epilogue_kernel<<<(n + WARPS - 1) / WARPS, WARPS * 32, 0, stream>>>(hidden, fc1_bias, fc2_weight, fc2_bias, act,
+                                                                            value, n);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 

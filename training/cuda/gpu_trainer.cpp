@@ -213,8 +213,8 @@ void GpuTrainer::download_optimizer(Optimizer& optimizer) {
   optimizer.set_steps(m.adam_steps);
 }
 
-nn::LossTotals GpuTrainer::compute_gradients(const Batch& batch, float val_lambda, float bn_momentum,
-                                             float grad_scale, const Batch* next) {
+nn::LossTotals GpuTrainer::compute_gradients(const Batch& batch, float val_lambda, float bn_momentum, float grad_scale,
+                                             const Batch* next) {
   Impl& m = *impl_;
   if (batch.size != m.batch)
     throw std::invalid_argument("GPU trainer: a training batch of " + std::to_string(batch.size) +
@@ -228,10 +228,10 @@ nn::LossTotals GpuTrainer::compute_gradients(const Batch& batch, float val_lambd
   p.grad_scale = grad_scale;
   m.upload_step_params();
   m.run(m.gradients_graph, &Impl::enqueue_gradients);
-  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_records.get(), m.records.get(), size_t(m.batch) * LOSS_RECORD * sizeof(float),
-                                    cudaMemcpyDeviceToHost, m.stream));
-  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_local_norm.get(), m.local_norm.get(), sizeof(float),
-                                    cudaMemcpyDeviceToHost, m.stream));
+  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_records.get(), m.records.get(),
+                                    size_t(m.batch) * LOSS_RECORD * sizeof(float), cudaMemcpyDeviceToHost, m.stream));
+  JIRIKI_CUDA_CHECK(
+      cudaMemcpyAsync(m.host_local_norm.get(), m.local_norm.get(), sizeof(float), cudaMemcpyDeviceToHost, m.stream));
   JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   return m.read_records(m.batch);
 }
@@ -266,8 +266,8 @@ double GpuTrainer::half_batch_norm2(const Batch& batch, float val_lambda) {
   p.grad_scale = 1.0f / float(batch.size);
   m.upload_step_params();
   m.run(m.gradients_graph, &Impl::enqueue_gradients);
-  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_local_norm.get(), m.local_norm.get(), sizeof(float),
-                                    cudaMemcpyDeviceToHost, m.stream));
+  JIRIKI_CUDA_CHECK(
+      cudaMemcpyAsync(m.host_local_norm.get(), m.local_norm.get(), sizeof(float), cudaMemcpyDeviceToHost, m.stream));
   JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   return local_norm2();
 }
@@ -314,11 +314,11 @@ GpuTrainer::StepResult GpuTrainer::train_step(const Batch& batch, float val_lamb
   if (next) stage(*next);
   m.upload_step_params();
   m.run_step();
-  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_records.get(), m.records.get(), size_t(m.batch) * LOSS_RECORD * sizeof(float),
-                                    cudaMemcpyDeviceToHost, m.stream));
+  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_records.get(), m.records.get(),
+                                    size_t(m.batch) * LOSS_RECORD * sizeof(float), cudaMemcpyDeviceToHost, m.stream));
   JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_norm.get(), m.norm.get(), sizeof(float), cudaMemcpyDeviceToHost, m.stream));
-  JIRIKI_CUDA_CHECK(cudaMemcpyAsync(m.host_local_norm.get(), m.local_norm.get(), sizeof(float),
-                                    cudaMemcpyDeviceToHost, m.stream));
+  JIRIKI_CUDA_CHECK(
+      cudaMemcpyAsync(m.host_local_norm.get(), m.local_norm.get(), sizeof(float), cudaMemcpyDeviceToHost, m.stream));
   JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
   const double local = *m.host_local_norm.get<float>();
   return {m.read_records(m.batch), *m.host_norm.get<float>(), local * local};

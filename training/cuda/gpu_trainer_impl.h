@@ -69,10 +69,10 @@
 
 #if JIRIKI_HAVE_NCCL
 #include <nccl.h>
-#define JIRIKI_NCCL_CHECK(call)                                                                       \
-  do {                                                                                                \
-    if (ncclResult_t r_ = (call); r_ != ncclSuccess)                                                  \
-      throw std::runtime_error(std::string("NCCL: ") + #call + ": " + ncclGetErrorString(r_));        \
+#define JIRIKI_NCCL_CHECK(call)                                                                \
+  do {                                                                                         \
+    if (ncclResult_t r_ = (call); r_ != ncclSuccess)                                           \
+      throw std::runtime_error(std::string("NCCL: ") + #call + ": " + ncclGetErrorString(r_)); \
   } while (0)
 #endif
 
@@ -90,7 +90,7 @@ using nn::cuda::INPUT_CHANNELS_PADDED;  // the 119 input planes padded, as in th
 using nn::cuda::launch_features_to_nhwc;
 using nn::cuda::PinnedBuffer;
 
-constexpr size_t ALIGN = 64;                    // floats: every tensor starts 256-byte aligned
+constexpr size_t ALIGN = 64;  // floats: every tensor starts 256-byte aligned
 constexpr size_t CUBLAS_WORKSPACE = size_t(32) << 20;
 constexpr size_t FIND_WORKSPACE = size_t(512) << 20;  // the most an algorithm may take
 
@@ -134,9 +134,8 @@ class Conv {
             size_t bytes) {
     int got = 0;
     cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    JIRIKI_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, x_, x, w_, w, fwd_conv_, y_, y,
-                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fwd, workspace,
-                                                              bytes));
+    JIRIKI_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+        h, x_, x, w_, w, fwd_conv_, y_, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fwd, workspace, bytes));
     const auto& f = pick(fwd, got, false, "forward");
     fwd_algo_ = f.algo;
     JIRIKI_CUDNN_CHECK(cudnnSetConvolutionMathType(fwd_conv_, f.mathType));
@@ -144,9 +143,8 @@ class Conv {
     text_ = "fwd " + std::to_string(int(f.algo)) + " " + ms(f.time);
     if (dx) {
       cudnnConvolutionBwdDataAlgoPerf_t data[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-      JIRIKI_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(h, w_, w, y_, dy, data_conv_, x_, dx,
-                                                                     CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, data,
-                                                                     workspace, bytes));
+      JIRIKI_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+          h, w_, w, y_, dy, data_conv_, x_, dx, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, data, workspace, bytes));
       const auto& d = pick(data, got, true, "backward data");
       data_algo_ = d.algo;
       JIRIKI_CUDNN_CHECK(cudnnSetConvolutionMathType(data_conv_, d.mathType));
@@ -278,8 +276,7 @@ struct Slot {
         const size_t o = i / POLICY_SIZE, col = i % POLICY_SIZE;
         return o * POLICY_SIZE + (col % SQUARES) * VALUE_CHANNELS + col / SQUARES;
       }
-      case PLAIN:
-        break;
+      case PLAIN: break;
     }
     return i;
   }
@@ -334,9 +331,9 @@ struct GpuTrainer::Impl {
   cudaEvent_t staged_ready = nullptr, staged_free = nullptr;
   const Batch* staged_from = nullptr;  // the host batch `staged` holds (or is receiving); null: none
   DeviceBuffer x0;
-  std::vector<DeviceBuffer> conv_out, act_out;  // per unit
-  DeviceBuffer heads, policy, value_conv, value_act, fc1, value_logit;      // heads, policy, fc1, logit fp32
-  DeviceBuffer dpolicy, dpolicy_nhwc, dvalue, dfc1, dfc1_16, fc2_terms;     // dpolicy, dvalue, dfc1, terms fp32
+  std::vector<DeviceBuffer> conv_out, act_out;                           // per unit
+  DeviceBuffer heads, policy, value_conv, value_act, fc1, value_logit;   // heads, policy, fc1, logit fp32
+  DeviceBuffer dpolicy, dpolicy_nhwc, dvalue, dfc1, dfc1_16, fc2_terms;  // dpolicy, dvalue, dfc1, terms fp32
   DeviceBuffer d_value_act, d_value_conv, dh[2], scratch, skip;
   DeviceBuffer records, norm, reduce_scratch, column_scratch, norm_scratch;
   DeviceBuffer step_params, cudnn_workspace, cublas_workspace;

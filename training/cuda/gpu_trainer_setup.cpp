@@ -28,7 +28,8 @@ GpuTrainer::Impl::Impl(const nn::Model& model, const OptimizerConfig& o, int b, 
   cudaDeviceProp prop;
   JIRIKI_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   if (prop.major < 8)
-    throw std::runtime_error(std::string("CUDA device ") + prop.name + " has no bf16 tensor cores (8.0 or newer needed)");
+    throw std::runtime_error(std::string("CUDA device ") + prop.name +
+                             " has no bf16 tensor cores (8.0 or newer needed)");
   const int v = int(cudnnGetVersion());
   device_name = std::string(prop.name) + ", device " + std::to_string(device) + ", cuDNN " + std::to_string(v / 10000) +
                 "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100);
@@ -75,7 +76,8 @@ GpuTrainer::Impl::~Impl() {
   if (comm_stream) cudaStreamDestroy(comm_stream);
   if (up_done) cudaEventDestroy(up_done);
   if (up_stream) cudaStreamDestroy(up_stream);
-  for (cudaEvent_t e : {dz_ready, dz_free[0], dz_free[1], dz_free[2], stage_ready, wgrad_done, staged_ready, staged_free})
+  for (cudaEvent_t e :
+       {dz_ready, dz_free[0], dz_free[1], dz_free[2], stage_ready, wgrad_done, staged_ready, staged_free})
     if (e) cudaEventDestroy(e);
   if (wgrad_stream) cudaStreamDestroy(wgrad_stream);
   if (copy_stream) cudaStreamDestroy(copy_stream);
@@ -212,22 +214,25 @@ void GpuTrainer::Impl::tune_convolutions() {
   // workspace of their own size (cudnn_workspace does not exist yet).
   using nn::cuda::ConvPass;
   DeviceBuffer legacy_ws(std::max<size_t>(workspace, 256));
-  stem_forward = graph_conv(ConvPass::FORWARD, INPUT_CHANNELS_PADDED, false, {at(x0), weight16("stem.conv.weight"), nullptr, nullptr, at(conv_out[0])},
-                            [&] { stem_conv->forward(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), legacy_ws.get()); });
-  stem_filter = graph_conv(ConvPass::BACKWARD_FILTER, INPUT_CHANNELS_PADDED, false, {at(x0), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)},
-                           [&] { stem_conv->backward_filter(cudnn, at(x0), at(dz_ring[0]), at(wgrad16), legacy_ws.get()); });
+  stem_forward = graph_conv(
+      ConvPass::FORWARD, INPUT_CHANNELS_PADDED, false,
+      {at(x0), weight16("stem.conv.weight"), nullptr, nullptr, at(conv_out[0])},
+      [&] { stem_conv->forward(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), legacy_ws.get()); });
+  stem_filter = graph_conv(ConvPass::BACKWARD_FILTER, INPUT_CHANNELS_PADDED, false,
+                           {at(x0), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)}, [&] {
+                             stem_conv->backward_filter(cudnn, at(x0), at(dz_ring[0]), at(wgrad16), legacy_ws.get());
+                           });
   if (block_conv) {
-    block_forward = graph_conv(ConvPass::FORWARD, channels, false,
-                               {at(act_out[0]), weight16("blocks.0.conv1.weight"), nullptr, nullptr, at(conv_out[1])},
-                               [&] {
-                                 block_conv->forward(cudnn, at(act_out[0]), weight16("blocks.0.conv1.weight"),
-                                                     at(conv_out[1]), legacy_ws.get());
-                               });
-    block_filter = graph_conv(ConvPass::BACKWARD_FILTER, channels, false,
-                              {at(act_out[0]), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)}, [&] {
-                                block_conv->backward_filter(cudnn, at(act_out[0]), at(dz_ring[0]), at(wgrad16),
-                                                            legacy_ws.get());
-                              });
+    block_forward =
+        graph_conv(ConvPass::FORWARD, channels, false,
+                   {at(act_out[0]), weight16("blocks.0.conv1.weight"), nullptr, nullptr, at(conv_out[1])}, [&] {
+                     block_conv->forward(cudnn, at(act_out[0]), weight16("blocks.0.conv1.weight"), at(conv_out[1]),
+                                         legacy_ws.get());
+                   });
+    block_filter = graph_conv(
+        ConvPass::BACKWARD_FILTER, channels, false,
+        {at(act_out[0]), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)},
+        [&] { block_conv->backward_filter(cudnn, at(act_out[0]), at(dz_ring[0]), at(wgrad16), legacy_ws.get()); });
     const uint16_t* w = weight16("blocks.0.conv1.weight");
     launch_fill_random(at(skip), rows * c, 4, stream);
     for (bool add : {false, true})
@@ -318,16 +323,14 @@ void GpuTrainer::Impl::conv_forward(int unit, const uint16_t* in, uint16_t* out)
   const uint16_t* w = weight16(unit_weight(bn[unit]));
   if (const nn::cuda::FusedConv* f = (unit == 0 ? stem_forward : block_forward).get())
     f->run(cudnn, stream, {in, w, nullptr, nullptr, out}, cudnn_workspace.get());
-  else
-    (unit == 0 ? *stem_conv : *block_conv).forward(cudnn, in, w, out, cudnn_workspace.get());
+  else (unit == 0 ? *stem_conv : *block_conv).forward(cudnn, in, w, out, cudnn_workspace.get());
 }
 
 // On wgrad_stream, with its own workspace; the handle goes back to `stream`, which the other legacy
 // calls take from it.
 void GpuTrainer::Impl::conv_backward_filter(int unit, const uint16_t* in, const uint16_t* dy, uint16_t* dw) const {
   if (const nn::cuda::FusedConv* f = (unit == 0 ? stem_filter : block_filter).get()) {
-    f->run(cudnn, wgrad_stream, {in, nullptr, nullptr, nullptr, const_cast<uint16_t*>(dy), dw},
-           wgrad_workspace.get());
+    f->run(cudnn, wgrad_stream, {in, nullptr, nullptr, nullptr, const_cast<uint16_t*>(dy), dw}, wgrad_workspace.get());
   } else {
     JIRIKI_CUDNN_CHECK(cudnnSetStream(cudnn, wgrad_stream));
     (unit == 0 ? *stem_conv : *block_conv).backward_filter(cudnn, in, dy, dw, wgrad_workspace.get());
@@ -341,8 +344,7 @@ void GpuTrainer::Impl::conv_backward_data(const uint16_t* dy, const uint16_t* w,
                                           const uint16_t* add) const {
   if (const nn::cuda::FusedConv* f = (add ? block_data_add : block_data).get())
     f->run(cudnn, stream, {.w = w, .residual = add, .y = const_cast<uint16_t*>(dy), .dx = dx}, cudnn_workspace.get());
-  else
-    block_conv->backward_data(cudnn, dy, w, dx, add ? 1.0f : 0.0f, cudnn_workspace.get());
+  else block_conv->backward_data(cudnn, dy, w, dx, add ? 1.0f : 0.0f, cudnn_workspace.get());
 }
 
 std::string GpuTrainer::Impl::description() const {

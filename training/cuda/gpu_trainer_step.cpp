@@ -16,8 +16,7 @@ void GpuTrainer::Impl::bn_forward(const BnUnit& u, const uint16_t* x, const uint
   if (train)
     launch_bn_train_statistics(x, rows, u.channels, gamma, beta, running_mean, running_var, arch.bn_eps,
                                device_params(), s, at<float>(reduce_scratch), stream);
-  else
-    launch_bn_eval_statistics(u.channels, gamma, beta, running_mean, running_var, arch.bn_eps, s, stream);
+  else launch_bn_eval_statistics(u.channels, gamma, beta, running_mean, running_var, arch.bn_eps, s, stream);
   launch_bn_act_forward(x, s, residual, out, rows, u.channels, arch.activation, stream);
 }
 
@@ -30,8 +29,8 @@ void GpuTrainer::Impl::bn_backward(const BnUnit& u, const uint16_t* dy, const ui
 
 // cuBLAS is column-major: a row-major [r][c] matrix is its column-major transpose with ld = c.
 // Y^T (O x M) = W (as O x I, from the col-major I x O, op T) x X^T (I x M).
-void GpuTrainer::Impl::gemm_forward(void* y, cudaDataType_t y_type, const uint16_t* x, const uint16_t* w, int m,
-                                    int in, int out) {
+void GpuTrainer::Impl::gemm_forward(void* y, cudaDataType_t y_type, const uint16_t* x, const uint16_t* w, int m, int in,
+                                    int out) {
   const float one = 1.0f, zero = 0.0f;
   JIRIKI_CUBLAS_CHECK(cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, out, m, in, &one, w, CUDA_R_16BF, in, x,
                                    CUDA_R_16BF, in, &zero, y, y_type, out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -216,12 +215,11 @@ void GpuTrainer::Impl::enqueue_update() {
     const float* g = update_grads() + first[k];
     uint16_t* w16 = k == 0 ? at(params16) : nullptr;
     if (opt.kind == OptimizerKind::SGD)
-      launch_sgd(w, g, at<float>(opt_first, first[k]), w16, n[k], k == 0 ? wd : 0.0f, float(opt.momentum),
-                 opt.nesterov, device_params(), at<float>(norm), stream);
+      launch_sgd(w, g, at<float>(opt_first, first[k]), w16, n[k], k == 0 ? wd : 0.0f, float(opt.momentum), opt.nesterov,
+                 device_params(), at<float>(norm), stream);
     else
-      launch_adamw(w, g, at<float>(opt_first, first[k]), at<float>(opt_second, first[k]), w16, n[k],
-                   k == 0 ? wd : 0.0f, opt.beta1, opt.beta2, float(opt.eps), device_params(),
-                   at<float>(norm), stream);
+      launch_adamw(w, g, at<float>(opt_first, first[k]), at<float>(opt_second, first[k]), w16, n[k], k == 0 ? wd : 0.0f,
+                   opt.beta1, opt.beta2, float(opt.eps), device_params(), at<float>(norm), stream);
   }
   mark("optimizer");
 }

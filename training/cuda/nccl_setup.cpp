@@ -3,10 +3,10 @@
 
 #include <cuda_runtime.h>
 
-#include <stdexcept>
-#include <string>
 #include <algorithm>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "nn/cuda/cuda_util.h"

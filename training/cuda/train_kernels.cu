@@ -75,8 +75,7 @@ struct Raw<8> {
 template <int V>
 __device__ __forceinline__ Raw<V> load_raw(const bf16* p) {
   Raw<V> r;
-  if constexpr (V == 8)
-    r.u = *reinterpret_cast<const uint4*>(p);
+  if constexpr (V == 8) r.u = *reinterpret_cast<const uint4*>(p);
   else
 #pragma unroll
     for (int k = 0; k < V; ++k) r.h[k] = p[k];
@@ -273,11 +272,11 @@ void launch_channel_sums(const Term& term8, const auto& term1, int64_t rows, int
                          cudaStream_t stream, ReduceShape s) {
   const int threads = s.groups * s.lanes;
   if (s.vector == 8)
-    channel_sums_kernel<8><<<s.blocks, threads, s.shared_bytes(channels), stream>>>(term8, rows, channels,
-                                                                                 s.rows_per_block, partial);
+    channel_sums_kernel<8>
+        <<<s.blocks, threads, s.shared_bytes(channels), stream>>>(term8, rows, channels, s.rows_per_block, partial);
   else
-    channel_sums_kernel<1><<<s.blocks, threads, s.shared_bytes(channels), stream>>>(term1, rows, channels,
-                                                                                 s.rows_per_block, partial);
+    channel_sums_kernel<1>
+        <<<s.blocks, threads, s.shared_bytes(channels), stream>>>(term1, rows, channels, s.rows_per_block, partial);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 
@@ -367,8 +366,8 @@ void launch_finalize(auto kernel, int channels, cudaStream_t stream, auto... arg
 }
 
 __global__ void bn_train_finalize_kernel(const float* partial, int blocks, int channels, double count,
-                                         const float* gamma, const float* beta, float* running_mean,
-                                         float* running_var, float eps, const StepParams* params, float* saved) {
+                                         const float* gamma, const float* beta, float* running_mean, float* running_var,
+                                         float eps, const StepParams* params, float* saved) {
   int c;
   double s, ss;
   if (!sum_partials(partial, blocks, channels, c, s, ss)) return;
@@ -397,8 +396,9 @@ __global__ void bn_eval_kernel(int channels, const float* gamma, const float* be
 }
 
 template <int V>
-__global__ void __launch_bounds__(THREADS, 4) bn_act_forward_kernel(const bf16* x, const float* saved, const bf16* residual, bf16* out,
-                                      int64_t rows, int channels, Activation act) {
+__global__ void __launch_bounds__(THREADS, 4)
+    bn_act_forward_kernel(const bf16* x, const float* saved, const bf16* residual, bf16* out, int64_t rows,
+                          int channels, Activation act) {
   const int groups = channels / V, lanes = blockDim.x / groups;
   const int g = threadIdx.x % groups, lane = threadIdx.x / groups;
   BnConstants<V> k;
@@ -581,8 +581,7 @@ __global__ void value_backward_kernel(const float* fc1, const float* fc1_bias, c
 
 int column_chunks(int64_t rows) { return int(std::clamp<int64_t>((rows + 15) / 16, 1, MAX_COLUMN_CHUNKS)); }
 
-__global__ void column_partial_kernel(const float* in, int64_t rows, int cols, int64_t rows_per_chunk,
-                                      float* partial) {
+__global__ void column_partial_kernel(const float* in, int64_t rows, int cols, int64_t rows_per_chunk, float* partial) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   const int64_t r0 = blockIdx.y * rows_per_chunk, r1 = min(rows, r0 + rows_per_chunk);
@@ -645,9 +644,9 @@ __global__ void sgd_kernel(float* w, const float* g, float* buf, bf16* w_bf16, i
 
 // The (1 - beta)s come computed in double: 1 - 0.999f is 1.3e-5 away from 0.001 relative, which the
 // second moment would carry.
-__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, bf16* w_bf16, int64_t n,
-                             float weight_decay, float beta1, float one_minus_beta1, float beta2,
-                             float one_minus_beta2, float eps, const StepParams* params, const float* norm) {
+__global__ void adamw_kernel(float* w, const float* g, float* m, float* v, bf16* w_bf16, int64_t n, float weight_decay,
+                             float beta1, float one_minus_beta1, float beta2, float one_minus_beta2, float eps,
+                             const StepParams* params, const float* norm) {
   const float lr = params->lr, s = clip_scale(params, norm);
   const float bc1 = params->bias_correction1, bc2 = params->bias_correction2;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -698,20 +697,20 @@ void launch_bn_train_statistics(const uint16_t* x, int64_t rows, int channels, c
 void launch_bn_eval_statistics(int channels, const float* gamma, const float* beta, const float* running_mean,
                                const float* running_var, float eps, float* saved, cudaStream_t stream) {
   bn_eval_kernel<<<(channels + 127) / 128, 128, 0, stream>>>(channels, gamma, beta, running_mean, running_var, eps,
-                                                            saved);
+                                                             saved);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 
-void launch_bn_act_forward(const uint16_t* x, const float* saved, const uint16_t* residual, uint16_t* out,
-                           int64_t rows, int channels, Activation act, cudaStream_t stream) {
+void launch_bn_act_forward(const uint16_t* x, const float* saved, const uint16_t* residual, uint16_t* out, int64_t rows,
+                           int channels, Activation act, cudaStream_t stream) {
   const ReduceShape s = reduce_shape(rows, channels, {saved});
   const int threads = s.groups * s.lanes;
   if (s.vector == 8)
-    bn_act_forward_kernel<8><<<apply_blocks((const void*)bn_act_forward_kernel<8>, rows, s), threads, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
-                                                                            as_bf16(out), rows, channels, act);
+    bn_act_forward_kernel<8><<<apply_blocks((const void*)bn_act_forward_kernel<8>, rows, s), threads, 0, stream>>>(
+        as_bf16(x), saved, as_bf16(residual), as_bf16(out), rows, channels, act);
   else
-    bn_act_forward_kernel<1><<<apply_blocks((const void*)bn_act_forward_kernel<1>, rows, s), threads, 0, stream>>>(as_bf16(x), saved, as_bf16(residual),
-                                                                            as_bf16(out), rows, channels, act);
+    bn_act_forward_kernel<1><<<apply_blocks((const void*)bn_act_forward_kernel<1>, rows, s), threads, 0, stream>>>(
+        as_bf16(x), saved, as_bf16(residual), as_bf16(out), rows, channels, act);
   JIRIKI_CUDA_CHECK_LAUNCH();
 }
 

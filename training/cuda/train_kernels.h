@@ -18,13 +18,13 @@ namespace jiriki::training::cuda {
 // The scalars that may change from one step to the next. Kernels read them from device memory, so
 // that one captured CUDA graph serves every step; the host writes them before each launch.
 struct StepParams {
-  float lr = 0;                 // learning rate of this step
-  float bias_correction1 = 1;   // AdamW: 1 - beta1^t
-  float bias_correction2 = 1;   // AdamW: 1 - beta2^t
-  float clip = 0;               // clip the global gradient norm to this (0: no clipping)
-  float val_lambda = 0;         // weight of the eval target in the value loss
-  float bn_momentum = 0;        // batch-norm running statistics
-  float grad_scale = 0;         // 1 / (positions in the global batch): the loss is a mean
+  float lr = 0;                // learning rate of this step
+  float bias_correction1 = 1;  // AdamW: 1 - beta1^t
+  float bias_correction2 = 1;  // AdamW: 1 - beta2^t
+  float clip = 0;              // clip the global gradient norm to this (0: no clipping)
+  float val_lambda = 0;        // weight of the eval target in the value loss
+  float bn_momentum = 0;       // batch-norm running statistics
+  float grad_scale = 0;        // 1 / (positions in the global batch): the loss is a mean
 };
 
 // Per-sample loss terms written by launch_loss (summed on the host into nn::LossTotals):
@@ -33,8 +33,8 @@ struct StepParams {
 constexpr int LOSS_RECORD = 6;
 
 // Scratch sizes, in floats, that the two-stage reductions below need.
-size_t channel_sums_scratch(int channels);  // launch_bn_*: partial sums of up to MAX blocks
-size_t column_sums_scratch(int cols);       // launch_column_sums
+size_t channel_sums_scratch(int channels);       // launch_bn_*: partial sums of up to MAX blocks
+size_t column_sums_scratch(int cols);            // launch_column_sums
 constexpr size_t SUM_OF_SQUARES_SCRATCH = 1024;  // doubles, launch_norm
 
 // ---- inputs ----------------------------------------------------------------------------------
@@ -55,8 +55,8 @@ void launch_bn_train_statistics(const uint16_t* x, int64_t rows, int channels, c
 void launch_bn_eval_statistics(int channels, const float* gamma, const float* beta, const float* running_mean,
                                const float* running_var, float eps, float* saved, cudaStream_t stream);
 // out = act(x * scale + shift [+ residual]); residual may be null.
-void launch_bn_act_forward(const uint16_t* x, const float* saved, const uint16_t* residual, uint16_t* out,
-                           int64_t rows, int channels, nn::Activation act, cudaStream_t stream);
+void launch_bn_act_forward(const uint16_t* x, const float* saved, const uint16_t* residual, uint16_t* out, int64_t rows,
+                           int channels, nn::Activation act, cudaStream_t stream);
 // The backward pass of launch_bn_act_forward after launch_bn_train_statistics, given dy = d(loss)/d(out):
 // with z the pre-activation (recomputed), dz = dy * act'(z) and xhat = (x - mean) * invstd,
 //   dbeta = sum dz,  dgamma = sum dz xhat   (written, not added),
