@@ -16,6 +16,7 @@
 #include "book/policy.h"
 #include "command/commands.h"
 #include "common/args.h"
+#include "engine/network_setup.h"
 #include "engine/search/search.h"
 #include "shogi/csa.h"
 #include "shogi/hcpe3.h"
@@ -23,7 +24,6 @@
 #include "shogi/movegen.h"
 #include "shogi/record_files.h"
 #include "usi/engine.h"
-#include "usi/network.h"
 
 namespace fs = std::filesystem;
 
@@ -62,19 +62,21 @@ int book_think(const Args& args) {
   }
   if (max_positions > 0 && int64_t(frontier.size()) > max_positions) frontier.resize(size_t(max_positions));
 
-  const nn::Model model = usi::load_network(args.str("model"), args.str("backend"));
-  std::string backend;
-  int threads = 0;
-  auto queue = usi::make_backend_queue(model, args.str("backend"), 0, 0, 0, &threads, &backend);
+  engine::NetworkSettings settings;
+  settings.model = args.str("model");
+  settings.backend = args.str("backend");
+  const engine::NetworkSetup network = engine::NetworkSetup::resolve(settings);
+  const nn::Model model = network.load_model();
+  auto queue = network.make_queue(model);
   search::Searcher searcher(size_t(args.integer("hash")) << 20);
   search::SearchParams params;
-  params.threads = threads;
+  params.threads = network.evaluators();
   params.batch_size = queue->max_batch();
   params.multipv = multipv;
   searcher.set_params(params);
   searcher.set_eval_queue(queue.get());
   queue->warm_up();
-  std::cerr << usi::describe_network(args.str("model"), args.str("backend"), model) << "; " << backend << "\n"
+  std::cerr << network.network_line(model) << "; " << network.queue_line(*queue) << "\n"
             << "searching " << frontier.size() << " positions past the book's leaves, " << playouts
             << " playouts each\n";
   const auto t = Clock::now();
@@ -125,7 +127,7 @@ int book_build(int argc, char** argv) {
       .option("playouts", "1000", "--think: playouts per position")
       .option("multipv", "3", "--think: best moves kept per position")
       .option("max-positions", "0", "--think: search at most this many positions (0: all)")
-      .option("model", usi::DEFAULT_MODEL, "--think: network file (default: the engine's untrained stand-in)")
+      .option("model", engine::DEFAULT_MODEL, "--think: network file (default: the engine's untrained stand-in)")
       .option("backend", "auto", "--think: auto, cpu, cuda or reference")
       .option("hash", "1024", "--think: search tree memory in MiB")
       .positionals();

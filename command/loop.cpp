@@ -22,10 +22,10 @@ namespace {
 std::atomic<bool> g_stop{false};
 // The first Ctrl-C or SIGTERM stops the loop: the phase in flight is interrupted (training writes its
 // checkpoint, self-play its finished games) and is redone by the next start. A second one ends it at
-// once. Ctrl-C reaches the phase from the terminal (one process group); SIGTERM is passed on as SIGINT.
+// once. The phase runs in a process group of its own, so Ctrl-C and SIGTERM are both passed on to it as SIGINT.
 void on_signal(int sig) {
   g_stop = true;
-  if (sig == SIGTERM) loop::interrupt_child();
+  loop::interrupt_child();
   std::signal(sig, SIG_DFL);
 }
 

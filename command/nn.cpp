@@ -10,6 +10,7 @@
 #include "command/commands.h"
 #include "command/options.h"
 #include "common/args.h"
+#include "engine/network_setup.h"
 #include "nn/backend.h"
 #include "nn/features.h"
 #include "nn/model_file.h"
@@ -30,18 +31,15 @@ static std::string describe(const Architecture& a) {
   return buf;
 }
 
-// The backend the options ask for, with room for `max_batch` positions; `reason` says why that one.
-static BackendOptions backend_options(const Args& args, int max_batch, std::string* reason) {
-  BackendOptions o;
-  const BackendChoice choice = options::backend(args, BackendUse::INFERENCE);
-  o.kind = choice.kind;
-  *reason = choice.reason;
-  o.threads = options::threads(args);
-  o.gpu = options::gpu(args);
-  o.precision = parse_precision(args.str("precision"));
-  o.max_batch = max_batch;
-  o.cuda = CudaSettings::from_environment();
-  return o;
+// The backend the options ask for, resolved, as one evaluator with all the CPU threads (--threads 0).
+static engine::NetworkSetup network_setup(const Args& args) {
+  engine::NetworkSettings s;
+  s.backend = args.str("backend");
+  s.gpu = options::gpu(args);
+  s.evaluators = 1;
+  s.cpu_threads = options::threads(args);
+  s.precision = parse_precision(args.str("precision"));
+  return engine::NetworkSetup::resolve(s);
 }
 
 static void add_backend_options(Args& args) {
@@ -121,15 +119,15 @@ static int nn_eval(int argc, char** argv) {
   Position pos;
   if (auto err = pos.set_sfen(args.str("sfen"))) throw std::invalid_argument("bad --sfen: " + *err);
   Model model = load_model(args.rest()[0]);
-  std::string reason;
-  auto eval = make_evaluator(model, backend_options(args, 1, &reason));
+  const engine::NetworkSetup network = network_setup(args);
+  auto eval = network.make_evaluator(model, 1);
 
   std::vector<float> features(INPUT_SIZE), logits(POLICY_SIZE);
   float value = 0;
   encode_features(pos, features.data());
   eval->evaluate(features.data(), 1, logits.data(), &value);
 
-  std::cout << "backend: " << eval->name() << " [" << reason << "]\n"
+  std::cout << "backend: " << eval->name() << " [" << network.backend.reason << "]\n"
             << "value: " << value << " (probability that " << (pos.side_to_move() == BLACK ? "black" : "white")
             << ", to move, wins)\n";
   MoveList moves = legal_moves(pos);
@@ -256,17 +254,16 @@ int bench_nn(int argc, char** argv) {
   const double seconds = args.real("seconds");
 
   Model model = load_model(args.str("model"));
-  std::string reason;
-  const BackendOptions opts = backend_options(args, max_batch, &reason);
-  const bool cuda = opts.kind == BackendKind::CUDA;
+  const engine::NetworkSetup network = network_setup(args);
+  const bool cuda = network.on_gpu();
   if (args.has("gpu-only") && !cuda) throw std::invalid_argument("--gpu-only needs the cuda backend");
-  auto eval = make_evaluator(model, opts);
+  auto eval = network.make_evaluator(model, max_batch);
   std::vector<float> features = random_position_features(max_batch, 1);
   std::vector<float> logits(size_t(max_batch) * POLICY_SIZE), values(max_batch);
   const double flop = 2.0 * double(macs_per_position(model.arch));
 
   std::cout << "model: " << args.str("model") << " (" << describe(model.arch) << ")\n"
-            << "backend: " << eval->name() << " [" << reason << "]\n";
+            << "backend: " << eval->name() << " [" << network.backend.reason << "]\n";
   // The same positions as bits (every plane is 0 or 1), for --packed.
   std::vector<uint8_t> packed(size_t(max_batch) * PACKED_INPUT_BYTES, 0);
   for (size_t i = 0; i < features.size(); ++i)

@@ -9,10 +9,10 @@
 #include "command/commands.h"
 #include "command/options.h"
 #include "common/args.h"
+#include "engine/network_setup.h"
 #include "engine/search/search.h"
 #include "shogi/game_rules.h"
 #include "shogi/kif.h"
-#include "usi/network.h"
 
 namespace jiriki {
 
@@ -39,7 +39,7 @@ int cmd_play(int argc, char** argv) {
   Args args("jiriki play [--model FILE] [--playouts N] [--max-plies N] [--backend auto|cpu|cuda] [--threads T]",
             "Plays one game of the network against itself at a fixed number of playouts a move and shows it "
             "move by move, then the final board and the result. Without --model it plays the default network.");
-  args.option("model", usi::DEFAULT_MODEL, "model file (<default>: the network the engine plays with by default)")
+  args.option("model", engine::DEFAULT_MODEL, "model file (<default>: the network the engine plays with by default)")
       .option("playouts", "300", "playouts per move")
       .option("max-plies", std::to_string(GameRules{}.max_plies), "the game is a draw after this many plies")
       .option("batch", "16", "leaves per network call per thread")
@@ -61,11 +61,16 @@ int cmd_play(int argc, char** argv) {
     return 2;
   }
 
-  const nn::Model model = usi::load_network(args.str("model"), args.str("backend"));
-  std::string backend;
-  auto queue =
-      usi::make_backend_queue(model, args.str("backend"), options::gpu(args), batch, threads, nullptr, &backend);
-  std::cout << usi::describe_network(args.str("model"), args.str("backend"), model) << "\n" << backend << "\n";
+  engine::NetworkSettings settings;
+  settings.model = args.str("model");
+  settings.backend = args.str("backend");
+  settings.gpu = options::gpu(args);
+  settings.batch = batch;
+  settings.evaluators = threads;
+  const engine::NetworkSetup network = engine::NetworkSetup::resolve(settings);
+  const nn::Model model = network.load_model();
+  auto queue = network.make_queue(model);
+  std::cout << network.network_line(model) << "\n" << network.queue_line(*queue) << "\n";
   queue->warm_up();
 
   search::Searcher searcher(size_t(1024) << 20);

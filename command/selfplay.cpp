@@ -15,6 +15,7 @@
 #include "common/args.h"
 #include "common/atomic_file.h"
 #include "common/cpus.h"
+#include "engine/network_setup.h"
 #include "selfplay/openings.h"
 #include "selfplay/selfplay.h"
 
@@ -91,7 +92,10 @@ int cmd_selfplay(int argc, char** argv) {
   require(args.has("out"), "--out DIR is required");
 
   selfplay::SelfPlayConfig c;
-  c.model = args.str("model");
+  engine::NetworkSettings net;
+  net.model = args.str("model");
+  net.backend = args.str("backend");
+  net.precision = nn::parse_precision(args.str("precision"));
   c.out_dir = args.str("out");
   c.name = args.has("name") ? args.str("name") : default_name();
   require(!c.name.empty() && c.name.find('/') == std::string::npos, "--name must be a plain file name prefix");
@@ -100,12 +104,9 @@ int cmd_selfplay(int argc, char** argv) {
   c.seconds = args.real("seconds");
   require(c.games >= 0 && c.positions >= 0 && c.seconds >= 0,
           "--games, --positions and --seconds must not be negative");
-  c.precision = nn::parse_precision(args.str("precision"));
-  c.cuda = nn::CudaSettings::from_environment();
   c.gpus = options::gpus(args);
-  const nn::BackendChoice backend = options::backend(args, nn::BackendUse::INFERENCE);
-  c.backend = backend.kind;
-  const bool gpu = c.backend == nn::BackendKind::CUDA;
+  c.network = engine::NetworkSetup::resolve(net);
+  const bool gpu = c.network.on_gpu();
   if (!gpu) c.gpus.resize(1);  // the CPU is one queue
   // GPU defaults: the best of the settings measured on an H100 with 16 cores (bench/results/selfplay_h100.txt).
   const int cores = usable_cpus().count;  // the affinity mask's and cgroup quota's, not the machine's
@@ -115,19 +116,20 @@ int cmd_selfplay(int argc, char** argv) {
                                          : 1;
   require(args.integer("evaluators") >= 0 && args.integer("batch") >= 0,
           "--evaluators and --batch must be 0 (the default for the backend) or more");
-  c.evaluators = args.integer("evaluators") > 0 ? int(args.integer("evaluators")) : gpu ? 4 : 1;
-  c.batch = args.integer("batch") > 0 ? int(args.integer("batch")) : gpu ? 256 : 32;
-  require(c.threads <= 256 && c.evaluators <= 64 && c.batch <= 65536,
+  engine::NetworkSettings& n = c.network.settings;
+  n.evaluators = args.integer("evaluators") > 0 ? int(args.integer("evaluators")) : gpu ? 4 : 1;
+  n.batch = args.integer("batch") > 0 ? int(args.integer("batch")) : gpu ? 256 : 32;
+  require(c.threads <= 256 && n.evaluators <= 64 && n.batch <= 65536,
           "--threads, --evaluators or --batch is too large");
   c.concurrent = int(args.integer("concurrent"));
-  c.nn_threads = int(args.integer("nn-threads"));
+  n.cpu_threads = int(args.integer("nn-threads"));
   c.hash_bytes = size_t(std::max<int64_t>(args.integer("hash"), 0)) << 20;
   c.csa = args.has("csa");
   c.games_per_file = int(args.integer("games-per-file"));
   c.flush_seconds = args.real("flush-seconds");
   c.report_seconds = args.real("report-seconds");
   require(
-      c.concurrent >= 0 && c.nn_threads >= 0 && c.games_per_file >= 1 && c.flush_seconds >= 0 && c.report_seconds > 0,
+      c.concurrent >= 0 && n.cpu_threads >= 0 && c.games_per_file >= 1 && c.flush_seconds >= 0 && c.report_seconds > 0,
       "--concurrent, --nn-threads, --games-per-file, --flush-seconds or --report-seconds is out of range");
 
   selfplay::GameSettings& g = c.game;
@@ -188,7 +190,7 @@ int cmd_selfplay(int argc, char** argv) {
   write_file_atomically(probe, "jiriki selfplay checks that its --out folder takes files\n");
   std::filesystem::remove(probe);
 
-  std::cout << backend.line() << std::endl;
+  std::cout << c.network.backend.line() << std::endl;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   selfplay::SelfPlayResult r = selfplay::run_selfplay(c, g_stop, std::cout);

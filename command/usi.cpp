@@ -7,10 +7,10 @@
 #include "command/commands.h"
 #include "command/options.h"
 #include "common/args.h"
+#include "engine/network_setup.h"
 #include "engine/search/search.h"
 #include "nn/model_file.h"
 #include "usi/engine.h"
-#include "usi/network.h"
 
 namespace jiriki {
 
@@ -32,8 +32,8 @@ int bench_search(int argc, char** argv) {
       "batches were. Without --model the network has random weights of the given size (the network's "
       "speed does not depend on its weights, though the tree's shape does).");
   args.option("model", "", "model file (default: a random network of --blocks x --channels)")
-      .option("blocks", std::to_string(usi::DEFAULT_MODEL_BLOCKS), "residual blocks of the random network")
-      .option("channels", std::to_string(usi::DEFAULT_MODEL_CHANNELS), "channels of the random network")
+      .option("blocks", std::to_string(engine::DEFAULT_MODEL_BLOCKS), "residual blocks of the random network")
+      .option("channels", std::to_string(engine::DEFAULT_MODEL_CHANNELS), "channels of the random network")
       .option("batch", "16", "leaves per network call per thread")
       .option("seconds", "10", "search time")
       .option("hash", "8192", "node pool in MiB")
@@ -68,12 +68,17 @@ int bench_search(int argc, char** argv) {
       return 2;
     }
     model = nn::Model(arch);
-    nn::init_model(model, usi::DEFAULT_MODEL_SEED);
-    network = "random weights (seed " + std::to_string(usi::DEFAULT_MODEL_SEED) + ")";
+    nn::init_model(model, engine::DEFAULT_MODEL_SEED);
+    network = "random weights (seed " + std::to_string(engine::DEFAULT_MODEL_SEED) + ")";
   }
-  std::string backend;
-  auto queue = usi::make_backend_queue(model, args.str("backend"), options::gpu(args), batch, threads, nullptr,
-                                       &backend, nn::parse_precision(args.str("precision")));
+  engine::NetworkSettings settings;
+  settings.backend = args.str("backend");
+  settings.gpu = options::gpu(args);
+  settings.batch = batch;
+  settings.evaluators = threads;
+  settings.precision = nn::parse_precision(args.str("precision"));
+  const engine::NetworkSetup setup = engine::NetworkSetup::resolve(settings);
+  auto queue = setup.make_queue(model);
 
   search::Searcher searcher(size_t(args.integer("hash")) << 20);
   search::SearchParams params;
@@ -88,7 +93,7 @@ int bench_search(int argc, char** argv) {
   }
   std::cout << "network: " << model.arch.blocks << " blocks x " << model.arch.channels << " channels, " << network
             << "\n"
-            << backend << "\n"
+            << setup.queue_line(*queue) << "\n"
             << "threads " << threads << ", batch " << batch << ", leaf mate search " << leaf_mate << " plies, "
             << seconds << " s on " << args.str("sfen") << "\n";
 

@@ -1,25 +1,44 @@
 #include "loop/child.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
+
+#include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+
+#include "match/process.h"
+
+namespace bp = boost::process;
 
 namespace jiriki::loop {
 
 namespace {
-std::atomic<pid_t> g_child{0};
+
+// The process group of the interruptible child in flight (0: none), for interrupt_child.
+std::atomic<pid_t> g_group{0};
+
+// A wait status as a shell reports it: the exit code, or 128 + the signal that ended the process.
+int shell_exit_code(int status) {
+  return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
 }
+
+}  // namespace
 
 std::string self_binary() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
@@ -51,51 +70,60 @@ void kill_if(const std::string& point) {
 }
 
 void interrupt_child() {
-  if (pid_t p = g_child.load()) ::kill(p, SIGINT);
+  if (pid_t g = g_group.load()) ::kill(-g, SIGINT);
 }
 
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point,
                       bool interruptible) {
   if (argv.empty()) throw std::invalid_argument("run_child: no command");
-  const pid_t parent = ::getpid();
   const auto start = std::chrono::steady_clock::now();
-  const int log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log < 0) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(log);
-    throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    // The child: dies with the loop; its output goes to the log; only async-signal-safe calls here.
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  // Appended to, never truncated: the command line heads the log, and a redone step adds to it.
+  // Close-on-exec ("e"): only this child gets it, on its stdout and stderr.
+  std::unique_ptr<FILE, int (*)(FILE*)> log(std::fopen(log_path.c_str(), "ae"), std::fclose);
+  if (!log) throw std::runtime_error("cannot open " + log_path + ": " + std::strerror(errno));
+  auto cannot_run = [&](const std::string& why) {
+    std::fprintf(log.get(), "error: cannot run the phase's program %s: %s\n", argv[0].c_str(), why.c_str());
+    return ChildResult{127, seconds()};  // as a shell reports a command it cannot run
+  };
+  const boost::filesystem::path exe = match::find_program(argv[0]);
+  if (exe.empty()) return cannot_run("not in PATH");
+
+  // The child is in a process group of its own: stopping it (interrupt_child, or the end of the phase)
+  // reaches every process it started, and Ctrl-C at the terminal reaches only the loop, which passes it on.
+  bp::group group;
+  bp::child child;
+  // In the child before exec (async-signal-safe calls only): it dies with the loop, however the loop dies.
+  auto die_with_loop = [parent = ::getpid()](auto&) {
+#if defined(__linux__)
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(137);  // the loop died before prctl took effect
-    ::dup2(log, 1);
-    ::dup2(log, 2);
-    ::execvp(args[0], args.data());
-    const char msg[] = "error: cannot run the phase's program\n";
-    (void)!::write(2, msg, sizeof msg - 1);
-    ::_exit(127);
+#else
+    (void)parent;
+#endif
+  };
+  try {
+    std::lock_guard spawn_lock(match::spawn_mutex());
+    child = bp::child(exe, bp::args(std::vector<std::string>(argv.begin() + 1, argv.end())), bp::std_in = bp::null,
+                      (bp::std_out & bp::std_err) = log.get(), group, bp::extend::on_exec_setup = die_with_loop);
+  } catch (const std::exception& e) {
+    return cannot_run(e.what());
   }
-  ::close(log);
-  if (interruptible) g_child = pid;
+  log.reset();
+  if (interruptible) g_group = group.native_handle();
   const char* at = std::getenv("JIRIKI_LOOP_KILL_AT");
   if (at && kill_point == at) {
     const char* d = std::getenv("JIRIKI_LOOP_KILL_DELAY_MS");
     std::this_thread::sleep_for(std::chrono::milliseconds(d ? std::atoi(d) : 300));
     ::raise(SIGKILL);
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
-  g_child = 0;
-  ChildResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return r;
+  std::error_code ec;
+  child.wait(ec);
+  g_group = 0;
+  if (ec) throw std::runtime_error("waiting for " + argv[0] + " failed: " + ec.message());
+  // Whatever the phase left running in its group ends with it.
+  group.terminate(ec);
+  return {shell_exit_code(child.native_exit_code()), seconds()};
 }
 
 }  // namespace jiriki::loop

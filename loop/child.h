@@ -18,10 +18,12 @@ struct ChildResult {
   double seconds = 0;
 };
 
-// Runs argv[0] (a path, or a name looked up in PATH) with argv, its stdout and stderr appended to `log_path`, and waits
-// for it. The child is killed with SIGKILL when the loop dies (so that a killed loop leaves no phase running).
-// `kill_point` is the name of this moment for the test hook (see kill_if). An `interruptible` child
-// is the one interrupt_child() signals.
+// Runs argv[0] (a path, or a name looked up in PATH) with argv through Boost.Process (match/process.h),
+// its stdout and stderr appended to `log_path`, in a process group of its own, and waits for it; a
+// program that cannot run is exit code 127, with the reason in the log. The child is killed with
+// SIGKILL when the loop dies (so that a killed loop leaves no phase running), and what it leaves
+// running in its group is killed when it ends. `kill_point` is the name of this moment for the test
+// hook (see kill_if). An `interruptible` child is the one interrupt_child() signals.
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point,
                       bool interruptible = true);
 
@@ -30,7 +32,8 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
 // run_child waits JIRIKI_LOOP_KILL_DELAY_MS (default 300) after starting it first.
 void kill_if(const std::string& point);
 
-// Sends SIGINT to the child in flight, if any (the loop's SIGTERM handler calls it; async-signal-safe).
+// Sends SIGINT to the process group of the child in flight, if any (the loop's SIGINT and SIGTERM
+// handler calls it; async-signal-safe).
 void interrupt_child();
 
 }  // namespace jiriki::loop

@@ -13,6 +13,8 @@
 
 #include <boost/process.hpp>
 
+#include "match/process.h"
+
 namespace bp = boost::process;
 
 namespace jiriki::match {
@@ -139,22 +141,16 @@ void EngineProcess::kill() { stop_child(false); }
 
 std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeout) {
   stop_child(false);
-  boost::filesystem::path exe = spec_.cmd;
-  if (spec_.cmd.find('/') == std::string::npos) {
-    exe = bp::search_path(spec_.cmd);
-    if (exe.empty()) return spec_.name + ": " + spec_.cmd + " is not in PATH";
-  }
+  const boost::filesystem::path exe = find_program(spec_.cmd);
+  if (exe.empty()) return spec_.name + ": " + spec_.cmd + " is not in PATH";
   if (!spec_.dir.empty() && !std::filesystem::is_directory(spec_.dir))
     return spec_.name + ": working directory " + spec_.dir + " does not exist";
   bp::environment env = boost::this_process::environment();
   for (const auto& [var, value] : spec_.env) env[var] = value;
-  // Each engine must inherit its own pipes only: one holding a copy of another engine's pipe keeps
-  // it open after the other dies, and the reader never sees the crash. The pipes are made
-  // close-on-exec (the child's dup2 onto its stdin and stdout keeps those), and made and spawned
-  // under one lock so that no other thread's engine starts in between. (bp::limit_handles of
-  // Boost 1.74 closes the redirected pipes too.)
-  static std::mutex spawn_mutex;
-  std::lock_guard spawn_lock(spawn_mutex);
+  // Each engine must inherit its own pipes only (match/process.h): the pipes are made close-on-exec
+  // (the child's dup2 onto its stdin and stdout keeps those), and made and spawned under the spawn
+  // lock. (bp::limit_handles of Boost 1.74 closes the redirected pipes too.)
+  std::lock_guard spawn_lock(spawn_mutex());
   auto child = std::make_shared<Child>();
   for (int fd : {child->in.native_source(), child->in.native_sink(), child->out.pipe().native_source(),
                  child->out.pipe().native_sink()})

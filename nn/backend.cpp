@@ -2,6 +2,7 @@
 #include "nn/backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
@@ -50,7 +51,14 @@ CudaSettings CudaSettings::from_environment() {
   return s;
 }
 
+namespace {
+std::atomic<int64_t> g_resolutions{0};
+}
+
+int64_t backend_resolutions() { return g_resolutions.load(); }
+
 BackendChoice resolve_backend(const std::string& name, BackendUse use) {
+  ++g_resolutions;
   if (name == "cpu" || name == "cuda" || (name == "reference" && use == BackendUse::INFERENCE))
     return {parse_backend_kind(name), "asked for"};
   if (name != "auto")

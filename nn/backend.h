@@ -36,6 +36,9 @@ struct BackendChoice {
 // reference loops). A named backend is taken as asked; one not built in or not usable fails later,
 // when it is made, with the reason. Throws std::invalid_argument for an unknown name.
 BackendChoice resolve_backend(const std::string& name, BackendUse use = BackendUse::INFERENCE);
+// How many times resolve_backend has run in this process (on a CUDA build "auto" asks the driver):
+// tests check that a set-up resolves its backend once (engine/network_setup.h).
+int64_t backend_resolutions();
 
 // CUDA devices this process can use: 0 when built without CUDA or when the driver finds none, with
 // the reason in `why` (when given).

@@ -129,7 +129,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 int auto_concurrent(const SelfPlayConfig& c) {
   // A game adds leaves_per_step leaves to a batch; a quarter more games than a batch holds keeps
   // batches full while some games are between moves.
-  const int per_worker = (c.batch * 5 / 4 + c.game.leaves_per_step - 1) / std::max(c.game.leaves_per_step, 1);
+  const int batch = c.network.batch();
+  const int per_worker = (batch * 5 / 4 + c.game.leaves_per_step - 1) / std::max(c.game.leaves_per_step, 1);
   const int full = std::max(per_worker, 1) * std::max(c.threads, 1);
   // The games running when a --positions target is reached are finished, so thousands at once
   // would overshoot a small target many times over; one game per 100 positions wanted keeps the
@@ -139,7 +140,8 @@ int auto_concurrent(const SelfPlayConfig& c) {
 }
 
 SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool>& stop, std::ostream& log) {
-  if (config.threads < 1 || config.evaluators < 1 || config.batch < 1 || config.gpus.empty())
+  const int batch = config.network.batch();
+  if (config.threads < 1 || config.network.evaluators() < 1 || batch < 1 || config.gpus.empty())
     throw std::invalid_argument("threads, evaluators, batch and gpus must be positive");
   const int concurrent = config.concurrent > 0 ? config.concurrent : auto_concurrent(config);
   if (concurrent < config.threads) throw std::invalid_argument("fewer games than worker threads per GPU");
@@ -147,25 +149,19 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
   const size_t hash =
       config.hash_bytes > 0 ? config.hash_bytes : size_t(concurrent) * config.gpus.size() * (size_t(8) << 20);
 
-  nn::Model model = nn::load_model(config.model);
+  const nn::Model model = config.network.load_model();
   std::vector<std::unique_ptr<search::EvalQueue>> queues;
   for (int gpu : config.gpus) {
-    nn::BackendOptions o;
-    o.kind = config.backend;
-    o.gpu = gpu;
-    o.max_batch = config.batch;
-    o.precision = config.precision;
-    o.cuda = config.cuda;
+    engine::NetworkSetup on = config.network;
+    on.settings.gpu = gpu;
     // CPU backends: the cores the workers leave, shared by the evaluators (OpenMP teams that spin
     // against the workers on the same cores run many times slower).
-    const int spare = usable_cpus().count - workers_total;
-    o.threads =
-        config.nn_threads > 0 ? config.nn_threads : std::max(1, spare / (config.evaluators * int(config.gpus.size())));
-    queues.push_back(search::make_eval_queue(model, o, config.evaluators));
+    on.settings.cpu_cores = std::max(1, (usable_cpus().count - workers_total) / int(config.gpus.size()));
+    queues.push_back(on.make_queue(model));
   }
-  log << "selfplay: " << config.model << ", " << queues[0]->name() << " on " << config.gpus.size()
-      << (config.backend == nn::BackendKind::CUDA ? " GPU(s)" : " queue") << ", batch " << config.batch << ", "
-      << config.threads << " worker threads and " << concurrent << " games per queue, ";
+  log << "selfplay: " << config.network.settings.model << ", " << queues[0]->name() << " on " << config.gpus.size()
+      << (config.network.on_gpu() ? " GPU(s)" : " queue") << ", batch " << batch << ", " << config.threads
+      << " worker threads and " << concurrent << " games per queue, ";
   if (config.game.full_playouts > 0)
     log << config.game.full_playouts << " playouts with probability " << config.game.full_probability << ", else ";
   log << config.game.playouts << " playouts per move" << std::endl;
@@ -175,7 +171,7 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
   for (size_t q = 0; q < queues.size(); ++q)
     for (int t = 0; t < config.threads; ++t) {
       const int games = concurrent / config.threads + (t < concurrent % config.threads);
-      workers.push_back(std::make_unique<Worker>(*queues[q], hash / workers_total, games, config.batch, shared));
+      workers.push_back(std::make_unique<Worker>(*queues[q], hash / workers_total, games, batch, shared));
     }
   std::vector<std::thread> threads;
   const Clock::time_point start = Clock::now();

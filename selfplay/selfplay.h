@@ -12,29 +12,26 @@
 #include <string>
 #include <vector>
 
-#include "nn/backend.h"
+#include "engine/network_setup.h"
 #include "selfplay/game.h"
 #include "selfplay/stats.h"
 
 namespace jiriki::selfplay {
 
 struct SelfPlayConfig {
-  std::string model;              // model file
+  // The network and its backend: model file, backend (resolved by the command), batch (positions per
+  // network call), evaluators (network calls in flight per GPU), CPU threads per evaluator (0: the
+  // cores the workers leave, shared), precision, CUDA settings. Its `gpu` is replaced by each of `gpus`.
+  engine::NetworkSetup network;
   std::string out_dir;            // records and stats go here
   std::string name = "selfplay";  // file name prefix
   int64_t games = 0;              // games to play (0: no limit)
   int64_t positions = 0;  // or: no new game once this many training positions are played (caps auto concurrency)
   double seconds = 0;     // or: stop after this long, dropping the games in progress
   GameSettings game;
-  nn::BackendKind backend = nn::BackendKind::CPU;
-  nn::Precision precision = nn::Precision::AUTO;
-  nn::CudaSettings cuda;        // the cuda backend's settings (`jiriki selfplay`: from the environment)
   std::vector<int> gpus = {0};  // one queue per entry (the CPU backend takes one entry)
   int threads = 2;              // worker threads per GPU
-  int evaluators = 2;           // network calls in flight per GPU
-  int batch = 256;              // positions per network call
   int concurrent = 0;           // games per GPU; 0: enough to fill every batch
-  int nn_threads = 0;           // CPU backends: threads per evaluator; 0: the cores the workers leave, shared
   size_t hash_bytes = 0;        // node memory of all games together; 0: 8 MiB per game
   bool csa = false;             // also write CSA files
   int games_per_file = 100;

@@ -719,7 +719,10 @@ TEST_CASE("loop worker: a worker's self-play feeds a loop that plays none itself
   CHECK(read_bytes(dir + ".worker").find("worker w1: the run is done") != std::string::npos);
 }
 
-TEST_CASE("loop: SIGTERM stops the phase in flight, and the next start finishes the run", "[loop][cli]") {
+TEST_CASE("loop: SIGTERM or SIGINT stops the phase in flight, and the next start finishes the run", "[loop][cli]") {
+  // The phase runs in a process group of its own: the loop passes either signal on to it.
+  const std::string sig = GENERATE("TERM", "INT");
+  INFO("SIG" << sig);
   const TempDir tmp("loop_term");
   json c = tiny_config(fake_match(tmp), 1);
   c["plots"] = false;
@@ -727,7 +730,7 @@ TEST_CASE("loop: SIGTERM stops the phase in flight, and the next start finishes 
   std::ofstream(tmp.file("config.json")) << c.dump();
   const std::string dir = tmp.file("run"), bin = JIRIKI_BINARY;
   const std::string cmd = "FAKE_MATCH_EXIT=10 " + bin + " loop --dir " + dir + " --config " + tmp.file("config.json") +
-                          " > " + dir + ".out 2>&1 & pid=$!; sleep 1; kill -TERM $pid; wait $pid";
+                          " > " + dir + ".out 2>&1 & pid=$!; sleep 1; kill -" + sig + " $pid; wait $pid";
   const int rc = std::system(cmd.c_str());
   INFO(run_output(dir));
   REQUIRE(WIFEXITED(rc));

@@ -386,7 +386,7 @@ TEST_CASE("selfplay: one thread and one seed give bit-identical files", "[selfpl
 
 TEST_CASE("selfplay: automatic games at once fill the batches, or follow a small --positions target", "[selfplay]") {
   selfplay::SelfPlayConfig c;
-  c.batch = 256;
+  c.network.settings.batch = 256;
   c.threads = 12;
   CHECK(selfplay::auto_concurrent(c) == 320 * 12);  // a quarter more games than a batch holds, per worker
   c.positions = 30000;                              // one game per 100 positions wanted

@@ -12,12 +12,12 @@
 #include <thread>
 
 #include "common/cpus.h"
+#include "engine/network_setup.h"
 #include "engine/search/search.h"
 #include "nn/model_file.h"
+#include "nn/shipped_networks.h"
 #include "shogi/movegen.h"
 #include "tests/usi_process.h"
-#include "usi/network.h"
-#include "usi/shipped_networks.h"
 
 using namespace jiriki;
 using namespace jiriki::testing;
@@ -81,7 +81,7 @@ TEST_CASE("usi: handshake announces every option and isready loads the network",
   // The default network is the shipped one for the backend (the CPU's here, or a GPU's), or the
   // untrained stand-in in a build that ships none; the engine says which.
   std::vector<std::string> info = e.sync();
-  const bool shipped = usi::shipped_network(false).has_value();
+  const bool shipped = nn::shipped_network(false).has_value();
   bool said = false;
   for (const auto& l : info)
     said |= l.find(shipped ? "network: the shipped networks/" : "UNTRAINED") != std::string::npos;
@@ -604,7 +604,7 @@ TEST_CASE("usi: a book position is answered from the book; the book options reac
 TEST_CASE("usi: the shipped networks are the files of networks/, embedded whole", "[usi][network]") {
   for (bool gpu : {false, true}) {
     const std::string path = std::string(JIRIKI_SOURCE_DIR) + (gpu ? "/networks/gpu.jnn" : "/networks/cpu.jnn");
-    const auto net = usi::shipped_network(gpu);
+    const auto net = nn::shipped_network(gpu);
     INFO(path);
     REQUIRE(net.has_value() == std::filesystem::exists(path));
     if (!net) continue;
@@ -614,7 +614,9 @@ TEST_CASE("usi: the shipped networks are the files of networks/, embedded whole"
     CHECK(std::equal(bytes.begin(), bytes.end(), reinterpret_cast<const char*>(net->data)));
     // And it is what `ModelFile <default>` plays with on the CPU backend.
     if (!gpu) {
-      CHECK(nn::serialize_model(usi::load_network(usi::DEFAULT_MODEL, "cpu")) ==
+      engine::NetworkSettings cpu;
+      cpu.backend = "cpu";
+      CHECK(nn::serialize_model(engine::NetworkSetup::resolve(cpu).load_model()) ==
             nn::serialize_model(nn::load_model(path)));
     }
   }

@@ -12,8 +12,8 @@
 
 #include "common/build_info.h"
 #include "common/cpus.h"
+#include "engine/network_setup.h"
 #include "shogi/movegen.h"
-#include "usi/network.h"
 
 namespace jiriki::usi {
 
@@ -59,7 +59,7 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   options_.add_spin("USI_Hash", 1024, 1, 1 << 20);
   options_.add_check("USI_Ponder", true);
   options_.add_spin("Threads", 0, 0, 256);  // 0: 8 on the GPU, 2 on a CPU backend (fewer CPUs usable: that many)
-  options_.add_string("ModelFile", DEFAULT_MODEL);
+  options_.add_string("ModelFile", engine::DEFAULT_MODEL);
   options_.add_combo("Backend", "auto", {"auto", "cpu", "cuda", "reference"});
   options_.add_spin("GPU", 0, 0, 15);
   options_.add_spin("BatchSize", 0, 0, 1024);  // 0: 16 on a CPU backend, 128 on the GPU
@@ -321,19 +321,23 @@ bool Engine::ensure_network() {
   searcher_.set_eval_queue(nullptr);
   queue_.reset();  // frees the old network's memory (GPU included) before the new one is made
   try {
-    const std::string& file = options_.str("ModelFile");
-    nn::Model model = load_network(file, options_.str("Backend"));
-    std::string backend;
-    queue_ = make_backend_queue(model, options_.str("Backend"), int(options_.integer("GPU")),
-                                int(options_.integer("BatchSize")), int(options_.integer("Threads")), &search_threads_,
-                                &backend);
+    engine::NetworkSettings settings;
+    settings.model = options_.str("ModelFile");
+    settings.backend = options_.str("Backend");
+    settings.gpu = int(options_.integer("GPU"));
+    settings.batch = int(options_.integer("BatchSize"));
+    settings.evaluators = int(options_.integer("Threads"));
+    const engine::NetworkSetup network = engine::NetworkSetup::resolve(settings);
+    const nn::Model model = network.load_model();
+    queue_ = network.make_queue(model);
     queue_->warm_up();  // here, not in the first timed search
-    gpu_queue_ = nn::resolve_backend(options_.str("Backend")).kind == nn::BackendKind::CUDA;
+    search_threads_ = network.evaluators();
+    gpu_queue_ = network.on_gpu();
     send("info string " + build_info());
-    send("info string " + describe_network(file, options_.str("Backend"), model));
+    send("info string " + network.network_line(model));
     const UsableCpus cpus = usable_cpus();
     send("info string CPUs: " + std::to_string(cpus.count) + " (" + cpus.why + ")");
-    send("info string " + backend);
+    send("info string " + network.queue_line(*queue_));
     send("info string leaf mate search " + std::to_string(leaf_mate_plies()) + " plies");
   } catch (const std::exception& e) {
     error("cannot load the network: " + std::string(e.what()));

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-namespace jiriki::usi {
+namespace jiriki::nn {
 
 struct ShippedNetwork {
   const uint8_t* data;  // a model file's bytes (nn/model_file.h)
@@ -18,4 +18,4 @@ struct ShippedNetwork {
 // The embedded network for a GPU (`for_gpu`) or the CPU backend; nullopt when the build had none.
 std::optional<ShippedNetwork> shipped_network(bool for_gpu);
 
-}  // namespace jiriki::usi
+}  // namespace jiriki::nn

@@ -1,7 +1,7 @@
 // Embeds networks/*.jnn with the assembler's .incbin; CMakeLists.txt defines JIRIKI_SHIPPED_CPU /
 // JIRIKI_SHIPPED_GPU (the file's path) and *_SHA256 (its hash, which also makes a changed network
 // change this file's preprocessed text, so that no compiler cache serves the old object).
-#include "usi/shipped_networks.h"
+#include "nn/shipped_networks.h"
 
 #define JIRIKI_INCBIN(sym, path)                                                                                     \
   asm(".section .rodata\n.global " #sym "\n.balign 64\n" #sym ":\n.incbin \"" path "\"\n.global " #sym "_end\n" #sym \
@@ -15,7 +15,7 @@ JIRIKI_INCBIN(jiriki_shipped_cpu, JIRIKI_SHIPPED_CPU)
 JIRIKI_INCBIN(jiriki_shipped_gpu, JIRIKI_SHIPPED_GPU)
 #endif
 
-namespace jiriki::usi {
+namespace jiriki::nn {
 
 std::optional<ShippedNetwork> shipped_network(bool for_gpu) {
 #ifdef JIRIKI_SHIPPED_GPU
@@ -32,4 +32,4 @@ std::optional<ShippedNetwork> shipped_network(bool for_gpu) {
   return std::nullopt;
 }
 
-}  // namespace jiriki::usi
+}  // namespace jiriki::nn
