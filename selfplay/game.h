@@ -26,9 +26,18 @@
 namespace jiriki::selfplay {
 
 // How games are played; shared, read-only, by every game of a run.
+// Self-play's search: SearchParams' own, one thread a game, and games drawn at 320 plies.
+inline search::SearchParams selfplay_search_params() {
+  search::SearchParams p;
+  p.threads = 1;
+  p.max_moves_to_draw = 320;
+  return p;
+}
+
 struct GameSettings {
-  search::SearchParams search;     // PUCT constants, leaf mate search, and the rules: entering_king_rule,
-                                   // max_moves_to_draw (= max plies; start positions count as move 1)
+  // PUCT constants, leaf mate search, and the rules: entering_king_rule, max_moves_to_draw (= max
+  // plies; start positions count as move 1)
+  search::SearchParams search = selfplay_search_params();
   int playouts = 800;              // new playouts per move (the small cap under playout-cap randomisation)
   int full_playouts = 0;           // > 0: playout-cap randomisation, full cap ...
   double full_probability = 0.25;  // ... taken with this probability

@@ -30,13 +30,14 @@ struct SelfPlayConfig {
   nn::Precision precision = nn::Precision::AUTO;
   nn::CudaSettings cuda;        // the cuda backend's settings (`jiriki selfplay`: from the environment)
   std::vector<int> gpus = {0};  // one queue per entry (the CPU backend takes one entry)
-  int threads = 2;              // worker threads per GPU
-  int evaluators = 2;           // network calls in flight per GPU
-  int batch = 256;              // positions per network call
-  int concurrent = 0;           // games per GPU; 0: enough to fill every batch
-  int nn_threads = 0;           // CPU backends: threads per evaluator; 0: the cores the workers leave, shared
-  size_t hash_bytes = 0;        // node memory of all games together; 0: 8 MiB per game
-  bool csa = false;             // also write CSA files
+  int threads = 0;        // worker threads per GPU (0: on cuda 3/4 of the cores shared by the GPUs, at most 12 each;
+                          // 1 on the CPU: set by `jiriki selfplay`)
+  int evaluators = 0;     // network calls in flight per GPU (0: 4 on cuda, 1 on the CPU)
+  int batch = 0;          // positions per network call (0: 256 on cuda, 32 on the CPU)
+  int concurrent = 0;     // games per GPU; 0: enough to fill every batch
+  int nn_threads = 0;     // CPU backends: threads per evaluator; 0: the cores the workers leave, shared
+  size_t hash_bytes = 0;  // node memory of all games together; 0: 8 MiB per game
+  bool csa = false;       // also write CSA files
   int games_per_file = 100;
   double flush_seconds = 60;
   double report_seconds = 10;
