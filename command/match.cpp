@@ -208,7 +208,7 @@ int cmd_match(int argc, char** argv) {
             "seconds: a pair of games starts only this soon after the match did, and every pair started is played "
             "out (0: no limit)",
             0)
-      .bind("max-plies", config.game.max_plies, "a game reaching this many plies is a draw (0: no limit)", 0)
+      .bind("max-plies", config.game.rules.max_plies, "a game reaching this many plies is a draw (0: no limit)", 0)
       .bind("resign", resign, "resign adjudication \"moves=K score=CP\": both engines agree for K moves each")
       .bind("draw", draw,
             "draw adjudication \"moves=K score=CP plies=P\": both within +-CP for K moves each, after ply P")

@@ -9,8 +9,8 @@
 #include "command/commands.h"
 #include "command/options.h"
 #include "common/args.h"
-#include "engine/search/playout.h"
 #include "engine/search/search.h"
+#include "shogi/game_rules.h"
 #include "shogi/kif.h"
 #include "usi/network.h"
 
@@ -20,15 +20,15 @@ namespace {
 
 // Why the game ended, with `to_move` the side to move at the end; `winner` receives the winner or
 // stays empty for a draw.
-const char* ending_text(search::Ending e, Color to_move, std::optional<Color>& winner) {
+const char* ending_text(Ending e, Color to_move, std::optional<Color>& winner) {
   switch (e) {
-    case search::Ending::REPETITION_DRAW: return "sennichite (fourfold repetition): draw";
-    case search::Ending::REPETITION_WIN: winner = to_move; return "perpetual check by the other side";
-    case search::Ending::REPETITION_LOSS: winner = ~to_move; return "perpetual check";
-    case search::Ending::MATED: winner = ~to_move; return "checkmate";
-    case search::Ending::DECLARATION: winner = to_move; return "entering-king declaration";
-    case search::Ending::MAX_MOVES: return "maximum game length: draw";
-    case search::Ending::NONE: break;
+    case Ending::REPETITION_DRAW: return "sennichite (fourfold repetition): draw";
+    case Ending::REPETITION_WIN: winner = to_move; return "perpetual check by the other side";
+    case Ending::REPETITION_LOSS: winner = ~to_move; return "perpetual check";
+    case Ending::MATED: winner = ~to_move; return "checkmate";
+    case Ending::DECLARATION: winner = to_move; return "entering-king declaration";
+    case Ending::MAX_MOVES: return "maximum game length: draw";
+    case Ending::NONE: break;
   }
   return "";
 }
@@ -41,18 +41,18 @@ int cmd_play(int argc, char** argv) {
             "move by move, then the final board and the result. Without --model it plays the default network.");
   std::string model_file = usi::DEFAULT_MODEL, sfen = "startpos";
   int64_t playouts = 300;
-  int max_plies = 256;
   search::SearchParams params;
+  params.rules = GameRules{};  // a game: the rules' own ply limit
   options::Device device;
   args.bind("model", model_file, "model file (<default>: the network the engine plays with by default)")
       .bind("playouts", playouts, "playouts per move")
-      .bind("max-plies", max_plies, "the game is a draw after this many plies")
+      .bind("max-plies", params.rules.max_plies, "the game is a draw after this many plies")
       .bind("batch", params.batch_size, "leaves per network call per thread")
       .bind("sfen", sfen, "start position");
   options::bind_device(args, device, nn::BackendUse::INFERENCE, "the CUDA device");
   options::bind_threads(args, params.threads, "search threads");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  if (playouts < 1 || max_plies < 1 || params.threads < 1 || params.batch_size < 1) {
+  if (playouts < 1 || params.rules.max_plies < 1 || params.threads < 1 || params.batch_size < 1) {
     std::cerr << "error: --playouts, --max-plies, --threads and --batch must be positive\n";
     return 2;
   }
@@ -71,7 +71,7 @@ int cmd_play(int argc, char** argv) {
   queue->warm_up();
 
   search::Searcher searcher(size_t(1024) << 20);
-  params.max_moves_to_draw = pos.game_ply() - 1 + max_plies;  // a move number: the game's draw
+  params.rules = params.rules.counted_from(pos);  // from --sfen, whatever its move number
   searcher.set_params(params);
   searcher.set_eval_queue(queue.get());
 
@@ -80,8 +80,7 @@ int cmd_play(int argc, char** argv) {
   std::string reason;
   for (;;) {
     const Color us = pos.side_to_move();
-    MoveList legal;
-    if (auto e = search::judge_position(pos, params, 3, legal); e != search::Ending::NONE) {
+    if (auto e = judge_position(pos, params.rules); e != Ending::NONE) {
       reason = ending_text(e, us, winner);
       break;
     }

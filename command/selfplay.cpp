@@ -89,12 +89,12 @@ int cmd_selfplay(int argc, char** argv) {
       .bind("resign", g.resign_winrate, "resign below this win rate (0: never)")
       .bind("no-resign-fraction", g.no_resign_fraction,
             "fraction of games played out without resignation (false-resign rate)", 0.0, 1.0)
-      .bind("max-plies", g.search.max_moves_to_draw, "games reaching this many plies are draws", 1, 65535)
+      .bind("max-plies", g.search.rules.max_plies, "games reaching this many plies are draws", 1, 65535)
       .bind("start-sfens", start_sfens, "openings file: lines 'startpos | [sfen] SFEN [moves ...]'")
       .bind("book", book_file, "opening book (YaneuraOu format): games start from openings walked in it")
       .bind("book-plies", book_plies, "plies of each opening walked in --book (count-weighted draws)", 1, 256)
-      .bind("declaration", g.search.entering_king_rule, "entering-king declaration rule: 27 (CSA points), 24 or none",
-            parse_declaration, declaration_name)
+      .bind("declaration", g.search.rules.entering_king_rule,
+            "entering-king declaration rule: 27 (CSA points), 24 or none", parse_declaration, declaration_name)
       .bind("root-mate-plies", g.root_mate_plies, "mate search before each move's tree search (0: none)", 0, 7)
       .bind("leaf-mate-plies", g.search.leaf_mate_plies, "mate search at new leaves: 0, 1, 3 or 5")
       .flag("csa", c.csa, "also write every game as a CSA file in DIR/csa")
@@ -131,7 +131,7 @@ int cmd_selfplay(int argc, char** argv) {
   require(g.resign_winrate >= 0 && g.resign_winrate < 1, "--resign must be in [0, 1)");
   const int lm = g.search.leaf_mate_plies;
   require(lm == 0 || lm == 1 || lm == 3 || lm == 5, "--leaf-mate-plies must be 0, 1, 3 or 5");
-  if (args.has("start-sfens")) g.openings = selfplay::load_openings(start_sfens, g.search);
+  if (args.has("start-sfens")) g.openings = selfplay::load_openings(start_sfens, g.search.rules);
   if (args.has("book")) {
     require(!args.has("start-sfens"), "--book and --start-sfens exclude each other");
     // 4096 openings drawn in proportion to the book's counts; each game takes one of them at random.
@@ -139,7 +139,7 @@ int cmd_selfplay(int argc, char** argv) {
     SplitMix64 rng{splitmix64(g.seed ^ 0x626f6f6bULL)};
     for (int i = 0; i < 4096; ++i) {
       selfplay::Opening o;
-      if (!selfplay::parse_opening(book::book_opening(b, book_plies, rng), g.search, o))
+      if (!selfplay::parse_opening(book::book_opening(b, book_plies, rng), g.search.rules, o))
         g.openings.push_back(std::move(o));
     }
     require(!g.openings.empty(), "--book: no opening could be walked from the start position");

@@ -26,17 +26,18 @@
 namespace jiriki::selfplay {
 
 // How games are played; shared, read-only, by every game of a run.
-// Self-play's search: SearchParams' own, one thread a game, and games drawn at 320 plies.
+// Self-play's search: SearchParams' own, one thread a game, and a game's rules (GameRules' own ply
+// limit; a search alone has none).
 inline search::SearchParams selfplay_search_params() {
   search::SearchParams p;
   p.threads = 1;
-  p.max_moves_to_draw = 320;
+  p.rules = GameRules{};
   return p;
 }
 
 struct GameSettings {
-  // PUCT constants, leaf mate search, and the rules: entering_king_rule, max_moves_to_draw (= max
-  // plies; start positions count as move 1)
+  // PUCT constants, leaf mate search, and the game's rules (search.rules; openings start at move 1,
+  // so rules.max_plies counts the game's plies)
   search::SearchParams search = selfplay_search_params();
   int playouts = 800;              // new playouts per move (the small cap under playout-cap randomisation)
   int full_playouts = 0;           // > 0: playout-cap randomisation, full cap ...

@@ -136,7 +136,7 @@ TEST_CASE("options: each command's --help shows the defaults of the structs its 
   CHECK(number(sp, "resign") == Approx(game.resign_winrate));
   CHECK(number(sp, "no-resign-fraction") == Approx(game.no_resign_fraction));
   CHECK(number(sp, "root-mate-plies") == game.root_mate_plies);
-  CHECK(number(sp, "max-plies") == game.search.max_moves_to_draw);
+  CHECK(number(sp, "max-plies") == game.search.rules.max_plies);
   CHECK(number(sp, "leaf-mate-plies") == game.search.leaf_mate_plies);
   CHECK(number(sp, "seed") == game.seed);
   CHECK(number(sp, "games-per-file") == selfplay_config.games_per_file);
@@ -167,13 +167,14 @@ TEST_CASE("options: each command's --help shows the defaults of the structs its 
   const auto play = cli_defaults("play");
   CHECK(number(play, "batch") == search.batch_size);
   CHECK(number(play, "threads") == search.threads);
+  CHECK(number(play, "max-plies") == GameRules{}.max_plies);
 
   const match::TournamentConfig tournament;
   const auto m = cli_defaults("match");
   CHECK(number(m, "games") == tournament.games);
   CHECK(number(m, "concurrency") == tournament.concurrency);
   CHECK(number(m, "timeout") == tournament.game.timeout_ms);
-  CHECK(number(m, "max-plies") == tournament.game.max_plies);
+  CHECK(number(m, "max-plies") == tournament.game.rules.max_plies);
 }
 
 TEST_CASE("usi: the usi listing's defaults are SearchParams' and TimeOptions'", "[usi][options]") {
@@ -201,11 +202,11 @@ TEST_CASE("usi: the usi listing's defaults are SearchParams' and TimeOptions'", 
   CHECK(spin("Softmax_Temperature") == std::llround(p.softmax_temperature * 100));
   CHECK(spin("DrawValueBlack") == std::llround(p.draw_value_black * 1000));
   CHECK(spin("DrawValueWhite") == std::llround(p.draw_value_white * 1000));
-  CHECK(spin("MaxMovesToDraw") == p.max_moves_to_draw);
+  CHECK(spin("MaxMovesToDraw") == p.rules.max_plies);
   CHECK(spin("MultiPV") == p.multipv);
   CHECK(defaults.at("RootThreatSearch") == (p.root_threat_search ? "true" : "false"));
   CHECK(defaults.at("EnteringKingRule") == "CSARule27");
-  REQUIRE(p.entering_king_rule == EnteringKingRule::POINT27);
+  REQUIRE(p.rules.entering_king_rule == EnteringKingRule::POINT27);
   const search::TimeOptions t;
   CHECK(spin("NetworkDelay") == t.network_delay);
   CHECK(spin("NetworkDelay2") == t.network_delay2);

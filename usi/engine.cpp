@@ -71,8 +71,8 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   o.spin("Resign_Threshold", e.resign_permille, 0, 1000, "resign below this win rate, per mille (0: never)");
   o.spin("DrawValueBlack", p.draw_value_black, 0, 1000, "a draw's win rate playing Black, per mille", 1000);
   o.spin("DrawValueWhite", p.draw_value_white, 0, 1000, "a draw's win rate playing White, per mille", 1000);
-  o.spin("MaxMovesToDraw", p.max_moves_to_draw, 0, 100000, "the move number at which a game is drawn (0: no limit)");
-  o.combo("EnteringKingRule", p.entering_king_rule,
+  o.spin("MaxMovesToDraw", p.rules.max_plies, 0, 100000, "the move number at which a game is drawn (0: no limit)");
+  o.combo("EnteringKingRule", p.rules.entering_king_rule,
           {{"NoEnteringKing", EnteringKingRule::NONE},
            {"CSARule27", EnteringKingRule::POINT27},
            {"CSARule24", EnteringKingRule::POINT24}},
