@@ -5,7 +5,8 @@
 # process with 2 search threads, their option.GPU spread over the GPUs by game slot). Wall time,
 # moves a second and the result of each, in $OUT/arena.log; the games in $OUT/arena_*.tar.gz.
 #
-#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/loop_x4_best.jnn"]:
+#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/loop_x4_best.jnn", ".carry/cudnn-choices.txt"]
+#   (the tuned cuDNN choices, so that neither way pays a fresh machine's tuning):
 #     bash scripts/device/arena.sh [GAMES] [CONCURRENCY]
 # A is networks/gpu.jnn; B the network .carry/loop_x4_best.jnn (any .jnn: B=FILE).
 set -uo pipefail
@@ -15,6 +16,7 @@ start arena.log
 step "machine"
 machine
 build jiriki
+use_carried_cudnn_choices
 J=$PWD/build-device/jiriki
 A=$PWD/networks/gpu.jnn B=${B:-$PWD/.carry/loop_x4_best.jnn}
 GPUS=$(seq -s, 0 $(($(gpu_count) - 1)))
