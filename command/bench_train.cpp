@@ -209,22 +209,33 @@ int bench_train(int argc, char** argv) {
             "trainer's samples/s, then the samples/s of the data loader running alone. With --backend cuda, also\n"
             "the samples/s of the GPU's training step alone (inputs on the device, CUDA graph replays, CUDA\n"
             "events) and its TFLOP/s (6 x multiply-adds per sample: forward, backward data, backward weights).");
-  args.option("device-steps", "50", "cuda: timed steps of the GPU alone per batch size")
-      .option("dump", "", "cuda: write the first batch's gradients to FILE and the model to FILE.jnn")
-      .option("optimizer", "sgd", "sgd or adamw")
-      .option("blocks", "1", "residual blocks")
-      .option("channels", "16", "channels")
-      .option("activation", "relu", "relu or swish")
-      .option("batch", "32,128", "batch sizes, comma-separated")
-      .option("steps", "20", "training steps per batch size")
-      .option("loader-steps", "500", "batches the loader alone builds per batch size")
-      .option("positions", "4096", "random-game positions to train on")
-      .option("loader-threads", "1", "data loader threads")
-      .option("allreduce", "nccl", "with several --gpus: nccl or host")
-      .option("bucket-mb", "4", "with several --gpus: gradient bucket size in MB (NCCL and host)");
-  options::add_backend(args, nn::BackendUse::TRAINING);
-  options::add_gpus(args, "cuda: the GPU; several: data parallelism (device-only timing against one GPU)");
-  options::add_threads(args, "compute threads (0: all)");
+  // The benchmark's network and run: small, so that it answers in seconds on a CPU.
+  training::TrainConfig c;
+  c.arch.blocks = 1;
+  c.arch.channels = 16;
+  c.steps = 20;
+  c.loader_threads = 1;
+  options::Device device;
+  int device_steps = 50;
+  int64_t loader_steps = 500, positions = 4096;
+  std::vector<int64_t> batches = {32, 128};
+  std::string dump, mode = "nccl";
+  args.bind("device-steps", device_steps, "cuda: timed steps of the GPU alone per batch size", 1)
+      .bind("dump", dump, "cuda: write the first batch's gradients to FILE and the model to FILE.jnn")
+      .bind("optimizer", c.optimizer.kind, "sgd or adamw", training::parse_optimizer, training::optimizer_name)
+      .bind("blocks", c.arch.blocks, "residual blocks", 0, 1024)
+      .bind("channels", c.arch.channels, "channels", 1, 4096)
+      .bind("activation", c.arch.activation, "relu or swish", nn::parse_activation, nn::activation_name)
+      .bind("batch", batches, "batch sizes, comma-separated", int64_t(1), int64_t(1) << 20)
+      .bind("steps", c.steps, "training steps per batch size")
+      .bind("loader-steps", loader_steps, "batches the loader alone builds per batch size")
+      .bind("positions", positions, "random-game positions to train on", 1)
+      .bind("loader-threads", c.loader_threads, "data loader threads", 0)
+      .bind("allreduce", mode, "with several --gpus: nccl or host")
+      .bind("bucket-mb", c.bucket_mb, "with several --gpus: gradient bucket size in MB (NCCL and host)");
+  options::bind_device(args, device, nn::BackendUse::TRAINING,
+                       "cuda: the GPU; several: data parallelism (device-only timing against one GPU)");
+  options::bind_threads(args, c.threads, "compute threads (0: all)");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   // Removed on every way out, errors (no GPU, say) included.
   struct TempDir {
@@ -237,39 +248,28 @@ int bench_train(int argc, char** argv) {
   const std::filesystem::path& dir = temp.path;
   std::filesystem::create_directories(dir);
   const std::string data = (dir / "random.hcpe").string();
-  const int64_t positions = args.integer("positions");
   const auto records = training::random_game_records(int((positions + 63) / 64), 64, 1);
   if (auto err = write_hcpe_file(
           data, std::vector<HcpeRecord>(records.begin(),
                                         records.begin() + std::min<size_t>(records.size(), size_t(positions)))))
     throw std::runtime_error(*err);
 
-  training::TrainConfig c;
   c.data = {data};
   c.model_out = (dir / "model.bin").string();
-  c.arch.blocks = int(args.integer("blocks"));
-  c.arch.channels = int(args.integer("channels"));
-  c.arch.activation = nn::parse_activation(args.str("activation"));
-  c.steps = args.integer("steps");
   c.log_every = c.steps;
-  c.threads = options::threads(args);
-  c.loader_threads = int(args.integer("loader-threads"));
-  const nn::BackendChoice backend = options::backend(args, nn::BackendUse::TRAINING);
+  const nn::BackendChoice backend = options::backend(device, nn::BackendUse::TRAINING);
   c.backend = backend.kind;
-  c.gpus = options::gpus(args);
+  c.gpus = device.gpus;
   c.cuda = nn::CudaSettings::from_environment();
-  c.optimizer.kind = training::parse_optimizer(args.str("optimizer"));
   c.schedule.lr = c.optimizer.kind == training::OptimizerKind::SGD ? 0.1 : 0.001;
   c.quiet = true;
   const bool gpu = c.backend == nn::BackendKind::CUDA;
 #if !JIRIKI_HAVE_CUDA
   if (gpu) throw std::invalid_argument("--backend cuda: this jiriki was built without CUDA");
 #endif
-  if (args.has("dump") && !gpu) throw std::invalid_argument("--dump needs the cuda backend");
+  if (!dump.empty() && !gpu) throw std::invalid_argument("--dump needs the cuda backend");
   if (c.gpus.size() > 1 && !gpu) throw std::invalid_argument("several --gpus need the cuda backend");
   if (!gpu) c.gpus.clear();  // the default GPU 0 means nothing to the CPU trainer, which refuses GPUs
-  const int device_steps = int(args.integer("device-steps"));
-  if (device_steps < 1) throw std::invalid_argument("--device-steps must be at least 1");
   std::printf("network %dx%d %s, %lld random-game positions, %lld steps per batch size\n%s\n", c.arch.blocks,
               c.arch.channels, nn::activation_name(c.arch.activation), (long long)positions, (long long)c.steps,
               backend.line().c_str());
@@ -278,17 +278,13 @@ int bench_train(int argc, char** argv) {
   std::printf("\n");
   if (c.gpus.size() > 1) {
 #if JIRIKI_HAVE_CUDA
-    const std::string mode = args.str("allreduce");
     if (mode != "nccl" && mode != "host") throw std::invalid_argument("--allreduce must be nccl or host");
-    c.bucket_mb = args.real("bucket-mb");
     const training::Dataset loaded = training::load_dataset(c.data, {});
-    return bench_data_parallel(c, c.gpus, mode == "nccl", args.int_list("batch"), device_steps, loaded);
+    return bench_data_parallel(c, c.gpus, mode == "nccl", batches, device_steps, loaded);
 #endif
   }
-  const int64_t loader_steps = args.integer("loader-steps");
   const training::Dataset loaded = training::load_dataset(c.data, {});
-  std::string dump = args.str("dump");
-  for (int64_t batch : args.int_list("batch")) {
+  for (int64_t batch : batches) {
     c.batch = int(batch);
     const double trainer = training::train(c).samples_per_second;
     const double loader = loader_samples_per_second(loaded, c, loader_steps);
@@ -320,16 +316,15 @@ int bench_allreduce(int argc, char** argv) {
   Args args("jiriki bench allreduce [--ranks N,...] [--mb MB] [--reps R]",
             "Times the host all-reduce of `train --allreduce host` between replicas on threads (each rank's\n"
             "buffer becomes the mean over the ranks), against a memcpy of the same bytes on one thread.");
-  args.option("ranks", "2,4", "replicas (threads), comma-separated")
-      .option("mb", "29.8", "megabytes per rank (29.8: the gradient of a 10x192 network)")
-      .option("reps", "20", "timed all-reduces per rank count (after 3 untimed)")
-      .option("threads", "0", "threads per rank (0: the usable CPUs shared out, as training does)");
+  std::vector<int64_t> rank_counts = {2, 4};
+  double mb = 29.8;
+  int reps = 20, threads = 0;
+  args.bind("ranks", rank_counts, "replicas (threads), comma-separated", int64_t(1), int64_t(4096))
+      .bind("mb", mb, "megabytes per rank (29.8: the gradient of a 10x192 network)")
+      .bind("reps", reps, "timed all-reduces per rank count (after 3 untimed)", 1)
+      .bind("threads", threads, "threads per rank (0: the usable CPUs shared out, as training does)", 0);
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  const double mb = args.real("mb");
-  const int reps = int(args.integer("reps"));
-  const int threads = int(args.integer("threads"));
-  if (!(mb > 0) || reps < 1) throw std::invalid_argument("--mb must be positive and --reps at least 1");
-  if (threads < 0) throw std::invalid_argument("--threads must be 0 (automatic) or more");
+  if (!(mb > 0)) throw std::invalid_argument("--mb must be positive");
   const size_t n = size_t(mb * 1e6 / sizeof(float));
   using clock = std::chrono::steady_clock;
   std::vector<float> from(n, 1.0f), to(n);
@@ -340,8 +335,7 @@ int bench_allreduce(int argc, char** argv) {
   const double copy_ms = std::chrono::duration<double, std::milli>(clock::now() - c0).count() / reps;
   std::printf("%.1f MB a rank; memcpy of it on one thread: %.3f ms\n", double(n) * sizeof(float) / 1e6, copy_ms);
   std::printf("%6s %8s %14s %12s\n", "ranks", "threads", "all-reduce ms", "x memcpy");
-  for (int64_t ranks : args.int_list("ranks")) {
-    if (ranks < 1) throw std::invalid_argument("--ranks must be at least 1");
+  for (int64_t ranks : rank_counts) {
     std::vector<std::vector<float>> buffers(static_cast<size_t>(ranks), std::vector<float>(n));
     double ms = 0;
     const int per_rank = training::ThreadGroup(int(ranks), threads).threads_per_rank();

@@ -38,13 +38,20 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // are searched with the engine, and each enters the book with its best moves: the value is the
 // search's win rate as centipawns, the depth its principal variation's length, the count the
 // playouts of the move.
-int book_think(const Args& args) {
-  if (args.rest().size() != 1) throw std::invalid_argument("--think extends one book: give one input book");
-  book::Book b = book::Book::load(args.rest()[0]);
-  const int playouts = int(args.integer("playouts")), multipv = int(args.integer("multipv"));
-  const int64_t max_positions = args.integer("max-positions");
-  if (playouts < 1 || multipv < 1 || max_positions < 0)
-    throw std::invalid_argument("--playouts and --multipv must be positive, --max-positions not negative");
+struct ThinkOptions {
+  int playouts = 1000;        // per position
+  int multipv = 3;            // best moves kept per position
+  int64_t max_positions = 0;  // 0: all
+  std::string model = engine::DEFAULT_MODEL;
+  std::string backend = "auto";
+  int64_t hash_mib = 1024;  // search tree memory
+};
+
+int book_think(const std::vector<std::string>& inputs, const std::string& out_file, const ThinkOptions& o) {
+  if (inputs.size() != 1) throw std::invalid_argument("--think extends one book: give one input book");
+  book::Book b = book::Book::load(inputs[0]);
+  const int playouts = o.playouts, multipv = o.multipv;
+  const int64_t max_positions = o.max_positions;
   // The frontier: every legal book move's position that the book does not hold (by key, any move number).
   std::vector<Position> frontier;
   std::unordered_set<std::string> queued;
@@ -63,12 +70,12 @@ int book_think(const Args& args) {
   if (max_positions > 0 && int64_t(frontier.size()) > max_positions) frontier.resize(size_t(max_positions));
 
   engine::NetworkSettings settings;
-  settings.model = args.str("model");
-  settings.backend = args.str("backend");
+  settings.model = o.model;
+  settings.backend = o.backend;
   const engine::NetworkSetup network = engine::NetworkSetup::resolve(settings);
   const nn::Model model = network.load_model();
   auto queue = network.make_queue(model);
-  search::Searcher searcher(size_t(args.integer("hash")) << 20);
+  search::Searcher searcher(size_t(o.hash_mib) << 20);
   search::SearchParams params;
   params.threads = network.evaluators();
   params.batch_size = queue->max_batch();
@@ -104,9 +111,9 @@ int book_think(const Args& args) {
       last_report = Clock::now();
     }
   }
-  b.save(args.str("o"));
-  std::cout << "added " << frontier.size() << " searched positions; wrote " << b.size() << " positions to "
-            << args.str("o") << "\n";
+  b.save(out_file);
+  std::cout << "added " << frontier.size() << " searched positions; wrote " << b.size() << " positions to " << out_file
+            << "\n";
   return 0;
 }
 
@@ -120,25 +127,25 @@ int book_build(int argc, char** argv) {
       "does, else that side's win rate as centipawns).\n"
       "With --think, extends a book instead: each position one book move past the book is searched with\n"
       "the engine for N playouts and added with its M best moves (value from the search's win rate).");
-  args.option("min-count", "1", "K: positions played from fewer times are left out")
-      .option("plies", "32", "P: moves of each game that count")
-      .option("o", "", "book file to write")
-      .flag("think", "extend the input book by searching the positions just past it")
-      .option("playouts", "1000", "--think: playouts per position")
-      .option("multipv", "3", "--think: best moves kept per position")
-      .option("max-positions", "0", "--think: search at most this many positions (0: all)")
-      .option("model", engine::DEFAULT_MODEL, "--think: network file (default: the engine's untrained stand-in)")
-      .option("backend", "auto", "--think: auto, cpu, cuda or reference")
-      .option("hash", "1024", "--think: search tree memory in MiB")
+  book::BuildOptions opt;
+  ThinkOptions think;
+  std::string out_file;
+  bool thinking = false;
+  args.bind("min-count", opt.min_count, "K: positions played from fewer times are left out", 1)
+      .bind("plies", opt.max_plies, "P: moves of each game that count", 1)
+      .bind("o", out_file, "book file to write")
+      .flag("think", thinking, "extend the input book by searching the positions just past it")
+      .bind("playouts", think.playouts, "--think: playouts per position", 1)
+      .bind("multipv", think.multipv, "--think: best moves kept per position", 1)
+      .bind("max-positions", think.max_positions, "--think: search at most this many positions (0: all)", 0)
+      .bind("model", think.model, "--think: network file (default: the engine's untrained stand-in)")
+      .bind("backend", think.backend, "--think: auto, cpu, cuda or reference")
+      .bind("hash", think.hash_mib, "--think: search tree memory in MiB", 1, int64_t(1) << 30)
       .positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("o")) throw std::invalid_argument("-o BOOK is required");
-  if (args.has("think")) return book_think(args);
+  if (thinking) return book_think(args.rest(), out_file, think);
   if (args.rest().empty()) throw std::invalid_argument("no input records given");
-  book::BuildOptions opt;
-  opt.min_count = int(args.integer("min-count"));
-  opt.max_plies = int(args.integer("plies"));
-  if (opt.min_count < 1 || opt.max_plies < 1) throw std::invalid_argument("--min-count and --plies must be at least 1");
   book::BookBuilder builder(opt);
   int bad = 0;
   const auto files = expand_record_inputs(args.rest());
@@ -177,11 +184,11 @@ int book_build(int argc, char** argv) {
     throw std::runtime_error(std::to_string(bad) + " of " + std::to_string(files.size()) +
                              " input files could not be read and none held a game: no book written");
   const book::Book b = builder.build();
-  b.save(args.str("o"));
+  b.save(out_file);
   std::size_t moves = 0;
   for (const auto& p : b.positions()) moves += p.moves.size();
   std::cout << "games " << builder.games() << ", positions seen " << builder.positions_seen() << ", written "
-            << b.size() << " positions with " << moves << " moves to " << args.str("o")
+            << b.size() << " positions with " << moves << " moves to " << out_file
             << (bad ? " (" + std::to_string(bad) + " files with problems)" : "") << "\n";
   return 0;
 }
@@ -190,7 +197,8 @@ int book_merge(int argc, char** argv) {
   Args args("jiriki book merge -o BOOK INPUT...",
             "Merges books: a position in several keeps every move; a move in several keeps the first\n"
             "book's line and the sum of the counts.");
-  args.option("o", "", "book file to write").positionals();
+  std::string out_file;
+  args.bind("o", out_file, "book file to write").positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("o") || args.rest().empty()) throw std::invalid_argument("-o BOOK and at least one input are required");
   book::Book out;
@@ -198,8 +206,8 @@ int book_merge(int argc, char** argv) {
     const book::Book b = book::Book::load(in);
     for (const book::BookPosition& p : b.positions()) out.add(p);
   }
-  out.save(args.str("o"));
-  std::cout << "wrote " << out.size() << " positions to " << args.str("o") << "\n";
+  out.save(out_file);
+  std::cout << "wrote " << out.size() << " positions to " << out_file << "\n";
   return 0;
 }
 
@@ -233,26 +241,26 @@ int book_info(int argc, char** argv) {
 int book_probe(int argc, char** argv) {
   Args args("jiriki book probe BOOK [--sfen S] [--moves M...] [--on-the-fly] [--ignore-ply] [--no-flip]",
             "Lists the book moves of a position (the start position by default).");
-  args.option("sfen", "startpos", "the position")
-      .option("moves", "", "moves played from it, space-separated")
-      .flag("on-the-fly", "search the file instead of loading it")
-      .flag("ignore-ply", "match the position whatever its move number (IgnoreBookPly)")
-      .flag("no-flip", "do not look up White-to-move positions rotated (FlippedBook false)")
+  std::string sfen = "startpos", moves_text;
+  bool on_the_fly = false;
+  book::LookupOptions lo;
+  args.bind("sfen", sfen, "the position")
+      .bind("moves", moves_text, "moves played from it, space-separated")
+      .flag("on-the-fly", on_the_fly, "search the file instead of loading it")
+      .flag("ignore-ply", lo.ignore_ply, "match the position whatever its move number (IgnoreBookPly)")
+      .flag("no-flip", lo.flipped, "do not look up White-to-move positions rotated (FlippedBook false)", false)
       .positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (args.rest().size() != 1) throw std::invalid_argument("one book file expected");
   Position pos;
-  if (auto err = pos.set_sfen(args.str("sfen"))) throw std::invalid_argument("--sfen: " + *err);
-  std::istringstream ms(args.str("moves"));
+  if (auto err = pos.set_sfen(sfen)) throw std::invalid_argument("--sfen: " + *err);
+  std::istringstream ms(moves_text);
   for (std::string w; ms >> w;) {
     Move m = move_from_usi(pos, w);
     if (m == MOVE_NONE || !pos.is_legal(m)) throw std::invalid_argument("--moves: illegal move " + w);
     pos.do_move(m);
   }
-  auto book = book::open_book(args.rest()[0], args.has("on-the-fly"));
-  book::LookupOptions lo;
-  lo.ignore_ply = args.has("ignore-ply");
-  lo.flipped = !args.has("no-flip");
+  auto book = book::open_book(args.rest()[0], on_the_fly);
   const auto t = Clock::now();
   std::vector<book::BookMove> moves = book::probe(*book, pos, lo);
   const double us = seconds_since(t) * 1e6;
@@ -274,23 +282,24 @@ int book_import(int argc, char** argv) {
             "Converts gpsshogi's opening book (Debian package gpsshogi-data) into a YaneuraOu book: every\n"
             "move of positive weight, with the weight as its count. The converted book keeps the package's\n"
             "licence: it is not shipped with jiriki.");
-  args.option("from", "gpsshogi", "the source format (gpsshogi's joseki.dat)")
-      .option("o", "", "book file to write")
+  std::string from = "gpsshogi", out_file;
+  args.bind("from", from, "the source format (gpsshogi's joseki.dat)")
+      .bind("o", out_file, "book file to write")
       .positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  if (args.str("from") != "gpsshogi") throw std::invalid_argument("--from: only gpsshogi is known");
+  if (from != "gpsshogi") throw std::invalid_argument("--from: only gpsshogi is known");
   if (!args.has("o")) throw std::invalid_argument("-o BOOK is required");
   if (args.rest().size() > 1) throw std::invalid_argument("at most one input file");
   const std::string in = args.rest().empty() ? "/usr/share/gpsshogi-data/data/joseki.dat" : args.rest()[0];
   book::GpsImportStats st;
   const auto t = Clock::now();
   const book::Book b = book::import_gpsshogi(in, &st);
-  b.save(args.str("o"));
+  b.save(out_file);
   std::size_t moves = 0;
   for (const auto& p : b.positions()) moves += p.moves.size();
   std::cout << in << ": " << st.states << " states, " << st.moves << " moves; " << st.reached
             << " states reached from the start, " << st.zero_weight << " moves of weight 0 left out\n"
-            << "wrote " << b.size() << " positions with " << moves << " moves to " << args.str("o") << " in "
+            << "wrote " << b.size() << " positions with " << moves << " moves to " << out_file << " in "
             << seconds_since(t) << " s\n";
   return 0;
 }
@@ -323,18 +332,19 @@ int bench_book(int argc, char** argv) {
   Args args("jiriki bench book [--positions N] [--file PATH] [--lookups L] [--seed S]",
             "Writes a book of N positions from random games (kept in PATH, or a temporary file removed\n"
             "afterwards), then times loading it and looking positions up in memory and on the fly.");
-  args.option("positions", "1000000", "positions of the generated book")
-      .option("file", "", "where to write the book (default: a temporary file, removed at the end)")
-      .option("lookups", "20000", "lookups timed (half of them positions in the book, half not)")
-      .option("seed", "1", "seed of the random games");
+  int64_t n = 1000000, lookups = 20000;
+  std::string book_path;
+  uint64_t seed = 1;
+  args.bind("positions", n, "positions of the generated book", 1)
+      .bind("file", book_path, "where to write the book (default: a temporary file, removed at the end)")
+      .bind("lookups", lookups, "lookups timed (half of them positions in the book, half not)", 2)
+      .bind("seed", seed, "seed of the random games");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  const int64_t n = args.integer("positions"), lookups = args.integer("lookups");
-  if (n < 1 || lookups < 2) throw std::invalid_argument("--positions must be at least 1, --lookups at least 2");
   const bool temporary = !args.has("file");
   const std::string path =
       temporary ? (fs::temp_directory_path() / ("jiriki_bench_book_" + std::to_string(::getpid()) + ".db")).string()
-                : args.str("file");
-  SplitMix64 rng{uint64_t(args.integer("seed"))};
+                : book_path;
+  SplitMix64 rng{seed};
   // Random games of up to 40 plies: almost every position is new, as in a large real book.
   book::Book b;
   std::vector<Position> hits, misses;

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <csignal>
 #include <iostream>
+#include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -34,12 +36,12 @@ int loop_worker(int argc, char** argv) {
             "Self-play for a run of `jiriki loop` (on a shared filesystem, from another host or another GPU): plays\n"
             "with the run's current best network, round after round of the config's worker_positions, and writes\n"
             "the games to RUN/selfplay/workers/NAME, where the loop's training finds them. Ctrl-C stops.");
-  args.option("dir", "", "the run directory (required)")
-      .option("name", "", "the worker's name (default: HOST-PID)")
-      .option("selfplay-args", "", "more `jiriki selfplay` options, e.g. \"--gpus 1 --backend cuda\"");
+  std::string dir, name, selfplay_args;
+  args.bind("dir", dir, "the run directory (required)")
+      .bind("name", name, "the worker's name (default: HOST-PID)")
+      .bind("selfplay-args", selfplay_args, "more `jiriki selfplay` options, e.g. \"--gpus 1 --backend cuda\"");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("dir")) throw std::invalid_argument("--dir RUN is required");
-  std::string name = args.str("name");
   if (name.empty()) {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
@@ -48,22 +50,23 @@ int loop_worker(int argc, char** argv) {
   if (name.find('/') != std::string::npos) throw std::invalid_argument("--name must be a plain name");
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  return loop::run_worker(args.str("dir"), name, args.str("selfplay-args"), g_stop, std::cout);
+  return loop::run_worker(dir, name, selfplay_args, g_stop, std::cout);
 }
 
 int loop_plot(int argc, char** argv) {
   Args args("jiriki loop plot --dir RUN",
             "Draws RUN/plots/*.png again from the run's state and training logs, with gnuplot: for a run made on a\n"
             "machine without gnuplot, or copied from one (the records and networks are not needed).");
-  args.option("dir", "", "the run directory (required)");
+  std::string dir;
+  args.bind("dir", dir, "the run directory (required)");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("dir")) throw std::invalid_argument("--dir RUN is required");
-  const std::string warning = loop::redraw_plots(args.str("dir"));
+  const std::string warning = loop::redraw_plots(dir);
   if (!warning.empty()) {
     std::cerr << "jiriki loop plot: " << warning << "\n";
     return 1;
   }
-  std::cout << "plots drawn in " << args.str("dir") << "/plots\n";
+  std::cout << "plots drawn in " << dir << "/plots\n";
   return 0;
 }
 int loop_eval(int argc, char** argv) {
@@ -73,33 +76,30 @@ int loop_eval(int argc, char** argv) {
             "writes the history, metrics.jsonl and plots. For a run made without them (eval_first_games, anchor_games\n"
             "0, or anchors added to RUN/config.json since) on a busy GPU machine, evaluated here on idle cores. The\n"
             "options replace the run's config keys for these matches only.");
-  args.option("dir", "", "the run directory (required)")
-      .option("games", "", "games against generation 0 per generation (eval_first_games)")
-      .option("anchor-games", "", "games against the anchor per generation (anchor_games)")
-      .option("anchor", "", "the anchor engine (anchor), e.g. \"cmd=/usr/games/gpsusi env.OSL_HOME=/tmp/gps\"")
-      .option("anchor-tc", "", "the anchor matches' time control (anchor_tc)")
-      .option("nodes", "", "playouts per move against generation 0 (gate_nodes)")
-      .option("concurrency", "", "games at once (gate_concurrency)")
-      .option("backend", "", "the engines' network backend: cpu, cuda or auto (backend)")
-      .option("engine-options", "", "more USI options of jiriki, e.g. \"option.Threads=1\" (engine_options)");
+  std::string dir, anchor, anchor_tc, backend, engine_options;
+  std::optional<int64_t> games, anchor_games, nodes, concurrency;
+  args.bind("dir", dir, "the run directory (required)")
+      .bind("games", games, "games against generation 0 per generation (eval_first_games)")
+      .bind("anchor-games", anchor_games, "games against the anchor per generation (anchor_games)")
+      .bind("anchor", anchor, "the anchor engine (anchor), e.g. \"cmd=/usr/games/gpsusi env.OSL_HOME=/tmp/gps\"")
+      .bind("anchor-tc", anchor_tc, "the anchor matches' time control (anchor_tc)")
+      .bind("nodes", nodes, "playouts per move against generation 0 (gate_nodes)")
+      .bind("concurrency", concurrency, "games at once (gate_concurrency)")
+      .bind("backend", backend, "the engines' network backend: cpu, cuda or auto (backend)")
+      .bind("engine-options", engine_options, "more USI options of jiriki, e.g. \"option.Threads=1\" (engine_options)");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("dir")) throw std::invalid_argument("--dir RUN is required");
   nlohmann::json overrides = nlohmann::json::object();
-  for (const auto& [option, key] :
-       std::vector<std::pair<std::string, std::string>>{{"games", "eval_first_games"},
-                                                        {"anchor-games", "anchor_games"},
-                                                        {"nodes", "gate_nodes"},
-                                                        {"concurrency", "gate_concurrency"}})
-    if (args.has(option)) overrides[key] = args.integer(option);
-  for (const auto& [option, key] :
-       std::vector<std::pair<std::string, std::string>>{{"anchor", "anchor"},
-                                                        {"anchor-tc", "anchor_tc"},
-                                                        {"backend", "backend"},
-                                                        {"engine-options", "engine_options"}})
-    if (args.has(option)) overrides[key] = args.str(option);
+  for (const auto& [value, key] : {std::pair{&games, "eval_first_games"}, std::pair{&anchor_games, "anchor_games"},
+                                   std::pair{&nodes, "gate_nodes"}, std::pair{&concurrency, "gate_concurrency"}})
+    if (*value) overrides[key] = **value;
+  for (const auto& [option, value, key] :
+       {std::tuple{"anchor", &anchor, "anchor"}, std::tuple{"anchor-tc", &anchor_tc, "anchor_tc"},
+        std::tuple{"backend", &backend, "backend"}, std::tuple{"engine-options", &engine_options, "engine_options"}})
+    if (args.has(option)) overrides[key] = *value;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  return loop::evaluate_run(args.str("dir"), overrides, g_stop, std::cout);
+  return loop::evaluate_run(dir, overrides, g_stop, std::cout);
 }
 }  // namespace
 
@@ -116,21 +116,24 @@ int cmd_loop(int argc, char** argv) {
       "positions, a gate match of the candidate against the best, promotion; generation after generation.\n"
       "RUN holds everything (config.json, state.json, models/, records, metrics.jsonl, tensorboard/, plots/).\n"
       "Starting it again continues where it stopped; Ctrl-C or a kill loses only the phase in flight.");
-  args.option("dir", "", "the run directory (required)")
-      .option("config", "", "a JSON config (keys: --config-help); stored as RUN/config.json, which later starts reuse")
-      .option("teacher", "", "bootstrap generation 0 from this USI engine's games (sets the config's teacher)")
-      .option("generations", "", "stop after this many generations (sets the config's generations)")
-      .flag("config-help", "print every config key with its default and meaning");
+  std::string dir, config_file, teacher;
+  std::optional<int64_t> generations;
+  bool config_help = false;
+  args.bind("dir", dir, "the run directory (required)")
+      .bind("config", config_file,
+            "a JSON config (keys: --config-help); stored as RUN/config.json, which later starts reuse")
+      .bind("teacher", teacher, "bootstrap generation 0 from this USI engine's games (sets the config's teacher)")
+      .bind("generations", generations, "stop after this many generations (sets the config's generations)")
+      .flag("config-help", config_help, "print every config key with its default and meaning");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  if (args.has("config-help")) {
+  if (config_help) {
     std::cout << "jiriki loop config keys (a JSON object; keys left out take their defaults):\n" << loop::config_help();
     return 0;
   }
   if (!args.has("dir")) throw std::invalid_argument("--dir RUN is required");
-  const std::string dir = args.str("dir");
-  loop::Config config = args.has("config") ? loop::Config::load(args.str("config")) : loop::read_config(dir);
-  if (args.has("teacher")) config.set("teacher", args.str("teacher"));
-  if (args.has("generations")) config.set("generations", args.integer("generations"));
+  loop::Config config = args.has("config") ? loop::Config::load(config_file) : loop::read_config(dir);
+  if (args.has("teacher")) config.set("teacher", teacher);
+  if (generations) config.set("generations", *generations);
   loop::write_config(dir, config);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

@@ -73,6 +73,16 @@ TimeControl parse_tc(const std::string& text) {
   return tc;
 }
 
+// The --tc text of a time control, as parse_tc reads it.
+std::string tc_text(const TimeControl& tc) {
+  if (tc.nodes) return "nodes=" + std::to_string(tc.nodes);
+  if (!tc.time_ms) return "byoyomi=" + std::to_string(tc.byoyomi_ms);
+  std::string s = "time=" + std::to_string(tc.time_ms);
+  if (tc.inc_ms) s.append("+").append(std::to_string(tc.inc_ms));
+  if (tc.byoyomi_ms) s.append(" byoyomi=").append(std::to_string(tc.byoyomi_ms));
+  return s;
+}
+
 SprtParams parse_sprt(const std::string& text) {
   auto f = fields("sprt", text, {"elo0", "elo1", "alpha", "beta"});
   SprtParams p;
@@ -134,14 +144,14 @@ bool write_summary(const std::string& dir, const nlohmann::json& summary) {
 }
 
 // --summarize: the table and summary.json of games.jsonl files instead of a tournament.
-int summarize(const Args& args) {
+int summarize(const Args& args, const std::vector<std::string>& files, const std::string& out) {
   if (args.has("engine")) {
     std::cerr << "error: --summarize plays no games: give it no --engine\n";
     return 2;
   }
   GameFilesSummary s;
   try {
-    s = summarize_game_files(args.all("summarize"));
+    s = summarize_game_files(files);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
@@ -153,7 +163,7 @@ int summarize(const Args& args) {
     std::cout << "(" << s.estimated_games << " of the " << s.result.games
               << " games come from lines without each side's "
               << "answered moves: a side's moves are counted from its plies after the opening)\n";
-  if (args.has("out") && !write_summary(args.str("out"), summary_json(s.config, s.result))) return 1;
+  if (args.has("out") && !write_summary(out, summary_json(s.config, s.result))) return 1;
   return 0;
 }
 
@@ -167,49 +177,60 @@ int cmd_match(int argc, char** argv) {
       "the first against each other one). Each opening is played twice with colours swapped. Results are\n"
       "judged by jiriki's own rules code. Exit code: 0 finished (or SPRT undecided), 10 SPRT accepted H1,\n"
       "11 SPRT accepted H0, 2 bad usage, 1 failure (an engine that cannot start).");
-  args.option("engine", "",
-              "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [nodes=N] [env.VAR=VALUE ...] "
-              "[option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes)",
-              true)
-      .flag("gauntlet", "the first engine against each other one")
-      .flag("round-robin", "every engine against every other one (the default with more than two)")
-      .option("games", "10", "games per pairing (pairs of colour-swapped games; an odd count is rounded up)")
-      .option("concurrency", "1", "games at once, each with its own engine processes")
-      .option("seed", "1", "seed of the opening order and of random openings")
-      .option("tc", "byoyomi=1000",
-              "time control: byoyomi=MS | time=MS[+INC] | time=MS byoyomi=MS | movetime=MS | nodes=N")
-      .option("margin", "0",
-              "milliseconds an answer may come late before it loses on time (gpsshogi uses all its byoyomi)")
-      .option("timeout", "60000", "milliseconds for each start-up answer (usiok, readyok) and for a move under nodes=N")
-      .option("openings", "",
-              "file of start positions: \"sfen ... [moves ...]\", \"startpos [moves ...]\" or a bare SFEN")
-      .option("random-plies", "0", "without --openings: this many random legal plies from the start")
-      .option("book", "", "opening book (YaneuraOu's format): each pair of games starts from a line drawn from it")
-      .option("book-plies", "16", "--book: plies drawn from the book for each opening, in proportion to its counts")
-      .option("start-within", "0",
-              "seconds: a pair of games starts only this soon after the match did, and every pair started is played "
-              "out (0: no limit)")
-      .option("max-plies", std::to_string(GameRules{}.max_plies),
-              "a game reaching this many plies is a draw (0: no limit)")
-      .option("resign", "", "resign adjudication \"moves=K score=CP\": both engines agree for K moves each")
-      .option("draw", "",
-              "draw adjudication \"moves=K score=CP plies=P\": both within +-CP for K moves each, after ply P")
-      .option("sprt", "", "\"elo0=E0 elo1=E1 alpha=A beta=B\": pentanomial SPRT in normalized Elo; stops when decided")
-      .option("out", "", "directory for games.jsonl, summary.json and csa/ (kif/ with --kif)")
-      .flag("kif", "also write each game as KIF")
-      .option("hcpe3", "", "append every game to this hcpe3 file (evals: the engines' own scores)")
-      .option("hcpe", "", "append every engine move to this hcpe file (evals: the engines' own scores)")
-      .option("log", "", "write every line to and from the engines, time-stamped, to this file")
-      .option("summarize", "",
-              "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: "
-              "several runs together; a stopped run's finished games), summary.json to --out",
-              true);
-  if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  if (args.has("summarize")) return summarize(args);
-
   TournamentConfig config;
+  config.game.tc = {.byoyomi_ms = 1000};
+  std::vector<std::string> engines, summarize_files;
+  std::string openings, book, resign, draw, sprt;
+  bool round_robin = false;
+  int book_plies = 16;
+  int64_t start_within_s = config.start_within_ms / 1000;
+  args.bind("engine", engines,
+            "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [nodes=N] [env.VAR=VALUE ...] "
+            "[option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes)")
+      .flag("gauntlet", config.gauntlet, "the first engine against each other one")
+      .flag("round-robin", round_robin, "every engine against every other one (the default with more than two)")
+      .bind("games", config.games, "games per pairing (pairs of colour-swapped games; an odd count is rounded up)", 1)
+      .bind("concurrency", config.concurrency, "games at once, each with its own engine processes", 1)
+      .bind("seed", config.seed, "seed of the opening order and of random openings")
+      .bind("tc", config.game.tc,
+            "time control: byoyomi=MS | time=MS[+INC] | time=MS byoyomi=MS | movetime=MS | nodes=N", parse_tc, tc_text)
+      .bind("margin", config.game.margin_ms,
+            "milliseconds an answer may come late before it loses on time (gpsshogi uses all its byoyomi)", 0)
+      .bind("timeout", config.game.timeout_ms,
+            "milliseconds for each start-up answer (usiok, readyok) and for a move under nodes=N", 0)
+      .bind("openings", openings,
+            "file of start positions: \"sfen ... [moves ...]\", \"startpos [moves ...]\" or a bare SFEN")
+      .bind("random-plies", config.random_plies, "without --openings: this many random legal plies from the start", 0)
+      .bind("book", book, "opening book (YaneuraOu's format): each pair of games starts from a line drawn from it")
+      .bind("book-plies", book_plies, "--book: plies drawn from the book for each opening, in proportion to its counts",
+            0)
+      .bind("start-within", start_within_s,
+            "seconds: a pair of games starts only this soon after the match did, and every pair started is played "
+            "out (0: no limit)",
+            0)
+      .bind("max-plies", config.game.rules.max_plies, "a game reaching this many plies is a draw (0: no limit)", 0)
+      .bind("resign", resign, "resign adjudication \"moves=K score=CP\": both engines agree for K moves each")
+      .bind("draw", draw,
+            "draw adjudication \"moves=K score=CP plies=P\": both within +-CP for K moves each, after ply P")
+      .bind("sprt", sprt, "\"elo0=E0 elo1=E1 alpha=A beta=B\": pentanomial SPRT in normalized Elo; stops when decided")
+      .bind("out", config.records.dir, "directory for games.jsonl, summary.json and csa/ (kif/ with --kif)")
+      .flag("kif", config.records.kif, "also write each game as KIF")
+      .bind("hcpe3", config.records.hcpe3, "append every game to this hcpe3 file (evals: the engines' own scores)")
+      .bind("hcpe", config.records.hcpe, "append every engine move to this hcpe file (evals: the engines' own scores)")
+      .bind("log", config.log, "write every line to and from the engines, time-stamped, to this file")
+      .bind("summarize", summarize_files,
+            "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: several runs "
+            "together; a stopped run's finished games), summary.json to --out");
   try {
-    for (const auto& text : args.all("engine")) {
+    if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  if (args.has("summarize")) return summarize(args, summarize_files, config.records.dir);
+
+  try {
+    for (const auto& text : engines) {
       EngineSpec spec;
       if (auto err = parse_engine_spec(text, spec)) throw std::invalid_argument("--engine: " + *err);
       config.engines.push_back(spec);
@@ -219,14 +240,7 @@ int cmd_match(int argc, char** argv) {
     for (const auto& e : config.engines)
       if (!names.insert(e.name).second)
         throw std::invalid_argument("two engines are named '" + e.name + "': give name=...");
-    if (args.has("gauntlet") && args.has("round-robin"))
-      throw std::invalid_argument("--gauntlet or --round-robin, not both");
-    config.gauntlet = args.has("gauntlet");
-    config.games = args.integer("games");
-    config.concurrency = int(args.integer("concurrency"));
-    config.seed = uint64_t(args.integer("seed"));
-    if (config.games < 1 || config.concurrency < 1)
-      throw std::invalid_argument("--games and --concurrency must be positive");
+    if (config.gauntlet && round_robin) throw std::invalid_argument("--gauntlet or --round-robin, not both");
     if (config.games % 2) {
       ++config.games;
       std::cerr << "note: --games rounded up to " << config.games << " (games come in colour-swapped pairs)\n";
@@ -236,39 +250,30 @@ int cmd_match(int argc, char** argv) {
       config.concurrency = int(config.games);
       std::cerr << "note: --concurrency lowered to " << config.concurrency << ", the number of games\n";
     }
-    config.game.tc = parse_tc(args.str("tc"));
     for (const auto& e : config.engines)
       if (e.nodes > 0 && config.game.tc.nodes == 0)
         throw std::invalid_argument("engine '" + e.name + "': nodes= applies under --tc nodes=N only");
-    config.game.margin_ms = whole("margin", "margin", args.str("margin"));
-    config.game.timeout_ms = whole("timeout", "timeout", args.str("timeout"));
-    config.game.rules.max_plies = int(whole("max-plies", "max-plies", args.str("max-plies")));
-    config.start_within_ms = 1000 * whole("start-within", "start-within", args.str("start-within"));
+    config.start_within_ms = 1000 * start_within_s;
     if (args.has("resign")) {
-      auto f = fields("resign", args.str("resign"), {"moves", "score"});
+      auto f = fields("resign", resign, {"moves", "score"});
       config.game.scores.resign_moves = int(whole("resign", "moves", f["moves"]));
       config.game.scores.resign_cp = int(whole("resign", "score", f["score"]));
     }
     if (args.has("draw")) {
-      auto f = fields("draw", args.str("draw"), {"moves", "score", "plies"});
+      auto f = fields("draw", draw, {"moves", "score", "plies"});
       config.game.scores.draw_moves = int(whole("draw", "moves", f["moves"]));
       config.game.scores.draw_cp = int(whole("draw", "score", f["score"]));
       config.game.scores.draw_plies = f.count("plies") ? int(whole("draw", "plies", f["plies"])) : 0;
     }
-    config.random_plies = int(whole("random-plies", "random-plies", args.str("random-plies")));
     if (int(args.has("openings")) + int(args.has("book")) + int(config.random_plies > 0) > 1)
       throw std::invalid_argument("--openings, --book or --random-plies: one of them");
-    if (args.has("openings")) config.openings = load_openings(args.str("openings"));
-    if (args.has("book"))
-      config.openings = book_openings(args.str("book"), int(whole("book-plies", "book-plies", args.str("book-plies"))),
-                                      config.games, config.seed);
+    if (args.has("openings")) config.openings = load_openings(openings);
+    if (args.has("book")) config.openings = book_openings(book, book_plies, config.games, config.seed);
     if (args.has("sprt")) {
       if (config.engines.size() != 2) throw std::invalid_argument("--sprt needs exactly two engines");
-      config.sprt = parse_sprt(args.str("sprt"));
+      config.sprt = parse_sprt(sprt);
     }
-    config.records = {args.str("out"), args.has("kif"), args.str("hcpe3"), args.str("hcpe")};
-    config.log = args.str("log");
-    if (args.has("kif") && !args.has("out")) throw std::invalid_argument("--kif needs --out");
+    if (config.records.kif && config.records.dir.empty()) throw std::invalid_argument("--kif needs --out");
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

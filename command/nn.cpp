@@ -31,50 +31,62 @@ static std::string describe(const Architecture& a) {
   return buf;
 }
 
-// The backend the options ask for, resolved, as one evaluator with all the CPU threads (--threads 0).
-static engine::NetworkSetup network_setup(const Args& args) {
-  engine::NetworkSettings s;
-  s.backend = args.str("backend");
-  s.gpu = options::gpu(args);
-  s.evaluators = 1;
-  s.cpu_threads = options::threads(args);
-  s.precision = parse_precision(args.str("precision"));
-  return engine::NetworkSetup::resolve(s);
+// --weights of `nn convert`: "bf16" or "f32".
+static WeightStorage parse_weight_storage(const std::string& s) {
+  if (s == "bf16") return WeightStorage::BF16;
+  if (s == "f32") return WeightStorage::F32;
+  throw std::invalid_argument("--weights must be bf16 or f32");
+}
+static const char* weight_storage_name(WeightStorage w) { return w == WeightStorage::BF16 ? "bf16" : "f32"; }
+
+// The options of a command that evaluates a network: where it runs and in what precision.
+struct NetworkOptions {
+  options::Device device;
+  int threads = 0;  // CPU backend: threads (0: all)
+  Precision precision = Precision::AUTO;
+};
+
+static void bind_network_options(Args& args, NetworkOptions& o) {
+  options::bind_device(args, o.device, BackendUse::INFERENCE, "the CUDA device");
+  options::bind_threads(args, o.threads, "CPU backend: threads (0: all)");
+  args.bind("precision", o.precision, "auto, fp32, fp16 or bf16", parse_precision, precision_name);
 }
 
-static void add_backend_options(Args& args) {
-  options::add_backend(args, BackendUse::INFERENCE);
-  options::add_threads(args, "CPU backend: threads (0: all)");
-  options::add_gpus(args, "the CUDA device");
-  args.option("precision", "auto", "auto, fp32, fp16 or bf16");
+// The backend the options ask for, resolved, as one evaluator with all the CPU threads (--threads 0).
+static engine::NetworkSetup network_setup(const NetworkOptions& o) {
+  engine::NetworkSettings s;
+  s.backend = o.device.backend;
+  s.gpu = options::gpu(o.device);
+  s.evaluators = 1;
+  s.cpu_threads = o.threads;
+  s.precision = o.precision;
+  return engine::NetworkSetup::resolve(s);
 }
 
 static int nn_init(int argc, char** argv) {
   Args args("jiriki nn init --blocks N --channels C [--activation relu|swish] [--seed S] -o FILE",
             "Writes a freshly initialised network (He-normal weights from the seed).");
-  args.option("blocks", "10", "residual blocks")
-      .option("channels", "192", "channels of the residual tower")
-      .option("activation", "relu", "relu or swish")
-      .option("o", "", "model file to write");
-  options::add_seed(args, "seed of the initial weights");
+  Architecture a;
+  uint64_t seed = 1;
+  std::string out;
+  args.bind("blocks", a.blocks, "residual blocks", 0, 1024)
+      .bind("channels", a.channels, "channels of the residual tower", 1, 4096)
+      .bind("activation", a.activation, "relu or swish", parse_activation, activation_name)
+      .bind("o", out, "model file to write");
+  options::bind_seed(args, seed, "seed of the initial weights");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("o")) throw std::invalid_argument("-o FILE is required");
-  Architecture a;
-  a.blocks = int(args.integer("blocks"));
-  a.channels = int(args.integer("channels"));
-  if (a.blocks < 0 || a.blocks > 1024) throw std::invalid_argument("--blocks must be between 0 and 1024");
-  if (a.channels < 1 || a.channels > 4096) throw std::invalid_argument("--channels must be between 1 and 4096");
-  a.activation = parse_activation(args.str("activation"));
   Model model(a);
-  init_model(model, options::seed(args));
-  save_model(model, args.str("o"));
-  std::cout << "wrote " << args.str("o") << ": " << describe(a) << "\n";
+  init_model(model, seed);
+  save_model(model, out);
+  std::cout << "wrote " << out << ": " << describe(a) << "\n";
   return 0;
 }
 
 static int nn_info(int argc, char** argv) {
   Args args("jiriki nn info FILE [--tensors]", "Checks a model file and prints its architecture.");
-  args.flag("tensors", "list every tensor with its shape").positionals();
+  bool list_tensors = false;
+  args.flag("tensors", list_tensors, "list every tensor with its shape").positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (args.rest().size() != 1) throw std::invalid_argument("expected one model file");
   ModelFileSummary file;
@@ -86,7 +98,7 @@ static int nn_info(int argc, char** argv) {
             << "tensors: " << tensors << ", " << params << " floats (BN statistics included); "
             << (file.bf16_tensors ? std::to_string(file.bf16_tensors) + " stored in bf16, the rest in f32\n"
                                   : std::string("all stored in f32\n"));
-  if (args.has("tensors"))
+  if (list_tensors)
     for (const auto& [name, t, trainable] : model.tensors())
       std::cout << "  " << name << " " << shape_string(t->shape) << "\n";
   return 0;
@@ -96,38 +108,44 @@ static int nn_convert(int argc, char** argv) {
   Args args("jiriki nn convert FILE -o OUT [--weights bf16|f32]",
             "Rewrites a model file in the current format, its weights stored in bf16 (half the size: how the\n"
             "shipped networks are kept) or f32. Biases and batch-norm parameters stay f32.");
-  args.option("o", "", "model file to write").option("weights", "bf16", "bf16 or f32").positionals();
+  std::string out;
+  WeightStorage weights = WeightStorage::BF16;
+  args.bind("o", out, "model file to write")
+      .bind("weights", weights, "bf16 or f32", parse_weight_storage, weight_storage_name)
+      .positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (args.rest().size() != 1) throw std::invalid_argument("expected one model file");
   if (!args.has("o")) throw std::invalid_argument("-o OUT is required");
-  const std::string weights = args.str("weights");
-  if (weights != "bf16" && weights != "f32") throw std::invalid_argument("--weights must be bf16 or f32");
   Model model = load_model(args.rest()[0]);
-  save_model(model, args.str("o"), weights == "bf16" ? WeightStorage::BF16 : WeightStorage::F32);
-  std::cout << "wrote " << args.str("o") << ": " << describe(model.arch) << ", weights in " << weights << "\n";
+  save_model(model, out, weights);
+  std::cout << "wrote " << out << ": " << describe(model.arch) << ", weights in " << weight_storage_name(weights)
+            << "\n";
   return 0;
 }
 
 static int nn_eval(int argc, char** argv) {
   Args args("jiriki nn eval FILE [--sfen S] [--backend auto|cpu|cuda|reference] [--top K]",
             "Prints the value (win probability of the side to move) and the most likely moves.");
-  args.option("sfen", "startpos", "position to evaluate").option("top", "10", "moves to list");
-  add_backend_options(args);
+  std::string sfen = "startpos";
+  int top_moves = 10;
+  NetworkOptions network;
+  args.bind("sfen", sfen, "position to evaluate").bind("top", top_moves, "moves to list", 0);
+  bind_network_options(args, network);
   args.positionals();
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (args.rest().size() != 1) throw std::invalid_argument("expected one model file");
   Position pos;
-  if (auto err = pos.set_sfen(args.str("sfen"))) throw std::invalid_argument("bad --sfen: " + *err);
+  if (auto err = pos.set_sfen(sfen)) throw std::invalid_argument("bad --sfen: " + *err);
   Model model = load_model(args.rest()[0]);
-  const engine::NetworkSetup network = network_setup(args);
-  auto eval = network.make_evaluator(model, 1);
+  const engine::NetworkSetup setup = network_setup(network);
+  auto eval = setup.make_evaluator(model, 1);
 
   std::vector<float> features(INPUT_SIZE), logits(POLICY_SIZE);
   float value = 0;
   encode_features(pos, features.data());
   eval->evaluate(features.data(), 1, logits.data(), &value);
 
-  std::cout << "backend: " << eval->name() << " [" << network.backend.reason << "]\n"
+  std::cout << "backend: " << eval->name() << " [" << setup.backend.reason << "]\n"
             << "value: " << value << " (probability that " << (pos.side_to_move() == BLACK ? "black" : "white")
             << ", to move, wins)\n";
   MoveList moves = legal_moves(pos);
@@ -145,7 +163,7 @@ static int nn_eval(int argc, char** argv) {
   double sum = 0;
   for (auto& [l, m] : scored) sum += std::exp(double(l - max_logit));
   std::sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  int top = std::min<int>(int(args.integer("top")), int(scored.size()));
+  int top = std::min<int>(top_moves, int(scored.size()));
   std::cout << "policy (" << moves.size() << " legal moves, top " << top << "):\n";
   for (int i = 0; i < top; ++i) {
     double p = std::exp(double(scored[i].first - max_logit)) / sum;
@@ -237,46 +255,47 @@ static void bench_gpu_only(Evaluator& eval, const std::vector<int64_t>& batches,
 int bench_nn(int argc, char** argv) {
   Args args("jiriki bench nn --model FILE [--backend auto|cpu|cuda] [--batch 1,16,64,256,1024] [--seconds S]",
             "Positions per second and latency of a backend at each batch size.");
-  args.option("model", "", "model file (required)")
-      .option("batch", "1,16,64,256,1024", "batch sizes")
-      .option("seconds", "3", "time spent at each batch size")
-      .option("dump", "",
-              "then write the largest batch's features and outputs to this file (scripts/torch_reference.py)")
-      .flag("gpu-only", "cuda: time only the forward pass on the GPU, not evaluate() from host memory")
-      .flag("packed", "time evaluate_packed() from bit-packed planes (the search's path), not evaluate() from floats");
-  add_backend_options(args);
+  std::string model_file, dump;
+  std::vector<int64_t> batches = {1, 16, 64, 256, 1024};
+  double seconds = 3;
+  bool gpu_only = false, packed_input = false;
+  NetworkOptions network;
+  args.bind("model", model_file, "model file (required)")
+      .bind("batch", batches, "batch sizes", int64_t(1), int64_t(65536))
+      .bind("seconds", seconds, "time spent at each batch size")
+      .bind("dump", dump,
+            "then write the largest batch's features and outputs to this file (scripts/torch_reference.py)")
+      .flag("gpu-only", gpu_only, "cuda: time only the forward pass on the GPU, not evaluate() from host memory")
+      .flag("packed", packed_input,
+            "time evaluate_packed() from bit-packed planes (the search's path), not evaluate() from floats");
+  bind_network_options(args, network);
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("model")) throw std::invalid_argument("--model FILE is required");
-  std::vector<int64_t> batches = args.int_list("batch");
-  for (int64_t b : batches)
-    if (b < 1 || b > 65536) throw std::invalid_argument("batch sizes must be between 1 and 65536");
   const int max_batch = int(*std::max_element(batches.begin(), batches.end()));
-  const double seconds = args.real("seconds");
 
-  Model model = load_model(args.str("model"));
-  const engine::NetworkSetup network = network_setup(args);
-  const bool cuda = network.on_gpu();
-  if (args.has("gpu-only") && !cuda) throw std::invalid_argument("--gpu-only needs the cuda backend");
-  auto eval = network.make_evaluator(model, max_batch);
+  Model model = load_model(model_file);
+  const engine::NetworkSetup setup = network_setup(network);
+  const bool cuda = setup.on_gpu();
+  if (gpu_only && !cuda) throw std::invalid_argument("--gpu-only needs the cuda backend");
+  auto eval = setup.make_evaluator(model, max_batch);
   std::vector<float> features = random_position_features(max_batch, 1);
   std::vector<float> logits(size_t(max_batch) * POLICY_SIZE), values(max_batch);
   const double flop = 2.0 * double(macs_per_position(model.arch));
 
-  std::cout << "model: " << args.str("model") << " (" << describe(model.arch) << ")\n"
-            << "backend: " << eval->name() << " [" << network.backend.reason << "]\n";
+  std::cout << "model: " << model_file << " (" << describe(model.arch) << ")\n"
+            << "backend: " << eval->name() << " [" << setup.backend.reason << "]\n";
   // The same positions as bits (every plane is 0 or 1), for --packed.
   std::vector<uint8_t> packed(size_t(max_batch) * PACKED_INPUT_BYTES, 0);
   for (size_t i = 0; i < features.size(); ++i)
     if (features[i] != 0.0f)
       packed[i / INPUT_SIZE * PACKED_INPUT_BYTES + i % INPUT_SIZE / 8] |= uint8_t(1u << (i % INPUT_SIZE % 8));
   auto call = [&](int n) {
-    if (args.has("packed")) eval->evaluate_packed(packed.data(), n, logits.data(), values.data());
+    if (packed_input) eval->evaluate_packed(packed.data(), n, logits.data(), values.data());
     else eval->evaluate(features.data(), n, logits.data(), values.data());
   };
-  if (args.has("packed") && !args.has("gpu-only")) std::cout << "evaluate_packed(): from bit-packed planes\n";
-  if (!args.has("gpu-only"))
-    std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "calls");
-  for (int64_t b : args.has("gpu-only") ? std::vector<int64_t>{} : batches) {
+  if (packed_input && !gpu_only) std::cout << "evaluate_packed(): from bit-packed planes\n";
+  if (!gpu_only) std::printf("%7s %14s %12s %10s %8s\n", "batch", "positions/s", "latency_ms", "GFLOP/s", "calls");
+  for (int64_t b : gpu_only ? std::vector<int64_t>{} : batches) {
     const int n = int(b);
     call(n);  // warm-up: builds the plan
     int calls = 0;
@@ -293,7 +312,7 @@ int bench_nn(int argc, char** argv) {
 #if JIRIKI_HAVE_CUDA
   if (cuda) bench_gpu_only(*eval, batches, seconds, flop, features);
 #endif
-  if (args.has("dump")) dump_outputs(args.str("dump"), *eval, features, max_batch);
+  if (!dump.empty()) dump_outputs(dump, *eval, features, max_batch);
   return 0;
 }
 

@@ -4,45 +4,23 @@
 
 namespace jiriki::options {
 
-void add_backend(Args& args, nn::BackendUse use) {
-  args.option("backend", "auto",
-              use == nn::BackendUse::INFERENCE
-                  ? "auto, cpu, cuda or reference (auto: the GPU when one is usable, else the CPU)"
-                  : "auto, cpu or cuda (auto: the GPU when one is usable, else the CPU)");
+void bind_device(Args& args, Device& device, nn::BackendUse use, const std::string& gpus_help) {
+  args.bind("backend", device.backend,
+            use == nn::BackendUse::INFERENCE
+                ? "auto, cpu, cuda or reference (auto: the GPU when one is usable, else the CPU)"
+                : "auto, cpu or cuda (auto: the GPU when one is usable, else the CPU)");
+  args.bind("gpus", device.gpus, gpus_help, 0, 63);
 }
 
-nn::BackendChoice backend(const Args& args, nn::BackendUse use) {
-  return nn::resolve_backend(args.str("backend"), use);
+nn::BackendChoice backend(const Device& device, nn::BackendUse use) { return nn::resolve_backend(device.backend, use); }
+
+int gpu(const Device& device) {
+  if (device.gpus.size() != 1) throw std::invalid_argument("--gpus: this command uses one GPU; give one device");
+  return device.gpus[0];
 }
 
-void add_gpus(Args& args, const std::string& help) { args.option("gpus", "0", help); }
+void bind_seed(Args& args, uint64_t& seed, const std::string& help) { args.bind("seed", seed, help); }
 
-std::vector<int> gpus(const Args& args) {
-  std::vector<int> out;
-  for (int64_t g : args.int_list("gpus")) {
-    if (g < 0 || g > 63) throw std::invalid_argument("--gpus: device numbers from 0 to 63");
-    out.push_back(int(g));
-  }
-  if (out.empty()) throw std::invalid_argument("--gpus: at least one device");
-  return out;
-}
-
-int gpu(const Args& args) {
-  const std::vector<int> list = gpus(args);
-  if (list.size() != 1) throw std::invalid_argument("--gpus: this command uses one GPU; give one device");
-  return list[0];
-}
-
-void add_seed(Args& args, const std::string& help, const std::string& def) { args.option("seed", def, help); }
-
-uint64_t seed(const Args& args) { return uint64_t(args.integer("seed")); }
-
-void add_threads(Args& args, const std::string& help, const std::string& def) { args.option("threads", def, help); }
-
-int threads(const Args& args) {
-  const int64_t t = args.integer("threads");
-  if (t < 0 || t > 1024) throw std::invalid_argument("--threads must be between 0 and 1024");
-  return int(t);
-}
+void bind_threads(Args& args, int& threads, const std::string& help) { args.bind("threads", threads, help, 0, 1024); }
 
 }  // namespace jiriki::options

@@ -1,9 +1,8 @@
-// Options that mean the same thing in every subcommand, declared and read in one place:
+// Options that mean the same thing in every subcommand, declared in one place:
 //   --backend auto|cpu|cuda   where the network runs; auto (the default everywhere) is the GPU when
 //                             one is usable, else the CPU (nn::resolve_backend decides)
 //   --gpus LIST               the CUDA devices, e.g. 0 or 0,1 (a command that uses one GPU takes one)
 //   --seed S                  the seed of every random choice the command makes
-//   --model FILE              the network a command reads
 //   --threads T               CPU threads of the command's own loop (0: the command's default)
 #pragma once
 #include <cstdint>
@@ -15,22 +14,22 @@
 
 namespace jiriki::options {
 
-// --backend: "auto, cpu or cuda" (inference also takes "reference", the test oracle).
-void add_backend(Args& args, nn::BackendUse use);
+// Where a command's network runs, as --backend and --gpus give it.
+struct Device {
+  std::string backend = "auto";  // auto, cpu, cuda (or reference, for inference)
+  std::vector<int> gpus = {0};   // CUDA devices, each 0..63, at least one
+};
+
+// --backend ("auto, cpu or cuda"; inference also takes "reference", the test oracle) and --gpus.
+void bind_device(Args& args, Device& device, nn::BackendUse use, const std::string& gpus_help);
 // The backend --backend resolves to, with the reason; the command prints it in its backend line.
-nn::BackendChoice backend(const Args& args, nn::BackendUse use);
-
-// --gpus with its default "0".
-void add_gpus(Args& args, const std::string& help);
-// The devices of --gpus, each checked to be 0..63; at least one.
-std::vector<int> gpus(const Args& args);
+nn::BackendChoice backend(const Device& device, nn::BackendUse use);
 // The one device of --gpus for commands that use one GPU; refuses a list of several.
-int gpu(const Args& args);
+int gpu(const Device& device);
 
-void add_seed(Args& args, const std::string& help, const std::string& def = "1");
-uint64_t seed(const Args& args);
-
-void add_threads(Args& args, const std::string& help, const std::string& def = "0");
-int threads(const Args& args);  // checked: 0..1024
+// --seed, filling `seed`.
+void bind_seed(Args& args, uint64_t& seed, const std::string& help);
+// --threads, filling `threads`, checked to be 0..1024.
+void bind_threads(Args& args, int& threads, const std::string& help);
 
 }  // namespace jiriki::options

@@ -1,6 +1,7 @@
 // `jiriki perft` and `jiriki bench perft`: leaf counts of the legal move tree.
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "command/commands.h"
 #include "common/args.h"
@@ -22,46 +23,51 @@ static void setup(Position& pos, const std::string& sfen, const std::vector<std:
 int cmd_perft(int argc, char** argv) {
   Args args("jiriki perft [--sfen S] [--moves M...] --depth N [--divide]",
             "Counts the leaves of the legal move tree to the given depth.");
-  args.option("sfen", "startpos", "start position")
-      .option("moves", "", "USI moves played from the start position", true)
-      .option("depth", "", "depth in plies (required)")
-      .flag("divide", "print the count below each legal move");
+  std::string sfen = "startpos";
+  std::vector<std::string> moves;
+  std::optional<int> depth;
+  bool divide = false;
+  args.bind("sfen", sfen, "start position")
+      .bind("moves", moves, "USI moves played from the start position")
+      .bind("depth", depth, "depth in plies (required)")
+      .flag("divide", divide, "print the count below each legal move");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  if (!args.has("depth")) {
+  if (!depth) {
     std::cerr << "error: --depth is required\n";
     return 2;
   }
-  int depth = int(args.integer("depth"));
-  if (depth < 1 || depth > 20) {
+  if (*depth < 1 || *depth > 20) {
     std::cerr << "error: --depth must be between 1 and 20\n";
     return 2;
   }
+  const int plies = *depth;
   Position pos;
-  setup(pos, args.str("sfen"), args.has("moves") ? args.all("moves") : std::vector<std::string>{});
+  setup(pos, sfen, moves);
   auto t0 = std::chrono::steady_clock::now();
   uint64_t total = 0;
-  if (args.has("divide")) {
+  if (divide) {
     for (Move m : legal_moves(pos)) {
       pos.do_move(m);
-      uint64_t n = perft(pos, depth - 1);
+      uint64_t n = perft(pos, plies - 1);
       pos.undo_move();
       total += n;
-      if (depth == 1) std::cout << move_to_usi(m) << "\n";
+      if (plies == 1) std::cout << move_to_usi(m) << "\n";
       else std::cout << move_to_usi(m) << ": " << n << "\n";
     }
   } else {
-    total = perft(pos, depth);
+    total = perft(pos, plies);
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "perft(" << depth << ") = " << total << "  (" << s << " s, " << uint64_t(total / std::max(s, 1e-9))
+  std::cout << "perft(" << plies << ") = " << total << "  (" << s << " s, " << uint64_t(total / std::max(s, 1e-9))
             << " leaves/s)\n";
   return 0;
 }
 
 int bench_perft(int argc, char** argv) {
   Args args("jiriki bench perft", "Single-threaded perft with bulk counting on two standard positions.");
-  args.option("depth-start", "6", "depth for the start position")
-      .option("depth-matsuri", "4", "depth for the 'matsuri' position");
+  int depth_start = 6, depth_matsuri = 4;
+  args.bind("depth-start", depth_start, "depth for the start position", 0, 20)
+      .bind("depth-matsuri", depth_matsuri, "depth for the 'matsuri' position", 0, 20);
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   struct Case {
     const char* name;
@@ -69,9 +75,8 @@ int bench_perft(int argc, char** argv) {
     int depth;
   };
   const Case cases[] = {
-      {"startpos", Position::STARTPOS_SFEN, int(args.integer("depth-start"))},
-      {"matsuri", "l6nl/5+P1gk/2np1S3/p1p4Pp/3P2Sp1/1PPb2P1P/P5GS1/R8/LN4bKL w GR5pnsg 1",
-       int(args.integer("depth-matsuri"))},
+      {"startpos", Position::STARTPOS_SFEN, depth_start},
+      {"matsuri", "l6nl/5+P1gk/2np1S3/p1p4Pp/3P2Sp1/1PPb2P1P/P5GS1/R8/LN4bKL w GR5pnsg 1", depth_matsuri},
   };
   for (const Case& c : cases) {
     Position pos;

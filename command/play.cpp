@@ -39,34 +39,36 @@ int cmd_play(int argc, char** argv) {
   Args args("jiriki play [--model FILE] [--playouts N] [--max-plies N] [--backend auto|cpu|cuda] [--threads T]",
             "Plays one game of the network against itself at a fixed number of playouts a move and shows it "
             "move by move, then the final board and the result. Without --model it plays the default network.");
-  args.option("model", engine::DEFAULT_MODEL, "model file (<default>: the network the engine plays with by default)")
-      .option("playouts", "300", "playouts per move")
-      .option("max-plies", std::to_string(GameRules{}.max_plies), "the game is a draw after this many plies")
-      .option("batch", "16", "leaves per network call per thread")
-      .option("sfen", "startpos", "start position");
-  options::add_backend(args, nn::BackendUse::INFERENCE);
-  options::add_gpus(args, "the CUDA device");
-  options::add_threads(args, "search threads", "2");
+  std::string model_file = engine::DEFAULT_MODEL, sfen = "startpos";
+  int64_t playouts = 300;
+  search::SearchParams params;
+  params.rules = GameRules{};  // a game: the rules' own ply limit
+  options::Device device;
+  args.bind("model", model_file, "model file (<default>: the network the engine plays with by default)")
+      .bind("playouts", playouts, "playouts per move")
+      .bind("max-plies", params.rules.max_plies, "the game is a draw after this many plies")
+      .bind("batch", params.batch_size, "leaves per network call per thread")
+      .bind("sfen", sfen, "start position");
+  options::bind_device(args, device, nn::BackendUse::INFERENCE, "the CUDA device");
+  options::bind_threads(args, params.threads, "search threads");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  const int64_t playouts = args.integer("playouts"), max_plies = args.integer("max-plies");
-  const int threads = options::threads(args), batch = int(args.integer("batch"));
-  if (playouts < 1 || max_plies < 1 || threads < 1 || batch < 1) {
+  if (playouts < 1 || params.rules.max_plies < 1 || params.threads < 1 || params.batch_size < 1) {
     std::cerr << "error: --playouts, --max-plies, --threads and --batch must be positive\n";
     return 2;
   }
   Position pos;
-  const std::string start_sfen = args.str("sfen") == "startpos" ? Position::STARTPOS_SFEN : args.str("sfen");
+  const std::string start_sfen = sfen == "startpos" ? Position::STARTPOS_SFEN : sfen;
   if (auto err = pos.set_sfen(start_sfen)) {
     std::cerr << "error: --sfen: " << *err << "\n";
     return 2;
   }
 
   engine::NetworkSettings settings;
-  settings.model = args.str("model");
-  settings.backend = args.str("backend");
-  settings.gpu = options::gpu(args);
-  settings.batch = batch;
-  settings.evaluators = threads;
+  settings.model = model_file;
+  settings.backend = device.backend;
+  settings.gpu = options::gpu(device);
+  settings.batch = params.batch_size;
+  settings.evaluators = params.threads;
   const engine::NetworkSetup network = engine::NetworkSetup::resolve(settings);
   const nn::Model model = network.load_model();
   auto queue = network.make_queue(model);
@@ -74,10 +76,6 @@ int cmd_play(int argc, char** argv) {
   queue->warm_up();
 
   search::Searcher searcher(size_t(1024) << 20);
-  search::SearchParams params;
-  params.threads = threads;
-  params.batch_size = batch;
-  params.rules.max_plies = int(max_plies);
   params.rules = params.rules.counted_from(pos);  // from --sfen, whatever its move number
   searcher.set_params(params);
   searcher.set_eval_queue(queue.get());

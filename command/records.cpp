@@ -90,18 +90,18 @@ int convert(int argc, char** argv) {
             "hcpe output holds the positions meant for training (all positions of CSA/KIF games).\n"
             "openings: a file of start positions for `jiriki match --openings`, the games' own positions\n"
             "every --every plies (teacher games from the positions a network's own games reach).");
-  args.option("to", "", "output format: hcpe, hcpe3, csa, kif or openings")
-      .option("o", "", "output file or directory")
-      .option("every", "10", "--to openings: an opening at every this many plies of each game")
+  std::string to, out;
+  int64_t every = 10;
+  args.bind("to", to, "output format: hcpe, hcpe3, csa, kif or openings")
+      .bind("o", out, "output file or directory")
+      .bind("every", every, "--to openings: an opening at every this many plies of each game")
       .positionals();
   if (int rc = args.parse(argc, argv, 2); rc >= 0) return rc;
-  std::string to = args.str("to"), out = args.str("o");
   if (to.empty() || out.empty() || args.rest().empty()) {
     std::cerr << "error: --to, -o and at least one INPUT are required (see --help)\n";
     return 2;
   }
   if (to == "openings") {
-    const int64_t every = args.integer("every");
     if (every < 1) throw std::invalid_argument("--every must be at least 1");
     Loaded L = load(expand_record_inputs(args.rest()));
     if (!L.positions.empty()) std::cerr << "warning: hcpe inputs hold positions, not games: left out\n";

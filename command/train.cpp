@@ -29,130 +29,88 @@ int cmd_train(int argc, char** argv) {
             "step and writes the checkpoint (so does SIGTERM); --resume continues exactly where it stopped.\n"
             "Several GPUs: --gpus 0,1,... (one thread each), or `mpirun -np K jiriki train ...` (one process per GPU,\n"
             "GPU = local rank); --batch auto picks the per-GPU batch by measured goodput.");
-  args.option("data", "", "training data: .hcpe / .hcpe3 files, directories, glob patterns", true)
-      .option("model-out", "", "the trained model file to write (required)")
-      .option("init", "", "start from this model file instead of a fresh network")
-      .option("blocks", "10", "residual blocks of a fresh network")
-      .option("channels", "192", "channels of a fresh network")
-      .option("activation", "relu", "relu or swish (fresh network)")
-      .option("batch", "256", "positions per step on each replica, or auto: tuned for goodput (see --tune-*)")
-      .option("steps", "0", "steps to train (0: use --epochs)")
-      .option("epochs", "1", "passes over the training data, when --steps is 0")
-      .option("optimizer", "sgd", "sgd (Nesterov momentum) or adamw")
-      .option("lr", "auto", "peak learning rate (auto: 0.1 for sgd, 0.001 for adamw)")
-      .option("momentum", "0.9", "SGD momentum")
-      .flag("no-nesterov", "plain momentum instead of Nesterov's (SGD)")
-      .option("weight-decay", "0.0001", "weight decay of conv and fc weights (decoupled for adamw)")
-      .option("beta1", "0.9", "AdamW beta1")
-      .option("beta2", "0.999", "AdamW beta2")
-      .option("schedule", "cosine", "learning-rate schedule after warm-up: cosine, step or constant")
-      .option("warmup-steps", "0", "steps of linear warm-up")
-      .option("lr-final-ratio", "0", "cosine: final learning rate as a fraction of --lr")
-      .option("lr-step-every", "0", "step: steps between decays")
-      .option("lr-step-gamma", "0.1", "step: factor of each decay")
-      .option("clip-grad-norm", "0", "clip the global gradient norm to this (0: off)")
-      .option("val-lambda", "0.333", "weight of the eval target in the value loss (dlshogi)")
-      .flag("mirror", "train on left-right mirror images of half the positions (the rules are symmetric)")
-      .option("bn-momentum", "0.1", "batch-norm running statistics momentum")
-      .option("window", "0", "train on the newest N positions only (0: all)")
-      .option("test", "", "held-out data for metrics", true)
-      .option("test-positions", "0", "held-out positions to evaluate (0: all)")
-      .option(
-          "eval-every", "0",
+  training::TrainConfig c;
+  options::Device device;
+  std::string batch_text = std::to_string(c.batch), lr_text = "auto";
+  int batch_start = 64;
+  args.bind("data", c.data, "training data: .hcpe / .hcpe3 files, directories, glob patterns")
+      .bind("model-out", c.model_out, "the trained model file to write (required)")
+      .bind("init", c.init, "start from this model file instead of a fresh network")
+      .bind("blocks", c.arch.blocks, "residual blocks of a fresh network", 0, 1024)
+      .bind("channels", c.arch.channels, "channels of a fresh network", 1, 4096)
+      .bind("activation", c.arch.activation, "relu or swish (fresh network)", nn::parse_activation, nn::activation_name)
+      .bind("batch", batch_text, "positions per step on each replica, or auto: tuned for goodput (see --tune-*)")
+      .bind("steps", c.steps, "steps to train (0: use --epochs)")
+      .bind("epochs", c.epochs, "passes over the training data, when --steps is 0")
+      .bind("optimizer", c.optimizer.kind, "sgd (Nesterov momentum) or adamw", training::parse_optimizer,
+            training::optimizer_name)
+      .bind("lr", lr_text, "peak learning rate (auto: 0.1 for sgd, 0.001 for adamw)")
+      .bind("momentum", c.optimizer.momentum, "SGD momentum")
+      .flag("no-nesterov", c.optimizer.nesterov, "plain momentum instead of Nesterov's (SGD)", false)
+      .bind("weight-decay", c.optimizer.weight_decay, "weight decay of conv and fc weights (decoupled for adamw)")
+      .bind("beta1", c.optimizer.beta1, "AdamW beta1")
+      .bind("beta2", c.optimizer.beta2, "AdamW beta2")
+      .bind("schedule", c.schedule.kind, "learning-rate schedule after warm-up: cosine, step or constant",
+            training::parse_schedule, training::schedule_name)
+      .bind("warmup-steps", c.schedule.warmup_steps, "steps of linear warm-up")
+      .bind("lr-final-ratio", c.schedule.final_ratio, "cosine: final learning rate as a fraction of --lr")
+      .bind("lr-step-every", c.schedule.step_every, "step: steps between decays")
+      .bind("lr-step-gamma", c.schedule.gamma, "step: factor of each decay")
+      .bind("clip-grad-norm", c.clip_grad_norm, "clip the global gradient norm to this (0: off)")
+      .bind("val-lambda", c.val_lambda, "weight of the eval target in the value loss (dlshogi)")
+      .flag("mirror", c.mirror, "train on left-right mirror images of half the positions (the rules are symmetric)")
+      .bind("bn-momentum", c.bn_momentum, "batch-norm running statistics momentum")
+      .bind("window", c.window, "train on the newest N positions only (0: all)")
+      .bind("test", c.test, "held-out data for metrics")
+      .bind("test-positions", c.test_positions, "held-out positions to evaluate (0: all)")
+      .bind(
+          "eval-every", c.eval_every,
           "held-out metrics every K steps of the starting batch (counted in samples under --batch auto; 0: at the end)")
-      .option("checkpoint", "", "checkpoint file (default: MODEL-OUT.ckpt)")
-      .option("checkpoint-every", "0", "steps between checkpoints (0: only on Ctrl-C and at the end)")
-      .flag("resume", "continue from the checkpoint")
-      .option("stop-after", "0", "stop after N steps of this invocation, as on Ctrl-C (time-sliced jobs)")
-      .option("loader-threads", "0", "data loader threads per replica (0: up to 4 on a GPU, 1 on the CPU)")
-      .option("log", "", "JSON-lines log (default: MODEL-OUT.log.jsonl)")
-      .option("log-every", "100", "steps between progress lines")
-      .option("replicas", "1", "data parallelism on the CPU: replicas on threads (--backend cpu)")
-      .option("allreduce", "auto", "how replicas average gradients: nccl (GPUs, overlapped with backward) or host")
-      .option("bucket-mb", "4", "gradient bucket size in MB (NCCL and host all-reduce)")
-      .option("check-every", "1000", "steps between checks that the replicas' weights are identical (0: never)")
-      .option("batch-start", "64", "--batch auto: the per-replica batch to start from")
-      .option("tune-min", "8", "--batch auto: smallest candidate per-replica batch")
-      .option("tune-max", "1024", "--batch auto: largest candidate per-replica batch (powers of two from --tune-min)")
-      .option("tune-every", "200", "--batch auto: steps between decisions")
-      .option("tune-reps", "10", "--batch auto: timed steps per candidate batch")
-      .option("noise-every", "50",
-              "steps between gradient-noise-scale samples (several replicas: each replica's gradient against the "
-              "average; one replica with --batch auto: the first half of a batch against the whole)")
-      .option("lr-ramp-steps", "50", "--batch auto: steps over which the learning rate moves to a new batch's");
-  options::add_backend(args, nn::BackendUse::TRAINING);
-  options::add_gpus(args,
-                    "the CUDA devices, one replica each, e.g. 0 or 0,1,2,3 (cuda; a GPU trains in bf16 mixed "
-                    "precision and needs channels a multiple of 8)");
-  options::add_threads(args, "compute threads (0: all)");
-  options::add_seed(args, "seed of the fresh network's weights and of the data shuffle");
+      .bind("checkpoint", c.checkpoint, "checkpoint file (default: MODEL-OUT.ckpt)")
+      .bind("checkpoint-every", c.checkpoint_every, "steps between checkpoints (0: only on Ctrl-C and at the end)")
+      .flag("resume", c.resume, "continue from the checkpoint")
+      .bind("stop-after", c.stop_after, "stop after N steps of this invocation, as on Ctrl-C (time-sliced jobs)")
+      .bind("loader-threads", c.loader_threads, "data loader threads per replica (0: up to 4 on a GPU, 1 on the CPU)",
+            0)
+      .bind("log", c.log, "JSON-lines log (default: MODEL-OUT.log.jsonl)")
+      .bind("log-every", c.log_every, "steps between progress lines")
+      .bind("replicas", c.replicas, "data parallelism on the CPU: replicas on threads (--backend cpu)")
+      .bind("allreduce", c.allreduce, "how replicas average gradients: nccl (GPUs, overlapped with backward) or host",
+            training::parse_allreduce, training::allreduce_name)
+      .bind("bucket-mb", c.bucket_mb, "gradient bucket size in MB (NCCL and host all-reduce)")
+      .bind("check-every", c.check_every, "steps between checks that the replicas' weights are identical (0: never)")
+      .bind("batch-start", batch_start, "--batch auto: the per-replica batch to start from")
+      .bind("tune-min", c.tune_min, "--batch auto: smallest candidate per-replica batch")
+      .bind("tune-max", c.tune_max, "--batch auto: largest candidate per-replica batch (powers of two from --tune-min)")
+      .bind("tune-every", c.tune_every, "--batch auto: steps between decisions")
+      .bind("tune-reps", c.tune_reps, "--batch auto: timed steps per candidate batch")
+      .bind("noise-every", c.noise_every,
+            "steps between gradient-noise-scale samples (several replicas: each replica's gradient against the "
+            "average; one replica with --batch auto: the first half of a batch against the whole)")
+      .bind("lr-ramp-steps", c.lr_ramp_steps,
+            "--batch auto: steps over which the learning rate moves to a new batch's");
+  options::bind_device(args, device, nn::BackendUse::TRAINING,
+                       "the CUDA devices, one replica each, e.g. 0 or 0,1,2,3 (cuda; a GPU trains in bf16 mixed "
+                       "precision and needs channels a multiple of 8)");
+  options::bind_threads(args, c.threads, "compute threads (0: all)");
+  options::bind_seed(args, c.seed, "seed of the fresh network's weights and of the data shuffle");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
 
   if (!args.has("data")) throw std::invalid_argument("--data PATH... is required");
-  if (args.has("init") && (args.has("blocks") || args.has("channels") || args.has("activation")))
+  c.arch_given = args.has("blocks") || args.has("channels") || args.has("activation");
+  if (args.has("init") && c.arch_given)
     throw std::invalid_argument(
         "--init takes the architecture from the model file: drop --blocks, --channels, --activation");
-
-  training::TrainConfig c;
-  c.data = args.all("data");
-  c.test = args.has("test") ? args.all("test") : std::vector<std::string>{};
-  c.model_out = args.str("model-out");
-  c.init = args.str("init");
-  c.arch.blocks = int(args.integer("blocks"));
-  c.arch.channels = int(args.integer("channels"));
-  if (c.arch.blocks < 0 || c.arch.blocks > 1024) throw std::invalid_argument("--blocks must be between 0 and 1024");
-  if (c.arch.channels < 1 || c.arch.channels > 4096)
-    throw std::invalid_argument("--channels must be between 1 and 4096");
-  c.arch.activation = nn::parse_activation(args.str("activation"));
-  c.arch_given = args.has("blocks") || args.has("channels") || args.has("activation");
-  c.seed = options::seed(args);
-  c.batch_auto = args.str("batch") == "auto";
-  c.batch = int(c.batch_auto ? args.integer("batch-start") : args.integer("batch"));
-  c.steps = args.integer("steps");
-  c.epochs = args.real("epochs");
-  c.optimizer.kind = training::parse_optimizer(args.str("optimizer"));
-  c.optimizer.momentum = args.real("momentum");
-  c.optimizer.nesterov = !args.has("no-nesterov");
-  c.optimizer.weight_decay = args.real("weight-decay");
-  c.optimizer.beta1 = args.real("beta1");
-  c.optimizer.beta2 = args.real("beta2");
-  c.schedule.kind = training::parse_schedule(args.str("schedule"));
+  c.batch_auto = batch_text == "auto";
+  c.batch = c.batch_auto ? batch_start : int(parse_integer("batch", batch_text));
   c.schedule.lr =
-      args.str("lr") == "auto" ? (c.optimizer.kind == training::OptimizerKind::SGD ? 0.1 : 0.001) : args.real("lr");
-  c.schedule.warmup_steps = args.integer("warmup-steps");
-  c.schedule.final_ratio = args.real("lr-final-ratio");
-  c.schedule.step_every = args.integer("lr-step-every");
-  c.schedule.gamma = args.real("lr-step-gamma");
-  c.clip_grad_norm = args.real("clip-grad-norm");
-  c.val_lambda = float(args.real("val-lambda"));
-  c.mirror = args.has("mirror");
-  c.bn_momentum = float(args.real("bn-momentum"));
-  c.window = args.integer("window");
-  c.test_positions = args.integer("test-positions");
-  c.eval_every = args.integer("eval-every");
-  c.checkpoint = args.has("checkpoint") ? args.str("checkpoint") : c.model_out.empty() ? "" : c.model_out + ".ckpt";
-  c.checkpoint_every = args.integer("checkpoint-every");
-  c.resume = args.has("resume");
-  c.stop_after = args.integer("stop-after");
-  const nn::BackendChoice backend = options::backend(args, nn::BackendUse::TRAINING);
+      lr_text == "auto" ? (c.optimizer.kind == training::OptimizerKind::SGD ? 0.1 : 0.001) : parse_real("lr", lr_text);
+  if (!args.has("checkpoint")) c.checkpoint = c.model_out.empty() ? "" : c.model_out + ".ckpt";
+  if (!args.has("log")) c.log = c.model_out.empty() ? "" : c.model_out + ".log.jsonl";
+  const nn::BackendChoice backend = options::backend(device, nn::BackendUse::TRAINING);
   c.backend = backend.kind;
-  if (args.has("gpus")) c.gpus = options::gpus(args);
+  if (args.has("gpus")) c.gpus = device.gpus;
   c.cuda = nn::CudaSettings::from_environment();
-  c.replicas = int(args.integer("replicas"));
-  c.allreduce = training::parse_allreduce(args.str("allreduce"));
-  c.bucket_mb = args.real("bucket-mb");
-  c.check_every = args.integer("check-every");
-  c.tune_min = int(args.integer("tune-min"));
-  c.tune_max = int(args.integer("tune-max"));
-  c.tune_every = args.integer("tune-every");
-  c.tune_reps = int(args.integer("tune-reps"));
-  c.noise_every = args.integer("noise-every");
-  c.lr_ramp_steps = args.integer("lr-ramp-steps");
-  c.threads = options::threads(args);
-  c.loader_threads = int(args.integer("loader-threads"));
-  if (c.loader_threads < 0) throw std::invalid_argument("--loader-threads must be 0 (auto) or more");
-  c.log = args.has("log") ? args.str("log") : c.model_out.empty() ? "" : c.model_out + ".log.jsonl";
-  c.log_every = args.integer("log-every");
 
   std::cerr << backend.line() << "\n";
   c.stop = &g_stop;

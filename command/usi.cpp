@@ -2,6 +2,7 @@
 // `jiriki bench search`: playouts per second and batch fill of the tree search.
 #include <chrono>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "command/commands.h"
@@ -17,7 +18,19 @@ namespace jiriki {
 int cmd_usi(int argc, char** argv) {
   if (argc > 1) {
     Args args("jiriki [usi]", "The USI engine: reads USI commands on stdin and answers on stdout.");
-    if (int rc = args.parse(argc, argv); rc >= 0) return rc;
+    if (int rc = args.parse(argc, argv); rc >= 0) {
+      if (rc == 0) {  // after the help: the engine's options, as `usi` announces them
+        std::ostringstream unused;
+        const usi::Engine engine(unused);
+        std::cout
+            << "\nengine options (setoption name NAME value VALUE; also in engine_options.txt beside the binary):\n";
+        for (const usi::Option& o : engine.options().all()) std::cout << o.help_line() << "\n";
+        std::cout << "aliases:";
+        for (const auto& [alias, name] : engine.options().aliases()) std::cout << " " << alias << "=" << name;
+        std::cout << "\n";
+      }
+      return rc;
+    }
   }
   std::ios::sync_with_stdio(false);
   usi::Engine engine(std::cout);
@@ -31,25 +44,31 @@ int bench_search(int argc, char** argv) {
       "Searches one position for a fixed time and reports playouts per second and how full the network's "
       "batches were. Without --model the network has random weights of the given size (the network's "
       "speed does not depend on its weights, though the tree's shape does).");
-  args.option("model", "", "model file (default: a random network of --blocks x --channels)")
-      .option("blocks", std::to_string(engine::DEFAULT_MODEL_BLOCKS), "residual blocks of the random network")
-      .option("channels", std::to_string(engine::DEFAULT_MODEL_CHANNELS), "channels of the random network")
-      .option("batch", "16", "leaves per network call per thread")
-      .option("seconds", "10", "search time")
-      .option("hash", "8192", "node pool in MiB")
-      .option("leaf-mate", "1", "mate search plies at new leaves: 0, 1, 3 or 5")
-      .option("sfen", "startpos", "position to search")
-      .option("precision", "auto",
-              "auto, fp32 or bf16 (auto: what the engine uses, bf16 on the GPU and on CPUs with AVX-512 bf16)");
-  options::add_backend(args, nn::BackendUse::INFERENCE);
-  options::add_gpus(args, "the CUDA device");
-  options::add_threads(args, "search threads", "2");
+  std::string model_file, sfen = "startpos";
+  nn::Architecture arch;
+  arch.blocks = engine::DEFAULT_MODEL_BLOCKS;
+  arch.channels = engine::DEFAULT_MODEL_CHANNELS;
+  search::SearchParams params;
+  double seconds = 10;
+  int64_t hash_mib = 8192;
+  nn::Precision precision = nn::Precision::AUTO;
+  options::Device device;
+  args.bind("model", model_file, "model file (default: a random network of --blocks x --channels)")
+      .bind("blocks", arch.blocks, "residual blocks of the random network", 1, 1024)
+      .bind("channels", arch.channels, "channels of the random network", 1, 4096)
+      .bind("batch", params.batch_size, "leaves per network call per thread", 1, 65536)
+      .bind("seconds", seconds, "search time")
+      .bind("hash", hash_mib, "node pool in MiB", 1, int64_t(1) << 30)
+      .bind("leaf-mate", params.leaf_mate_plies, "mate search plies at new leaves: 0, 1, 3 or 5")
+      .bind("sfen", sfen, "position to search")
+      .bind("precision", precision,
+            "auto, fp32 or bf16 (auto: what the engine uses, bf16 on the GPU and on CPUs with AVX-512 bf16)",
+            nn::parse_precision, nn::precision_name);
+  options::bind_device(args, device, nn::BackendUse::INFERENCE, "the CUDA device");
+  options::bind_threads(args, params.threads, "search threads");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
-  const int threads = options::threads(args), batch = int(args.integer("batch"));
-  const double seconds = args.real("seconds");
-  const int leaf_mate = int(args.integer("leaf-mate"));
-  if (threads < 1 || batch < 1 || seconds <= 0 || args.integer("hash") < 1 ||
-      (leaf_mate != 0 && leaf_mate != 1 && leaf_mate != 3 && leaf_mate != 5)) {
+  const int threads = params.threads, batch = params.batch_size, leaf_mate = params.leaf_mate_plies;
+  if (threads < 1 || seconds <= 0 || (leaf_mate != 0 && leaf_mate != 1 && leaf_mate != 3 && leaf_mate != 5)) {
     std::cerr << "error: --threads, --batch, --seconds and --hash must be positive; --leaf-mate 0, 1, 3 or 5\n";
     return 2;
   }
@@ -57,37 +76,26 @@ int bench_search(int argc, char** argv) {
   nn::Model model;
   std::string network;
   if (args.has("model")) {
-    model = nn::load_model(args.str("model"));
-    network = args.str("model");
+    model = nn::load_model(model_file);
+    network = model_file;
   } else {
-    nn::Architecture arch;
-    arch.blocks = int(args.integer("blocks"));
-    arch.channels = int(args.integer("channels"));
-    if (arch.blocks < 1 || arch.channels < 1) {
-      std::cerr << "error: --blocks and --channels must be positive\n";
-      return 2;
-    }
     model = nn::Model(arch);
     nn::init_model(model, engine::DEFAULT_MODEL_SEED);
     network = "random weights (seed " + std::to_string(engine::DEFAULT_MODEL_SEED) + ")";
   }
   engine::NetworkSettings settings;
-  settings.backend = args.str("backend");
-  settings.gpu = options::gpu(args);
+  settings.backend = device.backend;
+  settings.gpu = options::gpu(device);
   settings.batch = batch;
   settings.evaluators = threads;
-  settings.precision = nn::parse_precision(args.str("precision"));
+  settings.precision = precision;
   const engine::NetworkSetup setup = engine::NetworkSetup::resolve(settings);
   auto queue = setup.make_queue(model);
 
-  search::Searcher searcher(size_t(args.integer("hash")) << 20);
-  search::SearchParams params;
-  params.threads = threads;
-  params.batch_size = batch;
-  params.leaf_mate_plies = leaf_mate;
+  search::Searcher searcher(size_t(hash_mib) << 20);
   searcher.set_params(params);
   searcher.set_eval_queue(queue.get());
-  if (auto err = searcher.set_position(args.str("sfen"), {})) {
+  if (auto err = searcher.set_position(sfen, {})) {
     std::cerr << "error: " << *err << "\n";
     return 2;
   }
@@ -95,7 +103,7 @@ int bench_search(int argc, char** argv) {
             << "\n"
             << setup.queue_line(*queue) << "\n"
             << "threads " << threads << ", batch " << batch << ", leaf mate search " << leaf_mate << " plies, "
-            << seconds << " s on " << args.str("sfen") << "\n";
+            << seconds << " s on " << sfen << "\n";
 
   // Warm-up: the first calls of a backend pay for its setup (kernels chosen, memory allocated).
   const auto warm_start = std::chrono::steady_clock::now();

@@ -6,16 +6,83 @@
 
 namespace jiriki {
 
-Args& Args::option(const std::string& name, const std::string& def, const std::string& help, bool multi) {
-  opts_[name] = Opt{def, help, false, multi, {}};
+std::string number_text(double v) {
+  std::ostringstream os;
+  os << v;  // six significant digits, without trailing zeros: what a user would type
+  return os.str();
+}
+
+int64_t parse_integer(const std::string& name, const std::string& text) {
+  size_t pos = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (text.empty() || pos != text.size())
+    throw std::invalid_argument("--" + name + " expects an integer, got '" + text + "'");
+  return v;
+}
+
+double parse_real(const std::string& name, const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  if (text.empty() || pos != text.size())
+    throw std::invalid_argument("--" + name + " expects a number, got '" + text + "'");
+  return v;
+}
+
+Args& Args::add(const std::string& name, const std::string& def, const std::string& help, bool multi,
+                std::function<void(const Values&)> store, bool is_flag) {
+  opts_[name] = Opt{def, help, is_flag, multi, std::move(store), {}};
   order_.push_back(name);
   return *this;
 }
 
-Args& Args::flag(const std::string& name, const std::string& help) {
-  opts_[name] = Opt{"", help, true, false, {}};
-  order_.push_back(name);
-  return *this;
+Args& Args::bind(const std::string& name, std::string& field, const std::string& help) {
+  return add(name, field, help, false, [&field](const Values& v) { field = v.back(); });
+}
+
+Args& Args::bind(const std::string& name, std::vector<std::string>& field, const std::string& help) {
+  std::string shown;
+  for (const std::string& s : field) shown.append(shown.empty() ? "" : " ").append(s);
+  return add(name, shown, help, true, [&field](const Values& v) { field = v; });
+}
+
+Args& Args::flag(const std::string& name, bool& field, const std::string& help, bool value) {
+  return add(
+      name, "", help, false, [&field, value](const Values&) { field = value; }, true);
+}
+
+Args& Args::flag(const std::string& name, const std::string& help) { return add(name, "", help, false, nullptr, true); }
+
+std::vector<std::string> Args::split_list(const std::string& name, const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty())
+      throw std::invalid_argument("--" + name + " expects comma-separated integers, got '" + text + "'");
+    out.push_back(item);
+  }
+  if (out.empty()) throw std::invalid_argument("--" + name + " expects comma-separated integers, got '" + text + "'");
+  return out;
+}
+
+void Args::throw_out_of_range(const std::string& name, const std::string& text) {
+  throw std::invalid_argument("--" + name + " is out of range: '" + text + "'");
+}
+
+void Args::throw_range(const std::string& name, const std::string& min, const std::string& max) {
+  if (!min.empty() && !max.empty())
+    throw std::invalid_argument("--" + name + " must be between " + min + " and " + max);
+  if (!min.empty()) throw std::invalid_argument("--" + name + " must be at least " + min);
+  throw std::invalid_argument("--" + name + " must be at most " + max);
 }
 
 std::string Args::help_text() const {
@@ -88,69 +155,18 @@ int Args::parse(int argc, char** argv, int first) {
     }
     rest_.push_back(a);
   }
+  // The fields are written once the whole line is read, in declaration order, so that --help
+  // anywhere on the line wins over a bad value.
+  for (const auto& name : order_) {
+    const Opt& o = opts_.at(name);
+    if (o.store && !o.values.empty()) o.store(o.values);
+  }
   return -1;
 }
 
 bool Args::has(const std::string& name) const {
   auto it = opts_.find(name);
   return it != opts_.end() && !it->second.values.empty();
-}
-
-std::string Args::str(const std::string& name) const {
-  const Opt& o = opts_.at(name);
-  return o.values.empty() ? o.def : o.values.back();
-}
-
-std::vector<std::string> Args::all(const std::string& name) const {
-  const Opt& o = opts_.at(name);
-  if (o.values.empty() && !o.def.empty()) return {o.def};
-  return o.values;
-}
-
-int64_t Args::integer(const std::string& name) const {
-  std::string s = str(name);
-  size_t pos = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(s, &pos);
-  } catch (...) {
-    pos = 0;
-  }
-  if (s.empty() || pos != s.size()) throw std::invalid_argument("--" + name + " expects an integer, got '" + s + "'");
-  return v;
-}
-
-double Args::real(const std::string& name) const {
-  std::string s = str(name);
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &pos);
-  } catch (...) {
-    pos = 0;
-  }
-  if (s.empty() || pos != s.size()) throw std::invalid_argument("--" + name + " expects a number, got '" + s + "'");
-  return v;
-}
-
-std::vector<int64_t> Args::int_list(const std::string& name) const {
-  std::vector<int64_t> out;
-  std::string s = str(name);
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t pos = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(item, &pos);
-    } catch (...) {
-      pos = 0;
-    }
-    if (item.empty() || pos != item.size())
-      throw std::invalid_argument("--" + name + " expects comma-separated integers, got '" + s + "'");
-    out.push_back(v);
-  }
-  return out;
 }
 
 }  // namespace jiriki

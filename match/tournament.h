@@ -21,7 +21,7 @@ namespace jiriki::match {
 struct TournamentConfig {
   std::vector<EngineSpec> engines;
   bool gauntlet = false;  // engine 0 against each other one; else every pair of engines
-  int64_t games = 2;      // games per pairing (pairs of two, colours swapped)
+  int64_t games = 10;     // games per pairing (pairs of two, colours swapped)
   int concurrency = 1;    // games at once
   uint64_t seed = 1;      // opening order and random openings
   GameSettings game;

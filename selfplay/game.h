@@ -26,9 +26,19 @@
 namespace jiriki::selfplay {
 
 // How games are played; shared, read-only, by every game of a run.
+// Self-play's search: SearchParams' own, one thread a game, and a game's rules (GameRules' own ply
+// limit; a search alone has none).
+inline search::SearchParams selfplay_search_params() {
+  search::SearchParams p;
+  p.threads = 1;
+  p.rules = GameRules{};
+  return p;
+}
+
 struct GameSettings {
-  search::SearchParams search;     // PUCT constants, leaf mate search, and the game's rules (search.rules;
-                                   // openings start at move 1, so rules.max_plies counts the game's plies)
+  // PUCT constants, leaf mate search, and the game's rules (search.rules; openings start at move 1,
+  // so rules.max_plies counts the game's plies)
+  search::SearchParams search = selfplay_search_params();
   int playouts = 800;              // new playouts per move (the small cap under playout-cap randomisation)
   int full_playouts = 0;           // > 0: playout-cap randomisation, full cap ...
   double full_probability = 0.25;  // ... taken with this probability

@@ -30,10 +30,11 @@ struct SelfPlayConfig {
   double seconds = 0;     // or: stop after this long, dropping the games in progress
   GameSettings game;
   std::vector<int> gpus = {0};  // one queue per entry (the CPU backend takes one entry)
-  int threads = 2;              // worker threads per GPU
-  int concurrent = 0;           // games per GPU; 0: enough to fill every batch
-  size_t hash_bytes = 0;        // node memory of all games together; 0: 8 MiB per game
-  bool csa = false;             // also write CSA files
+  int threads = 0;        // worker threads per GPU (0: on cuda 3/4 of the cores shared by the GPUs, at most 12 each;
+                          // 1 on the CPU: set by `jiriki selfplay`)
+  int concurrent = 0;     // games per GPU; 0: enough to fill every batch
+  size_t hash_bytes = 0;  // node memory of all games together; 0: 8 MiB per game
+  bool csa = false;       // also write CSA files
   int games_per_file = 100;
   double flush_seconds = 60;
   double report_seconds = 10;

@@ -47,53 +47,53 @@ std::optional<int64_t> parse_int(const std::string& s) {
   return v;
 }
 
-EnteringKingRule parse_rule(const std::string& s) {
-  if (s == "NoEnteringKing") return EnteringKingRule::NONE;
-  if (s == "CSARule24") return EnteringKingRule::POINT24;
-  return EnteringKingRule::POINT27;
-}
-
 }  // namespace
 
 Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), mate_solver_(64) {
-  options_.add_spin("USI_Hash", 1024, 1, 1 << 20);
-  options_.add_check("USI_Ponder", true);
-  options_.add_spin("Threads", 0, 0, 256);  // 0: 8 on the GPU, 2 on a CPU backend (fewer CPUs usable: that many)
-  options_.add_string("ModelFile", engine::DEFAULT_MODEL);
-  options_.add_combo("Backend", "auto", {"auto", "cpu", "cuda", "reference"});
-  options_.add_spin("GPU", 0, 0, 15);
-  options_.add_spin("BatchSize", 0, 0, 1024);  // 0: 16 on a CPU backend, 128 on the GPU
-  options_.add_spin("MultiPV", 1, 1, 100);
-  options_.add_spin("NetworkDelay", 120, 0, 10000);
-  options_.add_spin("NetworkDelay2", 1120, 0, 10000);
-  options_.add_spin("MinimumThinkingTime", 2000, 0, 600000);
-  options_.add_spin("SlowMover", 100, 1, 1000);
-  // Resigning, in the units of the family each name comes from: ResignValue as YaneuraOu's (resign
-  // at an evaluation of -ResignValue centipawns or below; 99999 never), Resign_Threshold as dlshogi's
-  // (resign below this win rate, per mille; 0 never). Either one resigns.
-  options_.add_spin("ResignValue", 99999, 0, 99999);
-  options_.add_spin("Resign_Threshold", 0, 0, 1000);
-  options_.add_spin("DrawValueBlack", 500, 0, 1000);  // dlshogi's: a draw's win rate, per mille, playing Black
-  options_.add_spin("DrawValueWhite", 500, 0, 1000);
-  options_.add_spin("MaxMovesToDraw", 0, 0, 100000);  // 0: no limit
-  options_.add_combo("EnteringKingRule", "CSARule27", {"NoEnteringKing", "CSARule27", "CSARule24"});
-  options_.add_spin("C_init", 100, 0, 10000);  // hundredths (SearchParams says why)
-  options_.add_spin("C_base", 28288, 1, 100000000);
-  options_.add_spin("C_fpu_reduction", 27, 0, 100);         // hundredths
-  options_.add_spin("C_fpu_reduction_root", 0, 0, 100);     // hundredths
-  options_.add_spin("Softmax_Temperature", 174, 1, 10000);  // hundredths
-  // auto: 3 plies on a CPU backend (+54 [+8, +102] Elo against 1 at byoyomi 300 ms, 200 games, stop
-  // 36), 1 on the GPU, where the search threads set the pace and 3 was not measured.
-  options_.add_combo("LeafMateSearchPly", "auto", {"auto", "0", "1", "3", "5"});
-  options_.add_check("RootMateSearch", true);
-  options_.add_check("RootThreatSearch", true);         // (with RootMateSearch) SearchParams says why
-  options_.add_spin("PV_Interval", 1000, 100, 100000);  // ms between info lines
-  UsiBook::add_options(options_);
+  EngineSettings& e = settings_;
+  search::SearchParams& p = settings_.search;
+  search::TimeOptions& t = settings_.time;
+  Options& o = options_;
+  o.spin("USI_Hash", e.hash_mb, 1, 1 << 20, "search tree memory in MiB");
+  o.check("USI_Ponder", e.ponder, "think on the opponent's time");
+  o.spin("Threads", e.threads, 0, 256, "search threads (0: 8 on the GPU, 2 on a CPU backend)");
+  o.string("ModelFile", e.model, "the network file (<default>: the network built in)");
+  o.combo("Backend", e.backend, {{"auto", "auto"}, {"cpu", "cpu"}, {"cuda", "cuda"}, {"reference", "reference"}},
+          "where the network runs (auto: the GPU when one is usable, else the CPU)");
+  o.spin("GPU", e.gpu, 0, 15, "the CUDA device");
+  o.spin("BatchSize", e.batch, 0, 1024, "leaves per network call per thread (0: 16 on a CPU backend, 128 on the GPU)");
+  o.spin("MultiPV", p.multipv, 1, 100, "best moves reported");
+  o.spin("NetworkDelay", t.network_delay, 0, 10000, "ms of usual lag between GUI and engine");
+  o.spin("NetworkDelay2", t.network_delay2, 0, 10000, "ms of the worst lag, kept in hand");
+  o.spin("MinimumThinkingTime", t.minimum_thinking_time, 0, 600000, "ms of thought at least");
+  o.spin("SlowMover", t.slow_mover, 1, 1000, "per cent of the optimum time used");
+  o.spin("ResignValue", e.resign_cp, 0, 99999, "resign at an evaluation of minus this, in centipawns (99999: never)");
+  o.spin("Resign_Threshold", e.resign_permille, 0, 1000, "resign below this win rate, per mille (0: never)");
+  o.spin("DrawValueBlack", p.draw_value_black, 0, 1000, "a draw's win rate playing Black, per mille", 1000);
+  o.spin("DrawValueWhite", p.draw_value_white, 0, 1000, "a draw's win rate playing White, per mille", 1000);
+  o.spin("MaxMovesToDraw", p.rules.max_plies, 0, 100000, "the move number at which a game is drawn (0: no limit)");
+  o.combo("EnteringKingRule", p.rules.entering_king_rule,
+          {{"NoEnteringKing", EnteringKingRule::NONE},
+           {"CSARule27", EnteringKingRule::POINT27},
+           {"CSARule24", EnteringKingRule::POINT24}},
+          "the entering-king declaration rule");
+  o.spin("C_init", p.c_init, 0, 10000, "PUCT c_init, in hundredths", 100);
+  o.spin("C_base", p.c_base, 1, 100000000, "PUCT c_base");
+  o.spin("C_fpu_reduction", p.fpu_reduction, 0, 100, "first-play urgency reduction, in hundredths", 100);
+  o.spin("C_fpu_reduction_root", p.fpu_reduction_root, 0, 100, "the same at the root, in hundredths", 100);
+  o.spin("Softmax_Temperature", p.softmax_temperature, 1, 10000, "policy softmax temperature, in hundredths", 100);
+  o.combo("LeafMateSearchPly", e.leaf_mate_plies,
+          {{"auto", EngineSettings::AUTO_PLIES}, {"0", 0}, {"1", 1}, {"3", 3}, {"5", 5}},
+          "mate search plies at new leaves (auto: 3 on a CPU backend, 1 on the GPU)");
+  o.check("RootMateSearch", p.root_mate_search, "a df-pn mate search of the root in a thread of its own");
+  o.check("RootThreatSearch", p.root_threat_search, "with RootMateSearch: prove lost the root moves allowing a mate");
+  o.spin("PV_Interval", e.pv_interval_ms, 100, 100000, "ms between info lines");
+  book_.add_options(o);
   // The names dlshogi and YaneuraOu users already type, where the meaning is the same.
-  options_.add_alias("DNN_Model", "ModelFile");
-  options_.add_alias("DNN_Batch_Size", "BatchSize");
-  options_.add_alias("UCT_Threads", "Threads");
-  options_.add_alias("PvInterval", "PV_Interval");
+  o.alias("DNN_Model", "ModelFile");
+  o.alias("DNN_Batch_Size", "BatchSize");
+  o.alias("UCT_Threads", "Threads");
+  o.alias("PvInterval", "PV_Interval");
 }
 
 Engine::~Engine() { finish(true); }
@@ -253,7 +253,7 @@ std::optional<std::string> Engine::set_option(const std::string& name, const std
 void Engine::cmd_isready() {
   read_engine_options();
   if (state_ == State::IDLE) ensure_network();
-  book_.prepare(options_, [this](const std::string& l) { send(l); });
+  book_.prepare([this](const std::string& l) { send(l); });
   send("readyok");
 }
 
@@ -321,12 +321,13 @@ bool Engine::ensure_network() {
   searcher_.set_eval_queue(nullptr);
   queue_.reset();  // frees the old network's memory (GPU included) before the new one is made
   try {
+    const EngineSettings& e = settings_;
     engine::NetworkSettings settings;
-    settings.model = options_.str("ModelFile");
-    settings.backend = options_.str("Backend");
-    settings.gpu = int(options_.integer("GPU"));
-    settings.batch = int(options_.integer("BatchSize"));
-    settings.evaluators = int(options_.integer("Threads"));
+    settings.model = e.model;
+    settings.backend = e.backend;
+    settings.gpu = e.gpu;
+    settings.batch = e.batch;
+    settings.evaluators = e.threads;
     const engine::NetworkSetup network = engine::NetworkSetup::resolve(settings);
     const nn::Model model = network.load_model();
     queue_ = network.make_queue(model);
@@ -350,31 +351,18 @@ bool Engine::ensure_network() {
 }
 
 int Engine::leaf_mate_plies() const {
-  const std::string& plies = options_.str("LeafMateSearchPly");
-  return plies == "auto" ? (gpu_queue_ ? 1 : 3) : std::stoi(plies);
+  const int plies = settings_.leaf_mate_plies;
+  return plies == EngineSettings::AUTO_PLIES ? (gpu_queue_ ? 1 : 3) : plies;
 }
 
 search::SearchParams Engine::search_params() const {
-  search::SearchParams p;
-  p.c_init = float(options_.integer("C_init")) / 100.0f;
-  p.c_base = float(options_.integer("C_base"));
-  p.fpu_reduction = float(options_.integer("C_fpu_reduction")) / 100.0f;
-  p.fpu_reduction_root = float(options_.integer("C_fpu_reduction_root")) / 100.0f;
-  p.softmax_temperature = float(options_.integer("Softmax_Temperature")) / 100.0f;
+  search::SearchParams p = settings_.search;
   p.threads = queue_ ? search_threads_ : 1;
   p.batch_size = queue_ ? queue_->max_batch() : 1;
-  p.draw_value_black = float(options_.integer("DrawValueBlack")) / 1000.0f;
-  p.draw_value_white = float(options_.integer("DrawValueWhite")) / 1000.0f;
-  p.rules.max_plies = int(options_.integer("MaxMovesToDraw"));  // the same count: a move number
-  p.rules.entering_king_rule = parse_rule(options_.str("EnteringKingRule"));
   p.leaf_mate_plies = leaf_mate_plies();
   // Centipawns to a win rate, the inverse of search::winrate_to_cp.
-  const float resign_cp = float(options_.integer("ResignValue"));
-  p.resign_value =
-      std::max(float(options_.integer("Resign_Threshold")) / 1000.0f, 1.0f / (1.0f + std::exp(resign_cp / 756.0f)));
-  p.multipv = int(options_.integer("MultiPV"));
-  p.root_mate_search = options_.check("RootMateSearch");
-  p.root_threat_search = options_.check("RootThreatSearch");
+  p.resign_value = std::max(float(settings_.resign_permille) / 1000.0f,
+                            1.0f / (1.0f + std::exp(float(settings_.resign_cp) / 756.0f)));
   return p;
 }
 
@@ -451,12 +439,7 @@ bool Engine::read_clock(const std::string& cmd, const std::vector<std::string>& 
 }
 
 search::TimeBudget Engine::budget(const search::GoClock& clock, Color us, int game_ply) const {
-  search::TimeOptions to;
-  to.network_delay = options_.integer("NetworkDelay");
-  to.network_delay2 = options_.integer("NetworkDelay2");
-  to.minimum_thinking_time = options_.integer("MinimumThinkingTime");
-  to.slow_mover = int(options_.integer("SlowMover"));
-  return search::allocate_time(clock, us, game_ply, to);
+  return search::allocate_time(clock, us, game_ply, settings_.time);
 }
 
 void Engine::cmd_ponderhit(const std::string& args) {
@@ -482,20 +465,20 @@ void Engine::start_search(const std::vector<std::string>& w) {
 
   // A book move is played at once; not while pondering or analysing, which must wait for stop.
   if (!limits.ponder && !limits.infinite)
-    if (auto b = book_.choose(options_, game_->pos, [this](const std::string& l) { send(l); })) {
+    if (auto b = book_.choose(game_->pos, [this](const std::string& l) { send(l); })) {
       for (const std::string& l : b->info) send(l);
-      const bool ponder = b->ponder != MOVE_NONE && options_.check("USI_Ponder");
+      const bool ponder = b->ponder != MOVE_NONE && settings_.ponder;
       return send("bestmove " + move_to_usi(b->move) + (ponder ? " ponder " + move_to_usi(b->ponder) : ""));
     }
 
   ensure_network();  // an error here is reported, and the search answers resign
-  searcher_.set_hash_size(size_t(options_.integer("USI_Hash")) << 20);
+  searcher_.set_hash_size(size_t(settings_.hash_mb) << 20);
   searcher_.set_params(search_params());
   if (auto err = searcher_.set_position(game_->sfen, game_->moves)) throw std::runtime_error(*err);
-  send_ponder_ = options_.check("USI_Ponder");
+  send_ponder_ = settings_.ponder;
   searcher_.start(
       limits, [this](const search::SearchInfo& info) { send_info(info); },
-      [this](const search::SearchResult& r) { send_result(r); }, int(options_.integer("PV_Interval")));
+      [this](const search::SearchResult& r) { send_result(r); }, settings_.pv_interval_ms);
   state_ = limits.ponder ? State::PONDERING : State::THINKING;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/mate.h"
+#include "engine/network_setup.h"
 #include "engine/search/search.h"
 #include "usi/book.h"
 #include "usi/options.h"
@@ -31,6 +32,40 @@ enum class State {
 };
 const char* state_name(State s);
 
+// The engine's search: SearchParams' own, with the df-pn solver on the root (the engine has a
+// thread to spare for it; self-play and benchmarks do not).
+inline search::SearchParams engine_search_params() {
+  search::SearchParams p;
+  p.root_mate_search = true;
+  return p;
+}
+
+// What the USI options set, with the engine's defaults: the search's (SearchParams), the clock's
+// (TimeOptions) and those of the engine alone. Each field is filled by the option that declares it
+// in Engine's constructor.
+struct EngineSettings {
+  search::SearchParams search = engine_search_params();
+  search::TimeOptions time;
+  int64_t hash_mb = 1024;  // USI_Hash
+  bool ponder = true;      // USI_Ponder
+  int threads = 0;         // 0: 8 on the GPU, 2 on a CPU backend (fewer CPUs usable: that many)
+  std::string model = engine::DEFAULT_MODEL;
+  std::string backend = "auto";
+  int gpu = 0;
+  int batch = 0;  // leaves per network call per thread; 0: 16 on a CPU backend, 128 on the GPU
+  // Resigning, in the units of the family each name comes from: ResignValue as YaneuraOu's (resign
+  // at an evaluation of -ResignValue centipawns or below; 99999 never), Resign_Threshold as
+  // dlshogi's (resign below this win rate, per mille; 0 never). Either one resigns.
+  int resign_cp = 99999;
+  int resign_permille = 0;
+  // LeafMateSearchPly, AUTO_PLIES: 3 plies on a CPU backend (+54 [+8, +102] Elo against 1 at
+  // byoyomi 300 ms, 200 games, stop 36), 1 on the GPU, where the search threads set the pace and 3
+  // was not measured.
+  static constexpr int AUTO_PLIES = -1;
+  int leaf_mate_plies = AUTO_PLIES;
+  int pv_interval_ms = 1000;  // PV_Interval: ms between info lines
+};
+
 class Engine {
  public:
   explicit Engine(std::ostream& out);
@@ -42,6 +77,8 @@ class Engine {
   bool command(const std::string& line);
   // The state after the commands so far (for tests and the fuzz harness).
   State state();
+  // The option table `usi` announces.
+  const Options& options() const { return options_; }
 
  private:
   // The game to play in: the last accepted `position`.
@@ -80,8 +117,9 @@ class Engine {
 
   std::ostream& out_;
   std::mutex out_mutex_;
-  Options options_;
+  EngineSettings settings_;
   UsiBook book_;
+  Options options_;  // fills settings_ and book_
   search::Searcher searcher_;
   std::unique_ptr<search::EvalQueue> queue_;
   int search_threads_ = 1;  // the threads queue_ serves (Threads, or its default for the backend)

@@ -32,43 +32,38 @@ std::string Option::usi_line() const {
   return s;
 }
 
-void Options::add_check(const std::string& name, bool def) {
-  Option o;
-  o.type = Option::CHECK;
-  o.name = name;
-  o.default_value = o.value = def ? "true" : "false";
-  options_.push_back(o);
+std::string Option::help_line() const {
+  std::string s = "  " + name;
+  s += std::string(s.size() < 24 ? 24 - s.size() : 1, ' ');
+  switch (type) {
+    case CHECK: s += "check"; break;
+    case SPIN: s += "spin " + std::to_string(min) + ".." + std::to_string(max); break;
+    case COMBO:
+      s += "combo";
+      for (size_t i = 0; i < vars.size(); ++i) s += (i ? "|" : " ") + vars[i];
+      break;
+    case STRING: s += "string"; break;
+    case FILENAME: s += "filename"; break;
+  }
+  return s + ", default " + (default_value.empty() ? "<empty>" : default_value) + ": " + help;
 }
 
-void Options::add_spin(const std::string& name, int64_t def, int64_t min, int64_t max) {
-  Option o;
-  o.type = Option::SPIN;
-  o.name = name;
-  o.default_value = o.value = std::to_string(def);
-  o.min = min;
-  o.max = max;
-  options_.push_back(o);
+void Options::check(const std::string& name, bool& field, const std::string& help) {
+  options_.push_back(
+      Option{Option::CHECK, name, field ? "true" : "false", 0, 0, {}, help, [&field](const std::string& v) {
+               field = v == "true";
+             }});
 }
 
-void Options::add_combo(const std::string& name, const std::string& def, std::vector<std::string> vars) {
-  Option o;
-  o.type = Option::COMBO;
-  o.name = name;
-  o.default_value = o.value = def;
-  o.vars = std::move(vars);
-  options_.push_back(o);
+void Options::string(const std::string& name, std::string& field, const std::string& help, bool filename) {
+  options_.push_back(
+      Option{filename ? Option::FILENAME : Option::STRING, name, field, 0, 0, {}, help, [&field](const std::string& v) {
+               field = v == "<empty>" ? "" : v;
+             }});
 }
 
-void Options::add_string(const std::string& name, const std::string& def, bool filename) {
-  Option o;
-  o.type = filename ? Option::FILENAME : Option::STRING;
-  o.name = name;
-  o.default_value = o.value = def;
-  options_.push_back(o);
-}
-
-void Options::add_alias(const std::string& alias, const std::string& name) {
-  (void)(*this)[name];  // throws when the option is absent: an alias must name one
+void Options::alias(const std::string& alias, const std::string& name) {
+  if (!canonical(name) || *canonical(name) != name) throw std::logic_error("alias " + alias + " of no option " + name);
   aliases_.emplace_back(alias, name);
 }
 
@@ -80,49 +75,36 @@ std::optional<std::string> Options::canonical(const std::string& name) const {
   return std::nullopt;
 }
 
-Option* Options::find(const std::string& name) {
-  const std::optional<std::string> c = canonical(name);
-  if (!c) return nullptr;
-  for (auto& o : options_)
-    if (o.name == *c) return &o;
-  return nullptr;
-}
-
-const Option& Options::operator[](const std::string& name) const {
-  for (const auto& o : options_)
-    if (o.name == name) return o;
-  throw std::out_of_range("no option " + name);
-}
-
 std::optional<std::string> Options::set(const std::string& name, const std::string& value) {
-  Option* o = find(name);
-  if (!o) return "unknown option '" + name + "'";
-  switch (o->type) {
+  const std::optional<std::string> c = canonical(name);
+  if (!c) return "unknown option '" + name + "'";
+  Option& o = *std::find_if(options_.begin(), options_.end(), [&](const Option& x) { return x.name == *c; });
+  switch (o.type) {
     case Option::CHECK:
-      if (value != "true" && value != "false") return "option " + o->name + " takes true or false, not '" + value + "'";
+      if (value != "true" && value != "false") return "option " + o.name + " takes true or false, not '" + value + "'";
       break;
     case Option::SPIN: {
       int64_t v = 0;
       auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
       if (ec != std::errc() || end != value.data() + value.size())
-        return "option " + o->name + " takes an integer, not '" + value + "'";
-      if (v < o->min || v > o->max)
-        return "option " + o->name + " value " + value + " is out of range [" + std::to_string(o->min) + ", " +
-               std::to_string(o->max) + "]";
-      o->value = std::to_string(v);
+        return "option " + o.name + " takes an integer, not '" + value + "'";
+      if (v < o.min || v > o.max)
+        return "option " + o.name + " value " + value + " is out of range [" + std::to_string(o.min) + ", " +
+               std::to_string(o.max) + "]";
+      o.write(std::to_string(v));
       return std::nullopt;
     }
     case Option::COMBO:
-      if (std::find(o->vars.begin(), o->vars.end(), value) == o->vars.end()) {
+      if (std::find(o.vars.begin(), o.vars.end(), value) == o.vars.end()) {
         std::string vars;
-        for (const auto& v : o->vars) vars += (vars.empty() ? "" : ", ") + v;
-        return "option " + o->name + " takes one of " + vars + ", not '" + value + "'";
+        for (const auto& v : o.vars) vars += (vars.empty() ? "" : ", ") + v;
+        return "option " + o.name + " takes one of " + vars + ", not '" + value + "'";
       }
       break;
     case Option::STRING:
     case Option::FILENAME: break;
   }
-  o->value = (o->type == Option::STRING || o->type == Option::FILENAME) && value == "<empty>" ? "" : value;
+  o.write(value);
   return std::nullopt;
 }
 
