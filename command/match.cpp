@@ -2,6 +2,7 @@
 // code and game records (see match/ for the parts).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -13,8 +14,10 @@
 #include "book/book.h"
 #include "book/policy.h"
 #include "command/commands.h"
+#include "command/options.h"
 #include "common/args.h"
 #include "common/atomic_file.h"
+#include "match/arena.h"
 #include "match/report.h"
 #include "match/tournament.h"
 
@@ -169,12 +172,16 @@ int cmd_match(int argc, char** argv) {
       "11 SPRT accepted H0, 2 bad usage, 1 failure (an engine that cannot start).");
   args.option("engine", "",
               "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [nodes=N] [env.VAR=VALUE ...] "
-              "[option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes)",
+              "[option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes), or a jiriki network played "
+              "in this process: \"model=PATH name=NAME [nodes=N] [option.NAME=VALUE ...]\" (search options only; "
+              "every engine a network, --tc nodes=N)",
               true)
       .flag("gauntlet", "the first engine against each other one")
       .flag("round-robin", "every engine against every other one (the default with more than two)")
       .option("games", "10", "games per pairing (pairs of colour-swapped games; an odd count is rounded up)")
-      .option("concurrency", "1", "games at once, each with its own engine processes")
+      .option("concurrency", "1",
+              "games at once, each with its own engine processes (networks: in all, spread over --gpus); a "
+              "USI engine's option.GPU=0,1,... gives game slot k the k-th GPU of the list, round robin")
       .option("seed", "1", "seed of the opening order and of random openings")
       .option("tc", "byoyomi=1000",
               "time control: byoyomi=MS | time=MS[+INC] | time=MS byoyomi=MS | movetime=MS | nodes=N")
@@ -199,7 +206,11 @@ int cmd_match(int argc, char** argv) {
       .option("hcpe3", "", "append every game to this hcpe3 file (evals: the engines' own scores)")
       .option("hcpe", "", "append every engine move to this hcpe file (evals: the engines' own scores)")
       .option("log", "", "write every line to and from the engines, time-stamped, to this file")
-      .option("summarize", "",
+      .option("precision", "auto", "networks: auto, fp32, fp16 or bf16");
+  options::add_backend(args, nn::BackendUse::INFERENCE);
+  options::add_gpus(args, "networks: the GPUs their games are spread over, e.g. 0,1,2,3");
+  options::add_threads(args, "networks: worker threads per GPU (0: 4 on a GPU, 1 on the CPU)");
+  args.option("summarize", "",
               "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: "
               "several runs together; a stopped run's finished games), summary.json to --out",
               true);
@@ -207,6 +218,7 @@ int cmd_match(int argc, char** argv) {
   if (args.has("summarize")) return summarize(args);
 
   TournamentConfig config;
+  ArenaSettings arena;
   try {
     for (const auto& text : args.all("engine")) {
       EngineSpec spec;
@@ -268,6 +280,18 @@ int cmd_match(int argc, char** argv) {
     config.records = {args.str("out"), args.has("kif"), args.str("hcpe3"), args.str("hcpe")};
     config.log = args.str("log");
     if (args.has("kif") && !args.has("out")) throw std::invalid_argument("--kif needs --out");
+    if (std::any_of(config.engines.begin(), config.engines.end(),
+                    [](const EngineSpec& e) { return !e.model.empty(); })) {
+      if (!all_networks(config)) throw std::invalid_argument("networks (model=PATH) play only against networks");
+      if (config.game.tc.nodes == 0) throw std::invalid_argument("networks (model=PATH) play at --tc nodes=N only");
+      arena.backend = options::backend(args, nn::BackendUse::INFERENCE).kind;
+      arena.precision = nn::parse_precision(args.str("precision"));
+      arena.gpus = options::gpus(args);
+      arena.threads = options::threads(args);
+      arena.cuda = nn::CudaSettings::from_environment();
+      for (const auto& e : config.engines)
+        if (ArenaEngine a; auto err = arena_engine(e, arena.backend, a)) throw std::invalid_argument(*err);
+    }
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
@@ -282,7 +306,7 @@ int cmd_match(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   TournamentResult result;
   try {
-    result = run_tournament(config);
+    result = all_networks(config) ? run_arena(config, arena) : run_tournament(config);
   } catch (const std::exception& e) {  // the records could not be set up (an unwritable --out, say)
     std::cerr << "error: " << e.what() << "\n";
     return 1;
