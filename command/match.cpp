@@ -209,7 +209,7 @@ int cmd_match(int argc, char** argv) {
       .option("precision", "auto", "networks: auto, fp32, fp16 or bf16");
   options::add_backend(args, nn::BackendUse::INFERENCE);
   options::add_gpus(args, "networks: the GPUs their games are spread over, e.g. 0,1,2,3");
-  options::add_threads(args, "networks: worker threads per GPU (0: 4 on a GPU, 1 on the CPU)");
+  options::add_threads(args, "networks: worker threads per GPU (0: 8 on a GPU, 1 on the CPU)");
   args.option("summarize", "",
               "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: "
               "several runs together; a stopped run's finished games), summary.json to --out",

@@ -18,8 +18,17 @@
 namespace jiriki::loop {
 
 namespace {
-std::atomic<pid_t> g_child{0};
+// The interruptible children in flight (self-play runs one per GPU at once); 0 marks a free slot.
+constexpr int MAX_CHILDREN = 64;
+std::atomic<pid_t> g_children[MAX_CHILDREN];
+
+// The slot `pid` now holds, or -1 when every slot is taken (the child is then not interruptible).
+int hold_slot(pid_t pid) {
+  for (int i = 0; i < MAX_CHILDREN; ++i)
+    if (pid_t free = 0; g_children[i].compare_exchange_strong(free, pid)) return i;
+  return -1;
 }
+}  // namespace
 
 std::string self_binary() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
@@ -51,7 +60,8 @@ void kill_if(const std::string& point) {
 }
 
 void interrupt_child() {
-  if (pid_t p = g_child.load()) ::kill(p, SIGINT);
+  for (auto& child : g_children)
+    if (pid_t p = child.load()) ::kill(p, SIGINT);
 }
 
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point,
@@ -81,7 +91,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
     ::_exit(127);
   }
   ::close(log);
-  if (interruptible) g_child = pid;
+  const int slot = interruptible ? hold_slot(pid) : -1;
   const char* at = std::getenv("JIRIKI_LOOP_KILL_AT");
   if (at && kill_point == at) {
     const char* d = std::getenv("JIRIKI_LOOP_KILL_DELAY_MS");
@@ -91,7 +101,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) throw std::runtime_error(std::string("waitpid failed: ") + std::strerror(errno));
-  g_child = 0;
+  if (slot >= 0) g_children[slot] = 0;
   ChildResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -21,7 +21,7 @@ struct ChildResult {
 // Runs argv[0] (a path, or a name looked up in PATH) with argv, its stdout and stderr appended to `log_path`, and waits
 // for it. The child is killed with SIGKILL when the loop dies (so that a killed loop leaves no phase running).
 // `kill_point` is the name of this moment for the test hook (see kill_if). An `interruptible` child
-// is the one interrupt_child() signals.
+// is one interrupt_child() signals. Several may run at once, each from its own thread.
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point,
                       bool interruptible = true);
 
@@ -30,7 +30,8 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
 // run_child waits JIRIKI_LOOP_KILL_DELAY_MS (default 300) after starting it first.
 void kill_if(const std::string& point);
 
-// Sends SIGINT to the child in flight, if any (the loop's SIGTERM handler calls it; async-signal-safe).
+// Sends SIGINT to the interruptible children in flight, if any (the loop's SIGTERM handler calls it;
+// async-signal-safe).
 void interrupt_child();
 
 }  // namespace jiriki::loop

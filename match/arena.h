@@ -34,9 +34,9 @@ struct ArenaSettings {
   nn::Precision precision = nn::Precision::AUTO;
   nn::CudaSettings cuda;
   std::vector<int> gpus = {0};  // games are spread over these (on a CPU backend: queues of their own)
-  int threads = 0;              // worker threads per GPU; 0: 4 on a GPU, 1 on the CPU
-  int evaluators = 2;           // network calls in flight per network per GPU
-  int batch = 0;                // most positions in one network call; 0: 512 on a GPU, 64 on the CPU
+  int threads = 0;     // worker threads per GPU; 0: 8 on a GPU (their df-pn searches run in parallel), 1 on the CPU
+  int evaluators = 2;  // network calls in flight per network per GPU
+  int batch = 0;       // most positions in one network call; 0: 512 on a GPU, 64 on the CPU
 };
 
 // One side's search in the arena: the USI engine's parameters and the arena's df-pn budgets.
