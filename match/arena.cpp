@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iostream>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -35,6 +36,7 @@ bool iequals(const std::string& a, const char* b) {
 struct Shared {
   const TournamentConfig& config;
   const std::vector<ArenaEngine>& engines;
+  const std::vector<bool>& unloaded;  // by engine: its network could not be loaded, so it resigns
   Schedule& schedule;
 };
 
@@ -138,6 +140,7 @@ class ArenaGame {
     started_ = Clock::now();
     if (Verdict v = judge_scores(game_.scores, us, s_.config.game.scores); v.over) return end(v);
     const ArenaEngine& e = engine(us);
+    if (s_.unloaded[sides_[us].engine]) return answer("resign", std::nullopt, -1);  // as the USI engine does
     if (pos_.declaration_win(e.params.entering_king_rule)) return answer("win", std::nullopt, -1);
     if (e.params.root_mate_search && e.root_mate_nodes > 0) {
       MateLimits ml;
@@ -383,6 +386,12 @@ std::optional<std::string> arena_engine(const EngineSpec& spec, nn::BackendKind 
       if (value == "true" || value == "false") return value == "true";
       return std::nullopt;
     };
+    // What shapes a USI engine's process or its clock, not its play at a node limit.
+    bool ignored = false;
+    for (const char* o : {"Threads", "USI_Hash", "USI_Ponder", "MultiPV", "PV_Interval", "NetworkDelay",
+                          "NetworkDelay2", "MinimumThinkingTime", "SlowMover"})
+      ignored = ignored || iequals(name, o);
+    if (ignored) continue;
     std::optional<int64_t> v;
     std::optional<bool> f;
     if (iequals(name, "C_init") && (v = number(0, 10000))) p.c_init = float(*v) / 100.0f;
@@ -445,13 +454,29 @@ TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& 
   for (int w = 0; w < workers_total; ++w) games[w] = total_games / workers_total + (w < total_games % workers_total);
   const int batch = std::min(call_limit, games[0] * leaves);
 
-  std::vector<nn::Model> models;
-  for (const auto& e : config.engines) models.push_back(nn::load_model(e.model));
+  // A network that cannot be loaded resigns every move, as the USI engine does (a spoiled candidate
+  // loses its gate instead of stopping the loop); the match says why.
+  std::vector<std::optional<nn::Model>> models;
+  std::vector<bool> unloaded;
+  for (const auto& e : config.engines) {
+    try {
+      models.push_back(nn::load_model(e.model));
+      unloaded.push_back(false);
+    } catch (const std::exception& err) {
+      std::cerr << "warning: " << e.name << ": cannot load the network (" << err.what() << "): it resigns every game\n";
+      models.push_back(std::nullopt);
+      unloaded.push_back(true);
+    }
+  }
   // queues[gpu][engine]; a CPU backend shares the cores the workers leave between its evaluators.
   std::vector<std::vector<std::unique_ptr<search::EvalQueue>>> queues(settings.gpus.size());
   const int evaluators_total = settings.evaluators * int(models.size() * settings.gpus.size());
   for (size_t g = 0; g < settings.gpus.size(); ++g)
-    for (const nn::Model& model : models) {
+    for (const auto& model : models) {
+      if (!model) {
+        queues[g].push_back(nullptr);
+        continue;
+      }
       nn::BackendOptions o;
       o.kind = settings.backend;
       o.gpu = settings.gpus[g];
@@ -459,13 +484,13 @@ TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& 
       o.precision = settings.precision;
       o.cuda = settings.cuda;
       o.threads = std::max(1, (usable_cpus().count - workers_total) / evaluators_total);
-      queues[g].push_back(search::make_eval_queue(model, o, settings.evaluators));
+      queues[g].push_back(search::make_eval_queue(*model, o, settings.evaluators));
       if (gpu) queues[g].back()->warm_up();
     }
 
   TournamentResult result;
   Schedule schedule(config, result);
-  const Shared shared{config, engines, schedule};
+  const Shared shared{config, engines, unloaded, schedule};
   std::vector<std::unique_ptr<Worker>> workers;
   for (int w = 0; w < workers_total; ++w) {
     std::vector<search::EvalQueue*> q;

@@ -50,17 +50,20 @@ struct ArenaEngine {
 // search thread, changed by the spec's option.NAME=VALUE for the search options the USI engine has
 // (C_init, C_base, C_fpu_reduction, C_fpu_reduction_root, Softmax_Temperature, DrawValueBlack,
 // DrawValueWhite, MaxMovesToDraw, EnteringKingRule, LeafMateSearchPly, RootMateSearch,
-// RootThreatSearch, BatchSize, Resign_Threshold, ResignValue), in the same units. An error names
-// an option it does not know or a bad value.
+// RootThreatSearch, BatchSize, Resign_Threshold, ResignValue), in the same units. Options that shape
+// a USI engine's process or clock, not its play at a node limit, are taken and ignored (Threads: the
+// arena searches each tree as one thread; USI_Hash, USI_Ponder, MultiPV, PV_Interval, NetworkDelay,
+// NetworkDelay2, MinimumThinkingTime, SlowMover). An error names any other option or a bad value.
 std::optional<std::string> arena_engine(const EngineSpec& spec, nn::BackendKind backend, ArenaEngine& out);
 
 // Whether every engine of the tournament is a network (model=PATH): then run_arena plays it.
 bool all_networks(const TournamentConfig& config);
 
 // Plays the tournament of `config` (two or more model=PATH engines, `--tc nodes=N`) in this
-// process. config.concurrency is the games at once in all (spread over the GPUs). Throws
-// std::invalid_argument for a configuration the arena cannot play, std::runtime_error for a model
-// file that cannot be loaded; a network that fails mid-match stops it with result.error.
+// process. config.concurrency is the games at once in all (spread over the GPUs). A model file
+// that cannot be loaded makes its engine resign every move (as the USI engine does), with a warning
+// on stderr. Throws std::invalid_argument for a configuration the arena cannot play; a network that
+// fails mid-match stops it with result.error.
 TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& settings);
 
 }  // namespace jiriki::match

@@ -214,7 +214,12 @@ TEST_CASE("arena: an engine spec's search options, and those it refuses", "[aren
   CHECK(e.params.leaf_mate_plies == 1);
   CHECK(e.params.c_init == search::SearchParams().c_init);
   CHECK(e.params.root_mate_search);
-  for (const char* bad : {"model=x option.Threads=2", "model=x option.C_init=abc", "model=x option.BatchSize=0"}) {
+  // Threads and the like shape a process or a clock: taken, and the search stays one thread.
+  REQUIRE_FALSE(parse_engine_spec("model=x option.Threads=2 option.USI_Hash=256", spec));
+  REQUIRE_FALSE(arena_engine(spec, nn::BackendKind::CPU, e));
+  CHECK(e.params.threads == 1);
+  for (const char* bad : {"model=x option.GPU=1", "model=x option.C_init=abc", "model=x option.BatchSize=0",
+                          "model=x option.ModelFile=y"}) {
     INFO(bad);
     REQUIRE_FALSE(parse_engine_spec(bad, spec));
     CHECK(arena_engine(spec, nn::BackendKind::CPU, e));
@@ -256,5 +261,12 @@ TEST_CASE("match command: networks in one process, with the CPU queues of two 'G
   CHECK(run(bin + " match" + engines + " --games 2 --tc byoyomi=100") == 2);
   CHECK(run(bin + " match" + engines + " --engine \"cmd=" + bin + " name=c\" --games 2 --tc nodes=8") == 2);
   CHECK(run(bin + " match --engine \"model=" + dir.file("a.jnn") +
-            " name=a option.Threads=2\" --engine \"model=" + dir.file("b.jnn") + "\" --games 2 --tc nodes=8") == 2);
+            " name=a option.Backend=cpu\" --engine \"model=" + dir.file("b.jnn") + "\" --games 2 --tc nodes=8") == 2);
+  // A network that cannot be loaded resigns every game, as the USI engine does.
+  std::ofstream(dir.file("spoiled.jnn")) << "not a network";
+  CHECK(run(bin + " match --engine \"model=" + dir.file("spoiled.jnn") + " name=s\" --engine \"model=" +
+            dir.file("b.jnn") + " name=b\" --games 2 --tc nodes=8 --backend cpu --out " + dir.file("spoiled")) == 0);
+  std::ifstream spoiled(dir.file("spoiled/summary.json"));
+  const json t = json::parse(spoiled);
+  CHECK(t["losses"] == 2);
 }

@@ -1035,15 +1035,13 @@ TEST_CASE(
   CHECK(read_bytes(dir + "/logs/gen0002-selfplay.log").find("--model " + dir + "/models/gen0001.jnn") !=
         std::string::npos);
   const std::string gate = read_bytes(dir + "/gate/small/fake_match_calls.txt");
-  CHECK(gate.find("name=candidate option.ModelFile=" + dir + "/train/small/gen0002/candidate.jnn") !=
-        std::string::npos);
-  CHECK(gate.find("name=opponent option.ModelFile=" + dir + "/models/small/gen0001.jnn") != std::string::npos);
+  CHECK(gate.find("model=" + dir + "/train/small/gen0002/candidate.jnn name=candidate") != std::string::npos);
+  CHECK(gate.find("model=" + dir + "/models/small/gen0001.jnn name=opponent") != std::string::npos);
   // The anchors: a network file played by the small network's candidate at its own time control, an
   // engine played by the main one at anchor_tc with its own options.
   const std::string shipped = read_bytes(dir + "/anchors/shipped/fake_match_calls.txt");
-  CHECK(shipped.find("name=shipped option.ModelFile=" + tmp.file("shipped.jnn")) != std::string::npos);
-  CHECK(shipped.find("name=candidate option.ModelFile=" + dir + "/train/small/gen0002/candidate.jnn") !=
-        std::string::npos);
+  CHECK(shipped.find("model=" + tmp.file("shipped.jnn") + " name=shipped") != std::string::npos);
+  CHECK(shipped.find("model=" + dir + "/train/small/gen0002/candidate.jnn name=candidate") != std::string::npos);
   CHECK(shipped.find("--tc nodes=3") != std::string::npos);
   const std::string gps = read_bytes(dir + "/anchors/gps/fake_match_calls.txt");
   CHECK(gps.find("cmd=/usr/games/gpsusi name=gps args=\"-N 1\"") != std::string::npos);
@@ -1134,7 +1132,7 @@ TEST_CASE("loop: self-play runs one process per entry of gpus at once, each with
     const std::string name = e.path().filename().string();
     if (e.path().extension() != ".hcpe3") continue;
     for (int i : {0, 1})
-      if (name.rfind("gen0001-selfplay-0-0-g" + std::to_string(i) + "-", 0) == 0)
+      if (name.rfind("gen0001-selfplay-", 0) == 0 && name.find("-g" + std::to_string(i) + "-") != std::string::npos)
         per_process[i] += count_positions(e.path().string());
   }
   INFO(per_process[0] << " + " << per_process[1]);
