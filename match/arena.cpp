@@ -64,6 +64,7 @@ class ArenaGame {
     const Opening& opening = s_.schedule.opening(job);
     pos_.set_sfen(opening.sfen);  // checked when the openings were made
     game_.record.start = pos_;
+    rules_ = s_.config.game.rules.counted_from(pos_);  // a game's plies count from its start, as play_game's
     game_.record.black = s_.config.engines[job.black].name;
     game_.record.white = s_.config.engines[job.white].name;
     for (Move m : opening.moves) {
@@ -138,10 +139,10 @@ class ArenaGame {
   bool begin_turn() {
     const Color us = pos_.side_to_move();
     started_ = Clock::now();
-    if (Verdict v = judge_scores(game_.scores, us, s_.config.game.scores); v.over) return end(v);
+    if (Verdict v = scores_verdict(game_.scores, us, s_.config.game.scores); v.over) return end(v);
     const ArenaEngine& e = engine(us);
     if (s_.unloaded[sides_[us].engine]) return answer("resign", std::nullopt, -1);  // as the USI engine does
-    if (pos_.declaration_win(e.params.entering_king_rule)) return answer("win", std::nullopt, -1);
+    if (pos_.declaration_win(e.params.rules.entering_king_rule)) return answer("win", std::nullopt, -1);
     if (e.params.root_mate_search && e.root_mate_nodes > 0) {
       MateLimits ml;
       ml.max_nodes = e.root_mate_nodes;
@@ -260,14 +261,14 @@ class ArenaGame {
     stats.ms += elapsed;
     if (nodes >= 0) stats.counted++, stats.nodes += nodes, stats.nodes_ms += elapsed;
     Move m = MOVE_NONE;
-    if (Verdict v = judge_answer(pos_, text, m); v.over) return end(v);
+    if (Verdict v = answer_verdict(pos_, text, rules_, m); v.over) return end(v);
     pos_.do_move(m);
     game_.record.add_move(m, int(elapsed / 1000));
     game_.record.comments.push_back(move_comment(score, elapsed));
     game_.move_ms.push_back(elapsed);
     game_.scores.push_back(score);
     phase_ = Phase::TURN;
-    return end(judge_position(pos_, int(game_.record.moves.size()), s_.config.game.max_plies));
+    return end(ending_verdict(judge_position(pos_, rules_), pos_.side_to_move()));
   }
 
   // Ends the game when the verdict says it is over.
@@ -285,6 +286,7 @@ class ArenaGame {
   Schedule::Job job_;
   PlayedGame game_;
   Position pos_;
+  GameRules rules_;  // the referee's: the ply limit counted from the game's start position
   Phase phase_ = Phase::TURN;
   bool active_ = false;
   Clock::time_point started_;  // when the side to move began its turn
@@ -401,7 +403,7 @@ std::optional<std::string> arena_engine(const EngineSpec& spec, nn::BackendKind 
     else if (iequals(name, "Softmax_Temperature") && (v = number(1, 10000))) p.softmax_temperature = float(*v) / 100.0f;
     else if (iequals(name, "DrawValueBlack") && (v = number(0, 1000))) p.draw_value_black = float(*v) / 1000.0f;
     else if (iequals(name, "DrawValueWhite") && (v = number(0, 1000))) p.draw_value_white = float(*v) / 1000.0f;
-    else if (iequals(name, "MaxMovesToDraw") && (v = number(0, 100000))) p.max_moves_to_draw = int(*v);
+    else if (iequals(name, "MaxMovesToDraw") && (v = number(0, 100000))) p.rules.max_plies = int(*v);
     else if (iequals(name, "BatchSize") && (v = number(1, 1024))) p.batch_size = int(*v);
     else if (iequals(name, "RootMateSearch") && (f = flag())) p.root_mate_search = *f;
     else if (iequals(name, "RootThreatSearch") && (f = flag())) p.root_threat_search = *f;
@@ -414,9 +416,9 @@ std::optional<std::string> arena_engine(const EngineSpec& spec, nn::BackendKind 
       if (value != "auto") p.leaf_mate_plies = std::stoi(value);
     } else if (iequals(name, "EnteringKingRule") &&
                (value == "NoEnteringKing" || value == "CSARule27" || value == "CSARule24")) {
-      p.entering_king_rule = value == "NoEnteringKing" ? EnteringKingRule::NONE
-                             : value == "CSARule24"    ? EnteringKingRule::POINT24
-                                                       : EnteringKingRule::POINT27;
+      p.rules.entering_king_rule = value == "NoEnteringKing" ? EnteringKingRule::NONE
+                                   : value == "CSARule24"    ? EnteringKingRule::POINT24
+                                                             : EnteringKingRule::POINT27;
     } else {
       return where + ": not a search option the arena takes, or a bad value (arena.h lists them)";
     }

@@ -43,7 +43,7 @@ TournamentConfig match_config(const TempDir& dir, const std::string& out, int ga
   c.seed = 5;
   c.random_plies = 6;
   c.game.tc.nodes = nodes;
-  c.game.max_plies = max_plies;
+  c.game.rules.max_plies = max_plies;
   c.game.timeout_ms = 120000;
   c.progress = false;
   c.records.dir = dir.file(out);
