@@ -2,6 +2,7 @@
 // code and game records (see match/ for the parts).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <filesystem>
@@ -13,8 +14,10 @@
 #include "book/book.h"
 #include "book/policy.h"
 #include "command/commands.h"
+#include "command/options.h"
 #include "common/args.h"
 #include "common/atomic_file.h"
+#include "match/arena.h"
 #include "match/report.h"
 #include "match/tournament.h"
 
@@ -179,6 +182,8 @@ int cmd_match(int argc, char** argv) {
       "11 SPRT accepted H0, 2 bad usage, 1 failure (an engine that cannot start).");
   TournamentConfig config;
   config.game.tc = {.byoyomi_ms = 1000};
+  ArenaSettings arena;
+  options::Device device;
   std::vector<std::string> engines, summarize_files;
   std::string openings, book, resign, draw, sprt;
   bool round_robin = false;
@@ -186,11 +191,16 @@ int cmd_match(int argc, char** argv) {
   int64_t start_within_s = config.start_within_ms / 1000;
   args.bind("engine", engines,
             "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [nodes=N] [env.VAR=VALUE ...] "
-            "[option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes)")
+            "[option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes), or a jiriki network played "
+            "in this process: \"model=PATH name=NAME [nodes=N] [option.NAME=VALUE ...]\" (search options only; "
+            "every engine a network, --tc nodes=N)")
       .flag("gauntlet", config.gauntlet, "the first engine against each other one")
       .flag("round-robin", round_robin, "every engine against every other one (the default with more than two)")
       .bind("games", config.games, "games per pairing (pairs of colour-swapped games; an odd count is rounded up)", 1)
-      .bind("concurrency", config.concurrency, "games at once, each with its own engine processes", 1)
+      .bind("concurrency", config.concurrency,
+            "games at once, each with its own engine processes (networks: in all, spread over --gpus); a USI "
+            "engine's option.GPU=0,1,... gives game slot k the k-th GPU of the list, round robin",
+            1)
       .bind("seed", config.seed, "seed of the opening order and of random openings")
       .bind("tc", config.game.tc,
             "time control: byoyomi=MS | time=MS[+INC] | time=MS byoyomi=MS | movetime=MS | nodes=N", parse_tc, tc_text)
@@ -218,9 +228,13 @@ int cmd_match(int argc, char** argv) {
       .bind("hcpe3", config.records.hcpe3, "append every game to this hcpe3 file (evals: the engines' own scores)")
       .bind("hcpe", config.records.hcpe, "append every engine move to this hcpe file (evals: the engines' own scores)")
       .bind("log", config.log, "write every line to and from the engines, time-stamped, to this file")
+      .bind("precision", arena.precision, "networks: auto, fp32, fp16 or bf16", nn::parse_precision, nn::precision_name)
       .bind("summarize", summarize_files,
             "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: several runs "
             "together; a stopped run's finished games), summary.json to --out");
+  options::bind_device(args, device, nn::BackendUse::INFERENCE,
+                       "networks: the GPUs their games are spread over, e.g. 0,1,2,3");
+  options::bind_threads(args, arena.threads, "networks: worker threads per GPU (0: 8 on a GPU, 1 on the CPU)");
   try {
     if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   } catch (const std::exception& e) {
@@ -274,6 +288,16 @@ int cmd_match(int argc, char** argv) {
       config.sprt = parse_sprt(sprt);
     }
     if (config.records.kif && config.records.dir.empty()) throw std::invalid_argument("--kif needs --out");
+    if (std::any_of(config.engines.begin(), config.engines.end(),
+                    [](const EngineSpec& e) { return !e.model.empty(); })) {
+      if (!all_networks(config)) throw std::invalid_argument("networks (model=PATH) play only against networks");
+      if (config.game.tc.nodes == 0) throw std::invalid_argument("networks (model=PATH) play at --tc nodes=N only");
+      arena.backend = options::backend(device, nn::BackendUse::INFERENCE).kind;
+      arena.gpus = device.gpus;
+      arena.cuda = nn::CudaSettings::from_environment();
+      for (const auto& e : config.engines)
+        if (ArenaEngine a; auto err = arena_engine(e, arena.backend, a)) throw std::invalid_argument(*err);
+    }
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
@@ -288,7 +312,7 @@ int cmd_match(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   TournamentResult result;
   try {
-    result = run_tournament(config);
+    result = all_networks(config) ? run_arena(config, arena) : run_tournament(config);
   } catch (const std::exception& e) {  // the records could not be set up (an unwritable --out, say)
     std::cerr << "error: " << e.what() << "\n";
     return 1;

@@ -30,8 +30,17 @@ namespace jiriki::loop {
 
 namespace {
 
-// The process group of the interruptible child in flight (0: none), for interrupt_child.
-std::atomic<pid_t> g_group{0};
+// The process groups of the interruptible children in flight (self-play runs one per GPU at once);
+// 0 marks a free slot.
+constexpr int MAX_CHILDREN = 64;
+std::atomic<pid_t> g_groups[MAX_CHILDREN];
+
+// The slot `group` now holds, or -1 when every slot is taken (the child is then not interruptible).
+int hold_slot(pid_t group) {
+  for (int i = 0; i < MAX_CHILDREN; ++i)
+    if (pid_t free = 0; g_groups[i].compare_exchange_strong(free, group)) return i;
+  return -1;
+}
 
 // A wait status as a shell reports it: the exit code, or 128 + the signal that ended the process.
 int shell_exit_code(int status) {
@@ -70,7 +79,8 @@ void kill_if(const std::string& point) {
 }
 
 void interrupt_child() {
-  if (pid_t g = g_group.load()) ::kill(-g, SIGINT);
+  for (auto& group : g_groups)
+    if (pid_t g = group.load()) ::kill(-g, SIGINT);
 }
 
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point,
@@ -110,7 +120,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
     return cannot_run(e.what());
   }
   log.reset();
-  if (interruptible) g_group = group.native_handle();
+  const int slot = interruptible ? hold_slot(group.native_handle()) : -1;
   const char* at = std::getenv("JIRIKI_LOOP_KILL_AT");
   if (at && kill_point == at) {
     const char* d = std::getenv("JIRIKI_LOOP_KILL_DELAY_MS");
@@ -119,7 +129,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
   }
   std::error_code ec;
   child.wait(ec);
-  g_group = 0;
+  if (slot >= 0) g_groups[slot] = 0;
   if (ec) throw std::runtime_error("waiting for " + argv[0] + " failed: " + ec.message());
   // Whatever the phase left running in its group ends with it.
   group.terminate(ec);

@@ -23,7 +23,8 @@ struct ChildResult {
 // program that cannot run is exit code 127, with the reason in the log. The child is killed with
 // SIGKILL when the loop dies (so that a killed loop leaves no phase running), and what it leaves
 // running in its group is killed when it ends. `kill_point` is the name of this moment for the test
-// hook (see kill_if). An `interruptible` child is the one interrupt_child() signals.
+// hook (see kill_if). An `interruptible` child is one interrupt_child() signals. Several may run at
+// once, each from its own thread.
 ChildResult run_child(const std::vector<std::string>& argv, const std::string& log_path, const std::string& kill_point,
                       bool interruptible = true);
 
@@ -32,8 +33,8 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::string& l
 // run_child waits JIRIKI_LOOP_KILL_DELAY_MS (default 300) after starting it first.
 void kill_if(const std::string& point);
 
-// Sends SIGINT to the process group of the child in flight, if any (the loop's SIGINT and SIGTERM
-// handler calls it; async-signal-safe).
+// Sends SIGINT to the process groups of the interruptible children in flight, if any (the loop's
+// SIGINT and SIGTERM handler calls it; async-signal-safe).
 void interrupt_child();
 
 }  // namespace jiriki::loop

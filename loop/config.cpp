@@ -1,5 +1,6 @@
 #include "loop/config.h"
 
+#include "match/arena.h"
 #include "nn/backend.h"
 #include "shogi/game_rules.h"
 
@@ -77,7 +78,12 @@ const std::vector<ConfigKey>& config_keys() {
       {"gate", true, "play each candidate against the best and promote only a winner (false: always promote)"},
       {"gate_nodes", 100, "playouts per move in gate and evaluation matches"},
       {"gate_games", 100, "most games of a gate match (SPRT may stop it earlier)"},
-      {"gate_concurrency", 2, "games at once in matches"},
+      {"gate_concurrency", 2, "games at once in matches of USI engine processes"},
+      {"arena", true,
+       "matches between jiriki networks at a node limit (the gate, eval_first, anchors with \"model\" and a "
+       "nodes= tc) play in the match's own process over every GPU of gpus (jiriki match's model=PATH engines); "
+       "false: two USI engine processes a game"},
+      {"arena_concurrency", 0, "games at once of a match of networks in one process, over all GPUs (0: all of them)"},
       {"gate_sprt", "elo0=0 elo1=10 alpha=0.05 beta=0.05", "the gate's SPRT, as jiriki match --sprt takes it"},
       {"gate_random_plies", 8, "random opening plies of match games (when no openings file)"},
       {"gate_undecided", "score", "an undecided gate: score (promote when the candidate scored over 50%) or keep"},
@@ -253,6 +259,16 @@ void Config::check() const {
   if (flag("train_both") && (integer("train_fresh_every") == 0 || !flag("gate")))
     throw std::invalid_argument(
         "loop config key 'train_both' needs 'train_fresh_every' above 0 and the 'gate' to choose");
+  if (flag("arena") && !str("engine_options").empty()) {
+    // The networks of an in-process match take the engine's search options only.
+    match::EngineSpec spec;
+    match::ArenaEngine engine;
+    auto err = match::parse_engine_spec("model=network " + str("engine_options"), spec);
+    if (!err) err = match::arena_engine(spec, nn::BackendKind::CPU, engine);
+    if (err)
+      throw std::invalid_argument("loop config key 'engine_options': " + *err +
+                                  "; set 'arena' to false to play matches between USI engine processes");
+  }
   const std::string u = str("gate_undecided");
   if (u != "score" && u != "keep") throw std::invalid_argument("loop config key 'gate_undecided': score or keep");
 }

@@ -212,7 +212,8 @@ class Loop {
       std::vector<Anchor> wanted;  // eval_first first, as an anchor of generation 0 at gate_nodes
       if (first_games > 0 && !r.contains("eval_first"))
         wanted.push_back({"generation 0", "/eval_first", "eval_first",
-                          engine_spec("opponent", run_ + "/models/gen0000.jnn"), gate_tc(), "", "", first_games});
+                          engine_spec("opponent", run_ + "/models/gen0000.jnn", gate_tc()), gate_tc(), "", "",
+                          first_games});
       for (const Anchor& x : anchors())
         if (!r.contains(json::json_pointer(x.record))) wanted.push_back(x);
       for (const Anchor& x : wanted) {
@@ -294,22 +295,54 @@ class Loop {
   // exit code, or -1 when it was interrupted by Ctrl-C.
   int phase(const std::vector<std::string>& argv, const std::string& step, const std::string& kill_point,
             std::initializer_list<int> ok = {0}, int64_t gen = -1, json* record = nullptr) {
-    const std::string log = log_path(step, gen);
-    {  // the command line heads its output, so that a failed phase can be rerun by hand
-      std::ofstream head(log, std::ios::app);
-      head << "$";
-      for (const auto& a : argv) head << ' ' << (a.find(' ') == std::string::npos ? a : '\'' + a + '\'');
+    return phases({argv}, step, kill_point, ok, gen, record);
+  }
+
+  // A phase of several processes at once (self-play, one per GPU), each run from a thread of its own
+  // into its own log (the step's; with several, the step's with -0, -1, ...); the phase lasts as long
+  // as the longest. One that fails interrupts the others, and the failure names its log. Returns the
+  // first one's exit code, or -1 when interrupted by Ctrl-C.
+  int phases(const std::vector<std::vector<std::string>>& argvs, const std::string& step, const std::string& kill_point,
+             std::initializer_list<int> ok = {0}, int64_t gen = -1, json* record = nullptr) {
+    const size_t n = argvs.size();
+    auto fine = [&](int code) { return std::find(ok.begin(), ok.end(), code) != ok.end(); };
+    std::vector<std::string> logs;
+    for (size_t i = 0; i < n; ++i) {
+      logs.push_back(n == 1 ? log_path(step, gen) : log_path(step + "-" + std::to_string(i), gen));
+      std::ofstream head(logs[i], std::ios::app);  // the command line heads its output, so that a failed
+      head << "$";                                 // phase can be rerun by hand
+      for (const auto& a : argvs[i]) head << ' ' << (a.find(' ') == std::string::npos ? a : '\'' + a + '\'');
       head << '\n';
     }
-    const ChildResult r = run_child(argv, log, kill_point);
+    std::vector<ChildResult> results(n);
+    std::vector<std::exception_ptr> errors(n);
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < n; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          results[i] = run_child(argvs[i], logs[i], i == 0 ? kill_point : "");
+          if (!fine(results[i].exit_code) && n > 1) interrupt_child();  // the phase has failed: stop the others
+        } catch (...) {
+          errors[i] = std::current_exception();
+          if (n > 1) interrupt_child();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    double longest = 0;
+    for (const auto& r : results) longest = std::max(longest, r.seconds);
     json& seconds = (record ? *record : current())["seconds"];
     if (!seconds.is_object()) seconds = json::object();
-    seconds[step] = seconds.value(step, 0.0) + r.seconds;
-    if (stop_ || r.exit_code == 130) return -1;
-    for (int code : ok)
-      if (r.exit_code == code) return code;
-    throw std::runtime_error("the " + step + " phase failed (exit " + std::to_string(r.exit_code) + "); see " + log +
-                             " (start the loop again to retry it)");
+    seconds[step] = seconds.value(step, 0.0) + longest;
+    if (stop_) return -1;
+    for (size_t i = 0; i < n; ++i)
+      if (!fine(results[i].exit_code) && results[i].exit_code != 130)
+        throw std::runtime_error("the " + step + " phase failed (exit " + std::to_string(results[i].exit_code) +
+                                 "); see " + logs[i] + " (start the loop again to retry it)");
+    for (const auto& r : results)
+      if (r.exit_code == 130) return -1;
+    return results[0].exit_code;
   }
 
   std::vector<std::string> self_command(const std::string& sub) const { return {self_, sub}; }
@@ -320,16 +353,25 @@ class Loop {
   static void append(std::vector<std::string>& argv, const std::string& extra) {
     for (auto& w : split_command(extra)) argv.push_back(w);
   }
-  // A jiriki engine playing `model` in a match. On several GPUs the candidate plays on the first and
-  // every opponent on the second, so that a match's two sides do not share one GPU.
-  std::string engine_spec(const std::string& name, const std::string& model) const {
-    std::string s =
-        "cmd=" + self_ + " name=" + name + " option.ModelFile=" + model + " option.Backend=" + config_.search_backend();
-    const auto gpus = split_list(config_.str("gpus"));
-    if (config_.search_backend() == "cuda" && gpus.size() > 1) s += " option.GPU=" + gpus[name == "candidate" ? 0 : 1];
+  // A jiriki engine playing `model` in a match at time control `tc`: a network the match plays in its
+  // own process over every GPU (model=PATH, the arena) when the config allows it and `tc` is a node
+  // limit, else a USI engine process. On several GPUs a USI engine's option.GPU lists them all, so
+  // that the match's game slots take them in turn.
+  std::string engine_spec(const std::string& name, const std::string& model, const std::string& tc) const {
+    std::string s;
+    if (arena(tc)) {
+      s = "model=" + model + " name=" + name;
+    } else {
+      s = "cmd=" + self_ + " name=" + name + " option.ModelFile=" + model +
+          " option.Backend=" + config_.search_backend();
+      if (config_.search_backend() == "cuda" && split_list(config_.str("gpus")).size() > 1)
+        s += " option.GPU=" + config_.str("gpus");
+    }
     if (!config_.str("engine_options").empty()) s += " " + config_.str("engine_options");
     return s;
   }
+  // Whether networks play each other in the match's own process at `tc`.
+  bool arena(const std::string& tc) const { return config_.flag("arena") && tc.rfind("nodes=", 0) == 0; }
   void opening_args(std::vector<std::string>& a) const {
     if (!config_.str("openings").empty()) a.insert(a.end(), {"--openings", config_.str("openings")});
     else a.insert(a.end(), {"--random-plies", std::to_string(config_.integer("gate_random_plies"))});
@@ -525,32 +567,44 @@ class Loop {
     const bool local = kind != "selfplay" || config_.flag("selfplay_local");
     for (int call = 0; made < target; ++call) {
       if (local) {
-        auto a = self_command("selfplay");
-        a.insert(a.end(), {"--model",
-                           best(),
-                           "--out",
-                           dir,
-                           "--positions",
-                           std::to_string(target - made),
-                           "--name",
-                           gen_name(generation()) + "-" + kind + "-" + std::to_string(state_["attempt"].get<int>()) +
-                               "-" + std::to_string(call),  // a name per run: files are never overwritten
-                           "--seed",
-                           seed(kind == "selfplay" ? 5 : 7),
-                           "--backend",
-                           config_.search_backend(),
-                           "--playouts",
-                           std::to_string(config_.integer("selfplay_playouts")),
-                           "--playout-cap-full",
-                           std::to_string(config_.integer("selfplay_playout_cap_full")),
-                           "--max-plies",
-                           std::to_string(config_.integer("max_plies")),
-                           "--report-seconds",
-                           "60"});
-        if (config_.search_backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
-        if (!config_.str("openings").empty()) a.insert(a.end(), {"--start-sfens", config_.str("openings")});
-        append(a, config_.str("selfplay_args"));
-        if (phase(a, kind, kp) < 0) return "";
+        // One process per GPU at once (a process per GPU makes more positions than one process over
+        // them all), each with its share of the positions still wanted, its own seed and file names.
+        auto devices = split_list(config_.str("gpus"));
+        if (devices.empty()) devices = {"0"};
+        const auto shares = split_positions(target - made, int(devices.size()));
+        const std::string name = gen_name(generation()) + "-" + kind + "-" +
+                                 std::to_string(state_["attempt"].get<int>()) + "-" +
+                                 std::to_string(call);  // a name per run: files are never overwritten
+        std::vector<std::vector<std::string>> commands;
+        for (size_t i = 0; i < devices.size(); ++i) {
+          if (shares[i] == 0) continue;
+          auto a = self_command("selfplay");
+          a.insert(a.end(), {"--model",
+                             best(),
+                             "--out",
+                             dir,
+                             "--positions",
+                             std::to_string(shares[i]),
+                             "--name",
+                             devices.size() == 1 ? name : name + "-g" + std::to_string(i),
+                             "--seed",
+                             std::to_string(std::stoll(seed(kind == "selfplay" ? 5 : 7)) + int64_t(i) * 7919),
+                             "--backend",
+                             config_.search_backend(),
+                             "--playouts",
+                             std::to_string(config_.integer("selfplay_playouts")),
+                             "--playout-cap-full",
+                             std::to_string(config_.integer("selfplay_playout_cap_full")),
+                             "--max-plies",
+                             std::to_string(config_.integer("max_plies")),
+                             "--report-seconds",
+                             "60"});
+          if (config_.search_backend() == "cuda") a.insert(a.end(), {"--gpus", devices[i]});
+          if (!config_.str("openings").empty()) a.insert(a.end(), {"--start-sfens", config_.str("openings")});
+          append(a, config_.str("selfplay_args"));
+          commands.push_back(std::move(a));
+        }
+        if (phases(commands, kind, kp) < 0) return "";
       } else {  // workers only: wait for their files
         if (stop_) return "";
         std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -749,9 +803,19 @@ class Loop {
     auto a = match_command();
     // The same openings for every candidate of a kind of match (gate, eval_first, anchors).
     const int salt = step.rfind("gate", 0) == 0 ? 9 : step == "eval_first" ? 11 : 13;
-    a.insert(a.end(), {"--engine", engine_spec("candidate", candidate), "--engine", opponent, "--games",
-                       std::to_string(games), "--concurrency", std::to_string(config_.integer("gate_concurrency")),
+    // A network opponent in the match's own process (model=PATH) plays a network candidate there too,
+    // with all of the match's games at once (or arena_concurrency) spread over every GPU.
+    const bool in_process = opponent.rfind("model=", 0) == 0;
+    const int64_t arena_games = config_.integer("arena_concurrency") > 0 ? config_.integer("arena_concurrency") : games;
+    const std::string candidate_spec =
+        in_process ? engine_spec("candidate", candidate, tc) : engine_spec("candidate", candidate, "");
+    a.insert(a.end(), {"--engine", candidate_spec, "--engine", opponent, "--games", std::to_string(games),
+                       "--concurrency", std::to_string(in_process ? arena_games : config_.integer("gate_concurrency")),
                        "--seed", seed(salt, true, gen), "--tc", tc, "--out", dir});
+    if (in_process) {
+      a.insert(a.end(), {"--backend", config_.search_backend()});
+      if (config_.search_backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
+    }
     opening_args(a);
     append(a, extra);
     if (sprt) a.insert(a.end(), {"--sprt", config_.str("gate_sprt")});
@@ -777,10 +841,10 @@ class Loop {
         continue;
       }
       const std::string network = k["network"];
-      json s =
-          match("gate" + k["step"].get<std::string>().substr(5), "gate/" + k["id"].get<std::string>(),
-                run_ + "/" + k["candidate"].get<std::string>(), engine_spec("opponent", run_ + "/" + best_of(network)),
-                config_.integer("gate_games"), gate_tc(), "", true, kp);
+      json s = match("gate" + k["step"].get<std::string>().substr(5), "gate/" + k["id"].get<std::string>(),
+                     run_ + "/" + k["candidate"].get<std::string>(),
+                     engine_spec("opponent", run_ + "/" + best_of(network), gate_tc()), config_.integer("gate_games"),
+                     gate_tc(), "", true, kp);
       if (s.is_null()) return "";
       const int code = s["exit_code"];
       const double score = s.contains("score") && s["score"].is_number() ? s["score"].get<double>() : 0.0;
@@ -798,7 +862,7 @@ class Loop {
     if (games > 0) {
       json s = match("eval_first", "eval_first/" + gen_name(generation()),
                      run_ + "/" + current()["candidate"].get<std::string>(),
-                     engine_spec("opponent", run_ + "/models/gen0000.jnn"), games, gate_tc(), "", false, kp);
+                     engine_spec("opponent", run_ + "/models/gen0000.jnn", gate_tc()), games, gate_tc(), "", false, kp);
       if (s.is_null()) return "";
       current()["eval_first"] = s;
     }
@@ -818,12 +882,13 @@ class Loop {
                      config_.str("anchor_tc"), config_.str("anchor_args"), "", config_.integer("anchor_games")});
     for (const json& e : config_.values()["anchors"]) {
       const std::string name = e["name"];
+      const std::string tc = e.value("tc", config_.str("anchor_tc"));
       const std::string engine =
           e.contains("model")
-              ? engine_spec(name, fs::absolute(e["model"].get<std::string>()).lexically_normal().string())
+              ? engine_spec(name, fs::absolute(e["model"].get<std::string>()).lexically_normal().string(), tc)
               : usi_spec(e["engine"], name);
-      out.push_back({name, "/anchors/" + name, "anchors/" + name, engine, e.value("tc", config_.str("anchor_tc")),
-                     e.value("args", std::string()), e.value("network", std::string()), e["games"].get<int64_t>()});
+      out.push_back({name, "/anchors/" + name, "anchors/" + name, engine, tc, e.value("args", std::string()),
+                     e.value("network", std::string()), e["games"].get<int64_t>()});
     }
     return out;
   }
@@ -965,6 +1030,14 @@ void write_config(const std::string& run_dir, const Config& c) {
 Config read_config(const std::string& run_dir) {
   const std::string path = run_dir + "/config.json";
   return fs::exists(path) ? Config::load(path) : Config();
+}
+
+std::vector<int64_t> split_positions(int64_t total, int parts) {
+  std::vector<int64_t> shares(std::max(parts, 1), 0);
+  for (size_t i = 0; i < shares.size(); ++i)
+    shares[i] = std::max<int64_t>(total, 0) / int64_t(shares.size()) +
+                (int64_t(i) < std::max<int64_t>(total, 0) % int64_t(shares.size()));
+  return shares;
 }
 
 int64_t count_positions(const std::string& path) {

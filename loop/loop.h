@@ -11,6 +11,7 @@
 #include <atomic>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "loop/config.h"
 
@@ -39,6 +40,10 @@ int run_worker(const std::string& run_dir, const std::string& name, const std::s
 void write_config(const std::string& run_dir, const Config& c);
 // RUN/config.json, or the defaults when there is none yet.
 Config read_config(const std::string& run_dir);
+
+// `total` positions shared out over `parts` self-play processes (at least one): equal shares, the
+// first ones one more where it does not divide; they add up to total (0 each for total <= 0).
+std::vector<int64_t> split_positions(int64_t total, int parts);
 
 // Training positions (moves with search targets) in every .hcpe3 file under `path` (a file or a
 // directory, searched recursively; 0 when it does not exist). Each file is read once: its count is

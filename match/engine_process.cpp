@@ -42,6 +42,7 @@ std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec
       i = end;
     }
     if (key == "cmd") spec.cmd = value;
+    else if (key == "model") spec.model = value;
     else if (key == "name") spec.name = value;
     else if (key == "dir") spec.dir = value;
     else if (key == "args") {
@@ -66,13 +67,36 @@ std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec
         return "nodes=" + value + " is not a positive count";
       spec.nodes = n;
     } else {
-      return "unknown engine field '" + key + "' (expected cmd, name, dir, args, nodes, env.VAR or option.NAME)";
+      return "unknown engine field '" + key + "' (expected cmd, model, name, dir, args, nodes, env.VAR or option.NAME)";
     }
   }
-  if (spec.cmd.empty()) return "cmd=PATH is required";
-  if (spec.name.empty()) spec.name = std::filesystem::path(spec.cmd).filename().string();
+  if (spec.cmd.empty() == spec.model.empty()) return "cmd=PATH (a USI engine) or model=PATH (a network), one of them";
+  if (!spec.model.empty() && (!spec.dir.empty() || !spec.args.empty() || !spec.env.empty()))
+    return "model=PATH plays in this process: dir, args and env.VAR are for cmd=PATH";
+  if (spec.name.empty())
+    spec.name = spec.cmd.empty() ? std::filesystem::path(spec.model).stem().string()
+                                 : std::filesystem::path(spec.cmd).filename().string();
   out = std::move(spec);
   return std::nullopt;
+}
+
+EngineSpec spec_for_slot(const EngineSpec& spec, int slot) {
+  EngineSpec s = spec;
+  for (auto& [name, value] : s.options) {
+    if (name.size() != 3 || std::toupper((unsigned char)name[0]) != 'G' ||
+        std::toupper((unsigned char)name[1]) != 'P' || std::toupper((unsigned char)name[2]) != 'U' ||
+        value.find(',') == std::string::npos)
+      continue;
+    std::vector<std::string> list;
+    for (size_t b = 0;;) {
+      const size_t e = value.find(',', b);
+      list.push_back(value.substr(b, e == std::string::npos ? std::string::npos : e - b));
+      if (e == std::string::npos) break;
+      b = e + 1;
+    }
+    value = list[size_t(slot) % list.size()];
+  }
+  return s;
 }
 
 struct EngineProcess::Child {

@@ -21,17 +21,23 @@ namespace jiriki::match {
 using Clock = std::chrono::steady_clock;
 
 // How to run an engine: the --engine value
-// "cmd=PATH name=NAME [dir=DIR] [args="a b"] [env.VAR=VALUE ...] [option.N=V ...]".
+// "cmd=PATH name=NAME [dir=DIR] [args="a b"] [env.VAR=VALUE ...] [option.N=V ...]", or for a
+// jiriki network played in the match's own process (match/arena.h) "model=PATH name=NAME [option.N=V ...]".
 struct EngineSpec {
-  std::string name;  // display name (defaults to the file name of cmd)
-  std::string cmd;   // executable; a name without '/' is looked up in PATH
-  std::string dir;   // working directory ("" = the runner's)
+  std::string name;   // display name (defaults to the file name of cmd or model, without extension)
+  std::string cmd;    // executable; a name without '/' is looked up in PATH
+  std::string model;  // a network file: played in process by the arena, not as a USI engine
+  std::string dir;    // working directory ("" = the runner's)
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;      // added to the runner's environment
   std::vector<std::pair<std::string, std::string>> options;  // sent as setoption after usiok
   int64_t nodes = 0;  // nodes=N: this engine's count under --tc nodes (0: the match's), e.g. to give a
                       // faster network proportionally more, as at equal time on slower hardware
 };
+
+// The spec game thread (slot) `slot` runs: an option GPU given as a list ("0,1,2,3") takes its
+// entry slot % size, so that the games at once spread over several GPUs; the rest is unchanged.
+EngineSpec spec_for_slot(const EngineSpec& spec, int slot);
 
 // Parses an --engine value; returns an error naming the bad field. Values may be double-quoted.
 std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec& out);

@@ -23,7 +23,8 @@ double thread_cpu_us() {
   return double(t.tv_sec) * 1e6 + double(t.tv_nsec) / 1e3;
 }
 
-// The move record's comment: the mover's score and the exact time (the CSA T line holds seconds).
+}  // namespace
+
 std::string move_comment(std::optional<int> score, int64_t ms) {
   char buf[64];
   std::string s = "time " + std::to_string(ms / 1000) + ".";
@@ -36,8 +37,6 @@ std::string move_comment(std::optional<int> score, int64_t ms) {
   }
   return s + " score cp " + std::to_string(*score);
 }
-
-}  // namespace
 
 std::optional<int64_t> parse_info_nodes(const std::string& line) {
   if (!starts_with(line, "info ") || starts_with(line, "info string")) return std::nullopt;

@@ -68,6 +68,9 @@ std::optional<int> parse_info_score(const std::string& line);
 // The node count of an `info` line ("nodes 12345"); nullopt when it has none.
 std::optional<int64_t> parse_info_nodes(const std::string& line);
 
+// A move's record comment: the mover's score and the exact time (the CSA T line holds seconds).
+std::string move_comment(std::optional<int> score, int64_t ms);
+
 // Plays a game from `opening`; both engines must be started and in sync. Names in the record are
 // the engines' display names.
 PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& opening, const GameSettings& settings);

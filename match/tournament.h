@@ -4,8 +4,11 @@
 // a stall), statistics as games end, and an SPRT that stops a two-engine match once it decides.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -90,6 +93,60 @@ class Tally {
  private:
   TournamentResult& result_;
   std::map<std::pair<int, int64_t>, int> half_pairs_;  // the first game's half points of unfinished pairs
+};
+
+// A tournament's games in schedule order (pair-major: both colours of an opening one after the
+// other), their openings, and the score as they end: records, tally, SPRT (which stops the
+// schedule once decided) and the progress line. Shared by the game threads of run_tournament and
+// by the in-process arena (arena.h); thread-safe.
+class Schedule {
+ public:
+  Schedule(const TournamentConfig& config, TournamentResult& result);
+  ~Schedule();
+  Schedule(const Schedule&) = delete;
+  Schedule& operator=(const Schedule&) = delete;
+
+  // One game to play.
+  struct Job {
+    int pairing = 0;
+    int64_t pair = 0;          // index of the opening pair within the pairing
+    bool swapped = false;      // the second game of the pair: the second engine plays Black
+    int64_t number = 0;        // 1, 2, ... in schedule order
+    int black = 0, white = 1;  // engine indices
+  };
+  // The next game to play; false when none is left or the tournament stops (SPRT decided, a
+  // failure, request_stop()).
+  bool next(Job& job);
+  const Opening& opening(const Job& job) const { return openings_[job.pair]; }
+  // Records and counts a finished game; `thread` is the game thread (or arena worker) that played it.
+  void finish(const Job& job, int thread, const PlayedGame& game);
+  // Stops the tournament with `error` (the first one is kept).
+  void fail(const std::string& error);
+  // True once no new game may start; the games in progress may be dropped.
+  bool stopping() const;
+  // Fills in the run's means and the interrupted flag once every game thread has ended.
+  void done();
+  TrafficLog* traffic_log() const { return log_.get(); }
+
+ private:
+  bool pair_starts(int64_t j, const Job& job);
+  void progress();
+  void print_progress(const std::string& s);
+
+  const TournamentConfig& config_;
+  TournamentResult& result_;
+  RecordWriter writer_;
+  std::unique_ptr<TrafficLog> log_;
+  std::vector<Job> jobs_;
+  std::vector<Opening> openings_;
+  std::atomic<int64_t> next_job_{0};
+  enum { UNDECIDED, PLAY, SKIP };
+  std::vector<std::atomic<int>> pair_decision_;  // by the index of the pair's first game
+  const std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  Tally tally_{result_};
+  double runner_us_ = 0, runner_cpu_us_ = 0;
 };
 
 // Stops a running tournament soon (safe in a signal handler): no new game starts, and the games

@@ -379,13 +379,13 @@ TEST_CASE("loop: two generations end to end; killed at 20 points and restarted e
     CHECK(state["best"] == "models/gen0002.jnn");  // both candidates passed the gate
     CHECK(state["history"][1]["gate"]["exit_code"] == 10);
     CHECK(state["history"][1]["eval_first"]["games"] == 4);  // the fake's summary, read back
-    CHECK(
-        read_bytes(dir + "/eval_first/fake_match_calls.txt").find("option.ModelFile=" + dir + "/models/gen0000.jnn") !=
-        std::string::npos);
+    CHECK(read_bytes(dir + "/eval_first/fake_match_calls.txt").find("model=" + dir + "/models/gen0000.jnn") !=
+          std::string::npos);
     // The gate matched each candidate against the best of its time.
     const std::string calls = read_bytes(dir + "/gate/fake_match_calls.txt");
-    CHECK(calls.find("option.ModelFile=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
-    CHECK(calls.find("option.ModelFile=" + dir + "/models/gen0001.jnn") != std::string::npos);
+    CHECK(calls.find("model=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
+    CHECK(calls.find("model=" + dir + "/models/gen0001.jnn") != std::string::npos);
+    CHECK(calls.find("option.ModelFile=") == std::string::npos);  // networks in the match's own process
     // Plots, when gnuplot is there.
     if (std::system("command -v gnuplot > /dev/null 2>&1") == 0)
       for (const char* p : {"loss", "heldout", "elo", "positions_per_hour"}) {
@@ -516,11 +516,11 @@ TEST_CASE("loop eval: a run made without evaluation matches gets them afterwards
   // Each generation's own network: the rejected one's candidate, the promoted one's model file, against
   // generation 0 at the playouts asked for; the anchor as the run names it, at the time control asked for.
   const std::string first = read_bytes(dir + "/eval_first/fake_match_calls.txt");
-  CHECK(first.find("option.ModelFile=" + dir + "/train/gen0001/candidate.jnn") != std::string::npos);
-  CHECK(first.find("option.ModelFile=" + dir + "/models/gen0002.jnn") != std::string::npos);
-  CHECK(first.find("name=opponent option.ModelFile=" + dir + "/models/gen0000.jnn") != std::string::npos);
+  CHECK(first.find("model=" + dir + "/train/gen0001/candidate.jnn") != std::string::npos);
+  CHECK(first.find("model=" + dir + "/models/gen0002.jnn") != std::string::npos);
+  CHECK(first.find("model=" + dir + "/models/gen0000.jnn name=opponent") != std::string::npos);
   CHECK(first.find("--tc nodes=6") != std::string::npos);
-  CHECK(first.find("--concurrency 3") != std::string::npos);
+  CHECK(first.find("--concurrency 2") != std::string::npos);  // in one process: every game at once
   const std::string anchor = read_bytes(dir + "/eval_anchor/fake_match_calls.txt");
   CHECK(anchor.find("cmd=/usr/games/gpsusi name=anchor args=\"-N 1\"") != std::string::npos);
   CHECK(anchor.find("--tc movetime=50") != std::string::npos);
@@ -757,6 +757,11 @@ TEST_CASE("loop gate with the real jiriki match: its command line and summary ro
     CHECK(r[m]["elo_95"].size() == 2);
   }
   CHECK(r["gate"].contains("sprt"));
+  // Both networks played in the match's own process (the arena), not as USI engine processes.
+  const std::string gate_log = read_bytes(dir + "/logs/gen0001-gate.log");
+  CHECK(gate_log.find("--engine 'model=" + dir + "/train/gen0001/candidate.jnn name=candidate'") != std::string::npos);
+  CHECK(gate_log.find("name=opponent' --games 2 --concurrency 2") != std::string::npos);
+  CHECK(gate_log.find("cmd=") == std::string::npos);
   // Promoted exactly when the match's verdict and score say so.
   const bool h1 = r["gate"]["exit_code"] == 10, undecided = r["gate"]["exit_code"] == 0;
   CHECK(r["promoted"] == (h1 || (undecided && r["gate"]["score"].get<double>() > 0.5)));
@@ -959,8 +964,8 @@ TEST_CASE("loop train_fresh_every with train_both: fine-tuned and fresh candidat
     CHECK(k["gate"]["games"] == 4);
   }
   const std::string calls = read_bytes(dir + "/gate/fake_match_calls.txt");
-  CHECK(calls.find("option.ModelFile=" + dir + "/train/gen0002-fresh/candidate.jnn") != std::string::npos);
-  CHECK(calls.find("option.ModelFile=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
+  CHECK(calls.find("model=" + dir + "/train/gen0002-fresh/candidate.jnn") != std::string::npos);
+  CHECK(calls.find("model=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
   CHECK(history[1]["train_kind"] == "fresh");
   CHECK(history[1]["gate"]["score"] == 1.0);
   CHECK(history[1]["candidate"] == "train/gen0002-fresh/candidate.jnn");
@@ -1039,15 +1044,13 @@ TEST_CASE(
   CHECK(read_bytes(dir + "/logs/gen0002-selfplay.log").find("--model " + dir + "/models/gen0001.jnn") !=
         std::string::npos);
   const std::string gate = read_bytes(dir + "/gate/small/fake_match_calls.txt");
-  CHECK(gate.find("name=candidate option.ModelFile=" + dir + "/train/small/gen0002/candidate.jnn") !=
-        std::string::npos);
-  CHECK(gate.find("name=opponent option.ModelFile=" + dir + "/models/small/gen0001.jnn") != std::string::npos);
+  CHECK(gate.find("model=" + dir + "/train/small/gen0002/candidate.jnn name=candidate") != std::string::npos);
+  CHECK(gate.find("model=" + dir + "/models/small/gen0001.jnn name=opponent") != std::string::npos);
   // The anchors: a network file played by the small network's candidate at its own time control, an
   // engine played by the main one at anchor_tc with its own options.
   const std::string shipped = read_bytes(dir + "/anchors/shipped/fake_match_calls.txt");
-  CHECK(shipped.find("name=shipped option.ModelFile=" + tmp.file("shipped.jnn")) != std::string::npos);
-  CHECK(shipped.find("name=candidate option.ModelFile=" + dir + "/train/small/gen0002/candidate.jnn") !=
-        std::string::npos);
+  CHECK(shipped.find("model=" + tmp.file("shipped.jnn") + " name=shipped") != std::string::npos);
+  CHECK(shipped.find("model=" + dir + "/train/small/gen0002/candidate.jnn name=candidate") != std::string::npos);
   CHECK(shipped.find("--tc nodes=3") != std::string::npos);
   const std::string gps = read_bytes(dir + "/anchors/gps/fake_match_calls.txt");
   CHECK(gps.find("cmd=/usr/games/gpsusi name=gps args=\"-N 1\"") != std::string::npos);
@@ -1116,4 +1119,51 @@ TEST_CASE("loop: self-play records left behind count as pruned, and the next sel
   CHECK(count_positions(dir + "/selfplay") >= r["window"].get<int64_t>());
   // A run with its records gets no refill.
   CHECK_FALSE(state["history"][1]["selfplay"].contains("refill"));
+}
+
+TEST_CASE("loop: self-play positions shared out over the processes of the GPUs", "[loop]") {
+  CHECK(split_positions(10, 4) == std::vector<int64_t>{3, 3, 2, 2});
+  CHECK(split_positions(126000, 4) == std::vector<int64_t>{31500, 31500, 31500, 31500});
+  CHECK(split_positions(2, 4) == std::vector<int64_t>{1, 1, 0, 0});
+  CHECK(split_positions(7, 1) == std::vector<int64_t>{7});
+  CHECK(split_positions(7, 0) == std::vector<int64_t>{7});
+  CHECK(split_positions(-3, 2) == std::vector<int64_t>{0, 0});
+}
+
+TEST_CASE("loop: self-play runs one process per entry of gpus at once, each with its share and seed", "[loop][cli]") {
+  const TempDir tmp("loop_selfplay_per_gpu");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["gpus"] = "0,1";  // on the CPU backend: two self-play processes all the same
+  c["plots"] = false;
+  const std::string dir = run_to_end(tmp, c);
+  check_finished_run(dir, 1);
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  // Each process wrote its own files; together they made the generation's positions.
+  int64_t per_process[2] = {0, 0};
+  for (const auto& e : fs::directory_iterator(dir + "/selfplay/gen0001")) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".hcpe3") continue;
+    for (int i : {0, 1})
+      if (name.rfind("gen0001-selfplay-", 0) == 0 && name.find("-g" + std::to_string(i) + "-") != std::string::npos)
+        per_process[i] += count_positions(e.path().string());
+  }
+  INFO(per_process[0] << " + " << per_process[1]);
+  CHECK(per_process[0] >= 30);
+  CHECK(per_process[1] >= 30);
+  CHECK(r["selfplay"]["positions"] == count_positions(dir + "/selfplay/gen0001"));
+  CHECK(r["selfplay"]["positions"].get<int64_t>() >= 60);
+  for (int i : {0, 1}) {
+    const std::string log = read_bytes(dir + "/logs/gen0001-selfplay-" + std::to_string(i) + ".log");
+    INFO(log);
+    CHECK(log.find("--positions 30 ") != std::string::npos);
+  }
+  const std::string seeds[2] = {read_bytes(dir + "/logs/gen0001-selfplay-0.log"),
+                                read_bytes(dir + "/logs/gen0001-selfplay-1.log")};
+  auto seed_of = [](const std::string& log) {
+    const size_t at = log.find("--seed ") + 7;
+    return log.substr(at, log.find(' ', at) - at);
+  };
+  CHECK(seed_of(seeds[0]) != seed_of(seeds[1]));
+  // The held-out positions are made the same way.
+  CHECK(fs::exists(dir + "/logs/gen0001-holdout-0.log"));
 }
