@@ -7,7 +7,7 @@ namespace jiriki::options {
 void add_backend(Args& args, nn::BackendUse use) {
   args.option("backend", "auto",
               use == nn::BackendUse::INFERENCE
-                  ? "auto, cpu, cuda or reference (auto: the GPU when one is usable, else the CPU)"
+                  ? "auto, cpu, cuda, simd, onednn or reference (auto: the GPU when one is usable, else the CPU)"
                   : "auto, cpu or cuda (auto: the GPU when one is usable, else the CPU)");
 }
 

@@ -1,6 +1,7 @@
 // Options that mean the same thing in every subcommand, declared and read in one place:
 //   --backend auto|cpu|cuda   where the network runs; auto (the default everywhere) is the GPU when
-//                             one is usable, else the CPU (nn::resolve_backend decides)
+//                             one is usable, else the CPU (nn::resolve_backend decides); inference
+//                             also takes simd, onednn (the two CPU evaluators) and reference
 //   --gpus LIST               the CUDA devices, e.g. 0 or 0,1 (a command that uses one GPU takes one)
 //   --seed S                  the seed of every random choice the command makes
 //   --model FILE              the network a command reads
@@ -15,7 +16,7 @@
 
 namespace jiriki::options {
 
-// --backend: "auto, cpu or cuda" (inference also takes "reference", the test oracle).
+// --backend: "auto, cpu or cuda" (inference also takes "simd", "onednn" and "reference", the test oracle).
 void add_backend(Args& args, nn::BackendUse use);
 // The backend --backend resolves to, with the reason; the command prints it in its backend line.
 nn::BackendChoice backend(const Args& args, nn::BackendUse use);

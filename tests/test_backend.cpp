@@ -35,14 +35,9 @@ std::pair<int, std::string> run_jiriki(const std::string& args) {
 }
 
 // What auto must give on this machine, worked out from the device count alone.
-nn::BackendKind expected_auto(nn::BackendUse use) {
-  if (nn::cuda_device_count() > 0) return nn::BackendKind::CUDA;
-#if JIRIKI_HAVE_DNNL
-  (void)use;
-  return nn::BackendKind::CPU;
-#else
-  return use == nn::BackendUse::TRAINING ? nn::BackendKind::CPU : nn::BackendKind::REFERENCE;
-#endif
+// (every build has a fast CPU evaluator, the simd kernels).
+nn::BackendKind expected_auto(nn::BackendUse) {
+  return nn::cuda_device_count() > 0 ? nn::BackendKind::CUDA : nn::BackendKind::CPU;
 }
 
 }  // namespace
@@ -65,6 +60,10 @@ TEST_CASE("backend: auto is the GPU when one is usable, else the CPU, with the r
     CHECK(nn::resolve_backend("cpu", use).kind == nn::BackendKind::CPU);
     CHECK(nn::resolve_backend("cuda", use).kind == nn::BackendKind::CUDA);
     CHECK(nn::resolve_backend("cuda", use).reason == "asked for");
+    for (const char* cpu_only : {"simd", "onednn"})
+      if (use == nn::BackendUse::INFERENCE)
+        CHECK(nn::resolve_backend(cpu_only, use).kind == nn::parse_backend_kind(cpu_only));
+      else CHECK_THROWS_WITH(nn::resolve_backend(cpu_only, use), Contains("auto, cpu or cuda"));
     CHECK_THROWS_WITH(nn::resolve_backend("tpu", use), Contains("unknown backend 'tpu'"));
   }
   CHECK(nn::resolve_backend("reference").kind == nn::BackendKind::REFERENCE);

@@ -60,7 +60,7 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   options_.add_check("USI_Ponder", true);
   options_.add_spin("Threads", 0, 0, 256);  // 0: 8 on the GPU, 2 on a CPU backend (fewer CPUs usable: that many)
   options_.add_string("ModelFile", DEFAULT_MODEL);
-  options_.add_combo("Backend", "auto", {"auto", "cpu", "cuda", "reference"});
+  options_.add_combo("Backend", "auto", {"auto", "cpu", "cuda", "simd", "onednn", "reference"});
   options_.add_spin("GPU", 0, 0, 15);
   options_.add_spin("BatchSize", 0, 0, 1024);  // 0: 16 on a CPU backend, 128 on the GPU
   options_.add_spin("MultiPV", 1, 1, 100);
