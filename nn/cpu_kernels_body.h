@@ -8,9 +8,10 @@
 //               and vdot_bf16(acc, w, pair) = acc + the products of the bf16 pairs of w and `pair`.
 //
 // A convolution's work item is one row of the board, one position and one block of output channels:
-// two register tiles of 5 and 4 squares by NV vectors of output channels. For each tap and input
-// channel a tile loads NV weight vectors and, for each of its squares, broadcasts one input value
-// and does NV fused multiply-adds: 5 * NV multiply-adds for NV + 5 loads.
+// two register tiles of 5 and 4 squares by NV vectors of output channels; the taps that would read the
+// zero border (the first and last rows' outer rows, the edge squares' outer columns) are skipped. For each tap and
+// input channel a tile loads NV weight vectors and, for each of its squares, broadcasts one input value and does NV
+// fused multiply-adds: 5 * NV multiply-adds for NV + 5 loads.
 
 constexpr int BLOCK = W * NV_MAX;
 constexpr int TILE_A = 5, TILE_B = 4;  // a row of 9 squares as two tiles
@@ -61,13 +62,13 @@ static inline void store_tile(const ConvArgs& a, F (&acc)[R][NV], int64_t out_sq
 using Value = uint16_t;  // the inputs of this set's convolution: bf16
 constexpr int CI_STEP = 2;
 // acc += the products of one bf16 pair of input channels per square with their weights.
-template <int R, int NV>
+template <int R, int NV, int RB, int RE>
 static inline void accumulate_step(F (&acc)[R][NV], const Value* x, int64_t stride, const Value* w) {
   F wv[NV];
 #pragma GCC unroll 8
   for (int v = 0; v < NV; ++v) wv[v] = vload(reinterpret_cast<const float*>(w + 2 * W * v));
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
+  for (int r = RB; r < RE; ++r) {
     int32_t pair;
     __builtin_memcpy(&pair, x + r * stride, sizeof pair);
 #pragma GCC unroll 8
@@ -78,13 +79,13 @@ static inline void accumulate_step(F (&acc)[R][NV], const Value* x, int64_t stri
 using Value = float;
 constexpr int CI_STEP = 1;
 // acc += one input channel per square times its weights.
-template <int R, int NV>
+template <int R, int NV, int RB, int RE>
 static inline void accumulate_step(F (&acc)[R][NV], const Value* x, int64_t stride, const Value* w) {
   F wv[NV];
 #pragma GCC unroll 8
   for (int v = 0; v < NV; ++v) wv[v] = vload(w + W * v);
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
+  for (int r = RB; r < RE; ++r) {
     const F b = vset1(x[r * stride]);
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) acc[r][v] = vfma(wv[v], b, acc[r][v]);
@@ -92,11 +93,18 @@ static inline void accumulate_step(F (&acc)[R][NV], const Value* x, int64_t stri
 }
 #endif
 
+// The squares [RB, RE) of a tile for one tap: every input channel.
+template <int R, int NV, int RB, int RE>
+static inline void accumulate_tap(F (&acc)[R][NV], const Value* x, int64_t stride, int cin, const Value* w) {
+  for (int ci = 0; ci < cin; ci += CI_STEP) accumulate_step<R, NV, RB, RE>(acc, x + ci, stride, w + ci * NV * W);
+}
+
 // One register tile: R squares of a row from the padded-board index `in_sq` (the top-left of the
 // first square's window) by NV vectors of output channels; weights `w` are this block's
-// [tap][ci / CI_STEP][NV * W][CI_STEP].
-// Taps [t0, t1) only: the others read the zero border.
-template <int R, int NV>
+// [tap][ci / CI_STEP][NV * W][CI_STEP]. Taps [t0, t1) only, and the tile's first square skips the
+// left column of taps when it is on the board's left edge (LEFT), its last square the right column
+// on the right edge (RIGHT): those read the zero border.
+template <int R, int NV, bool LEFT, bool RIGHT>
 static inline void conv_tile(const ConvArgs& a, const Value* in, int64_t in_sq, const int* tap_offset, int t0, int t1,
                              const Value* w, int64_t out_sq, int co0) {
   F acc[R][NV];
@@ -109,7 +117,10 @@ static inline void conv_tile(const ConvArgs& a, const Value* in, int64_t in_sq, 
   for (int t = t0; t < t1; ++t) {
     const Value* x = in + in_sq * stride + tap_offset[t];
     const Value* wt = w + t * tap_weights;
-    for (int ci = 0; ci < a.cin; ci += CI_STEP) accumulate_step<R, NV>(acc, x + ci, stride, wt + ci * NV * W);
+    const int kw = a.taps == 9 ? t % 3 : 1;
+    if (LEFT && kw == 0) accumulate_tap<R, NV, 1, R>(acc, x, stride, a.cin, wt);
+    else if (RIGHT && kw == 2) accumulate_tap<R, NV, 0, R - 1>(acc, x, stride, a.cin, wt);
+    else accumulate_tap<R, NV, 0, R>(acc, x, stride, a.cin, wt);
   }
   store_tile<R, NV>(a, acc, out_sq, co0);
 }
@@ -124,8 +135,8 @@ static void conv_row(const ConvArgs& a, const Value* in, const int* tap_offset, 
   const int64_t out = int64_t(pos) * PADDED_SQUARES + (row + 1) * PADDED_BOARD + 1;
   // The first row's window starts on the border row, the last row's ends on it: 3 taps skipped.
   const int t0 = a.taps == 9 && row == 0 ? 3 : 0, t1 = a.taps == 9 && row == 8 ? 6 : a.taps;
-  conv_tile<TILE_A, NV>(a, in, base, tap_offset, t0, t1, w, out, co0);
-  conv_tile<TILE_B, NV>(a, in, base + TILE_A, tap_offset, t0, t1, w, out + TILE_A, co0);
+  conv_tile<TILE_A, NV, true, false>(a, in, base, tap_offset, t0, t1, w, out, co0);
+  conv_tile<TILE_B, NV, false, true>(a, in, base + TILE_A, tap_offset, t0, t1, w, out + TILE_A, co0);
 }
 
 template <int NV = NV_MAX>
@@ -187,11 +198,12 @@ static void dense_tile(const DenseArgs& a, int b0, int o0) {
 
 constexpr int DENSE_POSITIONS = 4;  // positions a dense tile covers
 
-// Work items: groups of DENSE_POSITIONS positions by blocks of BLOCK outputs (a.out a multiple of it).
+// Work items: blocks of BLOCK outputs (a.out a multiple of it) by groups of DENSE_POSITIONS
+// positions, the groups inner, so that a block's weights are read from memory once and then from cache.
 static void dense(const DenseArgs& a, int n, int64_t begin, int64_t end) {
-  const int blocks = a.out / BLOCK;
+  const int groups = (n + DENSE_POSITIONS - 1) / DENSE_POSITIONS;
   for (int64_t item = begin; item < end; ++item) {
-    const int b0 = int(item / blocks) * DENSE_POSITIONS, o0 = int(item % blocks) * BLOCK;
+    const int b0 = int(item % groups) * DENSE_POSITIONS, o0 = int(item / groups) * BLOCK;
     switch (n - b0 < DENSE_POSITIONS ? n - b0 : DENSE_POSITIONS) {
       case 1: dense_tile<1>(a, b0, o0); break;
       case 2: dense_tile<2>(a, b0, o0); break;

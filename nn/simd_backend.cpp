@@ -199,17 +199,21 @@ class SimdEvaluator : public Evaluator {
     const int n = b1 - b0;
     const int64_t first = int64_t(b0) * PADDED_SQUARES;
     const int c = channels_;
-    // Input planes (NCHW) to padded NHWC.
+    // Input planes (NCHW) to padded NHWC: cleared, then the nonzero values (most planes are mostly
+    // zero) written, reading the planes in order.
     run(n, split, [&](int64_t p0, int64_t p1) {
       for (int64_t p = b0 + p0; p < b0 + p1; ++p) {
         const float* x = features + p * INPUT_SIZE;
-        for (int sq = 0; sq < SQUARES; ++sq) {
-          const int64_t at = (p * PADDED_SQUARES + kernels::padded_square(sq)) * INPUT_STRIDE;
-          if (bf16_)
-            for (int i = 0; i < INPUT_PLANES; ++i) input16_.data()[at + i] = to_bf16(x[i * SQUARES + sq]);
-          else
-            for (int i = 0; i < INPUT_PLANES; ++i) input32_.data()[at + i] = x[i * SQUARES + sq];
-        }
+        const int64_t at = p * PADDED_SQUARES * INPUT_STRIDE;
+        if (bf16_) std::fill_n(input16_.data() + at, PADDED_SQUARES * INPUT_STRIDE, uint16_t(0));
+        else std::fill_n(input32_.data() + at, PADDED_SQUARES * INPUT_STRIDE, 0.0f);
+        for (int i = 0; i < INPUT_PLANES; ++i)
+          for (int sq = 0; sq < SQUARES; ++sq)
+            if (const float v = x[i * SQUARES + sq]; v != 0.0f) {
+              const int64_t to = at + kernels::padded_square(sq) * INPUT_STRIDE + i;
+              if (bf16_) input16_.data()[to] = to_bf16(v);
+              else input32_.data()[to] = v;
+            }
       }
     });
 
