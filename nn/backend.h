@@ -4,7 +4,7 @@
 //
 // Backends:
 //   reference  plain direct loops on the training form (nn/reference.cpp); the test oracle
-//   cpu        the default CPU evaluator: simd (default_cpu_backend says which and why)
+//   cpu        the default CPU evaluator (default_cpu_backend): onednn where built with it, else simd
 //   simd       the project's own SIMD kernels (nn/simd_backend.cpp, nn/cpu_kernels.h): AVX2 + FMA,
 //              AVX-512F and AVX-512 BF16 chosen at run time; every build has it
 //   onednn     oneDNN (nn/cpu_backend.cpp), only when built with JIRIKI_HAVE_DNNL
