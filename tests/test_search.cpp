@@ -26,11 +26,7 @@ std::unique_ptr<EvalQueue> tiny_queue(int max_batch) {
   nn::Model model(a);
   nn::init_model(model, 7);
   nn::BackendOptions o;
-#if JIRIKI_HAVE_DNNL
   o.kind = nn::BackendKind::CPU;
-#else
-  o.kind = nn::BackendKind::REFERENCE;
-#endif
   o.max_batch = max_batch;
   o.threads = 1;  // one core for the network, one for the search threads
   return make_eval_queue(model, o, 1);
