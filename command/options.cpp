@@ -7,7 +7,7 @@ namespace jiriki::options {
 void bind_device(Args& args, Device& device, nn::BackendUse use, const std::string& gpus_help) {
   args.bind("backend", device.backend,
             use == nn::BackendUse::INFERENCE
-                ? "auto, cpu, cuda or reference (auto: the GPU when one is usable, else the CPU)"
+                ? "auto, cpu, cuda, simd, onednn or reference (auto: the GPU when one is usable, else the CPU)"
                 : "auto, cpu or cuda (auto: the GPU when one is usable, else the CPU)");
   args.bind("gpus", device.gpus, gpus_help, 0, 63);
 }

@@ -292,13 +292,7 @@ std::string Config::backend() const {
   return backend_kind_name(nn::resolve_backend(str("backend"), nn::BackendUse::TRAINING).kind);
 }
 
-std::string Config::search_backend() const {
-  const nn::BackendKind kind = nn::resolve_backend(str("backend")).kind;
-#if !JIRIKI_HAVE_DNNL
-  if (kind == nn::BackendKind::CPU) return "reference";  // no oneDNN: the plain C++ network
-#endif
-  return backend_kind_name(kind);
-}
+std::string Config::search_backend() const { return backend_kind_name(nn::resolve_backend(str("backend")).kind); }
 
 std::string config_help() {
   std::ostringstream s;

@@ -36,7 +36,7 @@ class Config {
 
   WindowConfig window() const;
   std::string backend() const;         // "auto" resolved: cuda when this jiriki has CUDA, else cpu (training's)
-  std::string search_backend() const;  // the network backend of self-play and the engine (cpu needs oneDNN)
+  std::string search_backend() const;  // the network backend of self-play and the engine
 
  private:
   void check() const;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "nn/cpu_kernels.h"
 #include "nn/features.h"
 
 namespace jiriki::nn {
@@ -15,17 +16,29 @@ namespace jiriki::nn {
 BackendKind parse_backend_kind(const std::string& name) {
   if (name == "reference") return BackendKind::REFERENCE;
   if (name == "cpu") return BackendKind::CPU;
+  if (name == "simd") return BackendKind::SIMD;
+  if (name == "onednn") return BackendKind::ONEDNN;
   if (name == "cuda") return BackendKind::CUDA;
-  throw std::invalid_argument("unknown backend '" + name + "' (expected cpu, cuda or reference)");
+  throw std::invalid_argument("unknown backend '" + name + "' (expected cpu, cuda, simd, onednn or reference)");
 }
 
 const char* backend_kind_name(BackendKind k) {
   switch (k) {
     case BackendKind::REFERENCE: return "reference";
     case BackendKind::CPU: return "cpu";
+    case BackendKind::SIMD: return "simd";
+    case BackendKind::ONEDNN: return "onednn";
     case BackendKind::CUDA: return "cuda";
   }
   return "?";
+}
+
+BackendKind default_cpu_backend() {
+#if JIRIKI_HAVE_DNNL
+  return BackendKind::ONEDNN;
+#else
+  return BackendKind::SIMD;
+#endif
 }
 
 // The one place where the JIRIKI_* variables of the CUDA code are read.
@@ -59,21 +72,16 @@ int64_t backend_resolutions() { return g_resolutions.load(); }
 
 BackendChoice resolve_backend(const std::string& name, BackendUse use) {
   ++g_resolutions;
-  if (name == "cpu" || name == "cuda" || (name == "reference" && use == BackendUse::INFERENCE))
+  const bool inference = use == BackendUse::INFERENCE;
+  if (name == "cpu" || name == "cuda" || (inference && (name == "reference" || name == "simd" || name == "onednn")))
     return {parse_backend_kind(name), "asked for"};
   if (name != "auto")
-    throw std::invalid_argument(
-        "unknown backend '" + name + "' (expected " +
-        (use == BackendUse::INFERENCE ? "auto, cpu, cuda or reference)" : "auto, cpu or cuda)"));
+    throw std::invalid_argument("unknown backend '" + name + "' (expected " +
+                                (inference ? "auto, cpu, cuda, simd, onednn or reference)" : "auto, cpu or cuda)"));
   std::string why;
   if (const int n = cuda_device_count(&why); n > 0)
     return {BackendKind::CUDA, "auto: " + std::to_string(n) + " CUDA device" + (n == 1 ? "" : "s") + " found"};
-#if JIRIKI_HAVE_DNNL
-  const BackendKind cpu = BackendKind::CPU;
-#else
-  const BackendKind cpu = use == BackendUse::TRAINING ? BackendKind::CPU : BackendKind::REFERENCE;
-#endif
-  return {cpu, "auto: " + why};
+  return {BackendKind::CPU, "auto: " + why};
 }
 
 #if !JIRIKI_HAVE_CUDA
@@ -108,7 +116,7 @@ void check_batch_size(int n, int max_batch) {
 }
 
 #if !JIRIKI_HAVE_DNNL
-bool cpu_has_native_bf16() { return false; }
+bool cpu_has_native_bf16() { return kernels::cpu_supports(kernels::Isa::AVX512_BF16); }
 #endif
 
 void Evaluator::evaluate_packed(const uint8_t* packed, int n, float* policy_logits, float* value) {
@@ -123,13 +131,19 @@ std::unique_ptr<Evaluator> make_evaluator(const Model& model, const BackendOptio
   if (options.max_batch < 1) throw std::invalid_argument("max batch must be at least 1");
   switch (options.kind) {
     case BackendKind::REFERENCE: return make_reference_evaluator(model, options);
-    case BackendKind::CPU:
+    case BackendKind::CPU: {
+      BackendOptions o = options;
+      o.kind = default_cpu_backend();
+      return make_evaluator(model, o);
+    }
+    case BackendKind::SIMD: return make_simd_evaluator(fold_batch_norm(model), options);
+    case BackendKind::ONEDNN:
 #if JIRIKI_HAVE_DNNL
-      return make_cpu_evaluator(fold_batch_norm(model), options);
+      return make_onednn_evaluator(fold_batch_norm(model), options);
 #else
       throw std::runtime_error(
-          "jiriki was built without oneDNN: the cpu backend is unavailable "
-          "(install libdnnl-dev and rebuild, or use --backend reference)");
+          "jiriki was built without oneDNN: the onednn backend is unavailable "
+          "(--backend cpu runs the simd kernels; install libdnnl-dev and rebuild for oneDNN)");
 #endif
     case BackendKind::CUDA:
 #if JIRIKI_HAVE_CUDA

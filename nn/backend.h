@@ -4,7 +4,10 @@
 //
 // Backends:
 //   reference  plain direct loops on the training form (nn/reference.cpp); the test oracle
-//   cpu        oneDNN (nn/cpu_backend.cpp), only when built with JIRIKI_HAVE_DNNL
+//   cpu        the default CPU evaluator (default_cpu_backend): onednn where built with it, else simd
+//   simd       the project's own SIMD kernels (nn/simd_backend.cpp, nn/cpu_kernels.h): AVX2 + FMA,
+//              AVX-512F and AVX-512 BF16 chosen at run time; every build has it
+//   onednn     oneDNN (nn/cpu_backend.cpp), only when built with JIRIKI_HAVE_DNNL
 //   cuda       cuDNN + cuBLAS (nn/cuda/), only when built with JIRIKI_HAVE_CUDA
 #pragma once
 #include <cstdint>
@@ -15,12 +18,15 @@
 
 namespace jiriki::nn {
 
-enum class BackendKind { REFERENCE, CPU, CUDA };
-BackendKind parse_backend_kind(const std::string& name);  // "reference" | "cpu" | "cuda"; throws
+enum class BackendKind { REFERENCE, CPU, SIMD, ONEDNN, CUDA };
+// "reference" | "cpu" | "simd" | "onednn" | "cuda"; throws std::invalid_argument
+BackendKind parse_backend_kind(const std::string& name);
 const char* backend_kind_name(BackendKind k);
+// The evaluator `cpu` stands for (SIMD or ONEDNN) in this build.
+BackendKind default_cpu_backend();
 
-// What a backend is asked for: evaluating a network (reference, cpu, cuda) or training one (cpu:
-// training/network.h, cuda: training/cuda/; no reference).
+// What a backend is asked for: evaluating a network (reference, cpu, simd, onednn, cuda) or training
+// one (cpu: training/network.h, cuda: training/cuda/; no other).
 enum class BackendUse { INFERENCE, TRAINING };
 
 // The backend a command runs on and why, for the one line every command prints.
@@ -30,11 +36,11 @@ struct BackendChoice {
   std::string line() const { return std::string("backend: ") + backend_kind_name(kind) + " (" + reason + ")"; }
 };
 
-// The one place where "auto" | "cpu" | "cuda" | "reference" (--backend, USI's Backend) becomes a
-// backend, for every command that evaluates or trains a network. "auto" is the GPU when one is usable
-// (built with CUDA and a device present), else the CPU (oneDNN for inference when built in, else the
-// reference loops). A named backend is taken as asked; one not built in or not usable fails later,
-// when it is made, with the reason. Throws std::invalid_argument for an unknown name.
+// The one place where "auto" | "cpu" | "cuda" | "simd" | "onednn" | "reference" (--backend, USI's
+// Backend) becomes a backend, for every command that evaluates or trains a network. "auto" is the GPU
+// when one is usable (built with CUDA and a device present), else the CPU. A named backend is taken
+// as asked; one not built in or not usable fails later, when it is made, with the reason. Throws
+// std::invalid_argument for an unknown name (training takes only auto, cpu and cuda).
 BackendChoice resolve_backend(const std::string& name, BackendUse use = BackendUse::INFERENCE);
 // How many times resolve_backend has run in this process (on a CUDA build "auto" asks the driver):
 // tests check that a set-up resolves its backend once (engine/network_setup.h).
@@ -49,9 +55,13 @@ int cuda_device_count(std::string* why = nullptr);
 enum class Precision { AUTO, FP32, FP16, BF16 };
 Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16"; throws
 const char* precision_name(Precision p);
-// Whether oneDNN computes bf16 natively on this CPU (AVX-512 bf16; emulation is slower than fp32).
-// False when built without oneDNN.
+// Whether this CPU computes bf16 natively (AVX-512 BF16, as the simd kernels and oneDNN use it;
+// oneDNN's emulation elsewhere is slower than fp32).
 bool cpu_has_native_bf16();
+
+// The widest instruction set the simd backend may use: BEST is the processor's widest (AVX-512 where
+// it has it); AVX2 and SCALAR cap it, so that tests run every path on one machine.
+enum class CpuIsa { BEST, AVX2, SCALAR };
 
 // Settings of the CUDA backend's convolutions (nn/cuda/) and of the GPU trainer's, typed and passed
 // down (BackendOptions::cuda, training::TrainConfig::cuda). A default-constructed one keeps no file
@@ -83,7 +93,8 @@ struct BackendOptions {
   int gpu = 0;          // CUDA device index
   int max_batch = 256;  // largest n evaluate() accepts
   Precision precision = Precision::AUTO;
-  CudaSettings cuda;  // the cuda backend's
+  CpuIsa cpu_isa = CpuIsa::BEST;  // the simd backend's
+  CudaSettings cuda;              // the cuda backend's
 };
 
 // Evaluates batches of positions. One evaluator is used by one thread at a time; make one per
@@ -103,7 +114,7 @@ class Evaluator {
   // backend copies the bits and expands them on the GPU.
   virtual void evaluate_packed(const uint8_t* packed, int n, float* policy_logits, float* value);
   virtual int max_batch() const = 0;
-  virtual std::string name() const = 0;  // e.g. "cpu (oneDNN 2.6, 2 threads, fp32)"
+  virtual std::string name() const = 0;  // e.g. "simd (own avx512-bf16 kernels, 2 threads, bf16)"
 };
 
 // Builds the evaluator the options ask for. Throws std::runtime_error naming the problem, e.g.
@@ -112,8 +123,9 @@ std::unique_ptr<Evaluator> make_evaluator(const Model& model, const BackendOptio
 
 // Backend constructors, one per kind; make_evaluator dispatches to them.
 std::unique_ptr<Evaluator> make_reference_evaluator(const Model& model, const BackendOptions& options);
+std::unique_ptr<Evaluator> make_simd_evaluator(const FoldedModel& model, const BackendOptions& options);
 #if JIRIKI_HAVE_DNNL
-std::unique_ptr<Evaluator> make_cpu_evaluator(const FoldedModel& model, const BackendOptions& options);
+std::unique_ptr<Evaluator> make_onednn_evaluator(const FoldedModel& model, const BackendOptions& options);
 #endif
 #if JIRIKI_HAVE_CUDA
 // Implemented in nn/cuda/. The weights are BN-folded, OIHW, fp32; the backend converts them to its

@@ -1,4 +1,4 @@
-// The CPU backend: oneDNN primitives on the BN-folded network.
+// The onednn backend: oneDNN primitives on the BN-folded network.
 //
 // Precision: fp32, or bf16 (weights and the residual stream in bf16, accumulation, biases and the
 // heads' outputs in fp32), which computes the convolutions about twice as fast where the CPU has
@@ -64,7 +64,7 @@ class CpuEvaluator : public Evaluator {
   CpuEvaluator(const FoldedModel& m, const BackendOptions& o)
       : m_(m), eng_(dnnl::engine::kind::cpu, 0), stream_(eng_), max_batch_(o.max_batch) {
     if (o.precision == Precision::FP16)
-      throw std::invalid_argument("the cpu backend computes in fp32 or bf16, not fp16");
+      throw std::invalid_argument("the onednn backend computes in fp32 or bf16, not fp16");
     bf16_ = o.precision == Precision::BF16 || (o.precision == Precision::AUTO && cpu_has_native_bf16());
     act_type_ = bf16_ ? DataType::bf16 : F32;
     threads_ = o.threads > 0 ? o.threads : usable_cpus().count;
@@ -117,7 +117,7 @@ class CpuEvaluator : public Evaluator {
   int max_batch() const override { return max_batch_; }
   std::string name() const override {
     const dnnl_version_t* v = dnnl_version();
-    return "cpu (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + ", " +
+    return "onednn (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + ", " +
            std::to_string(threads_) + " threads, " + (bf16_ ? "bf16" : "fp32") + ")";
   }
 
@@ -145,7 +145,7 @@ class CpuEvaluator : public Evaluator {
   // A memory in `desc` on one of the shared buffers, checking that it fits.
   memory on_buffer(const memory::desc& desc, std::vector<float>& buf) {
     if (desc.get_size() > buf.size() * sizeof(float))
-      throw std::runtime_error("cpu backend: oneDNN chose a layout larger than the buffers allow");
+      throw std::runtime_error("onednn backend: oneDNN chose a layout larger than the buffers allow");
     return memory(desc, eng_, buf.data());
   }
 
@@ -170,7 +170,7 @@ class CpuEvaluator : public Evaluator {
       return dnnl::convolution_forward::primitive_desc(d, attrs(ops), eng_);
     } catch (const dnnl::error& e) {
       if (!bf16_) throw;
-      throw std::runtime_error(std::string("cpu backend: oneDNN has no bf16 convolution on this CPU (") + e.what() +
+      throw std::runtime_error(std::string("onednn backend: oneDNN has no bf16 convolution on this CPU (") + e.what() +
                                "); use fp32");
     }
   }
@@ -284,7 +284,7 @@ bool cpu_has_native_bf16() {
   return (unsigned(dnnl::get_effective_cpu_isa()) & bf16) == bf16;
 }
 
-std::unique_ptr<Evaluator> make_cpu_evaluator(const FoldedModel& model, const BackendOptions& options) {
+std::unique_ptr<Evaluator> make_onednn_evaluator(const FoldedModel& model, const BackendOptions& options) {
   return std::make_unique<CpuEvaluator>(model, options);
 }
 

@@ -1,6 +1,7 @@
 // The backends against each other and against hand-worked figures: the reference evaluator on a
-// network whose outputs can be worked out by hand, then the oneDNN backend against the reference on
-// random networks (random batch-norm statistics, so the folding is checked too) and real positions.
+// network whose outputs can be worked out by hand (the simd and oneDNN backends too), then the oneDNN
+// backend against the reference on random networks (random batch-norm statistics, so the folding is checked too) and
+// real positions.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
@@ -62,9 +63,9 @@ TEST_CASE("reference evaluator: a network worked out by hand", "[nn][reference]"
   m.value_fc2_weight.data[0] = 2.0f;
   m.value_fc2_bias.data[0] = -0.5f;
 
-  std::vector<BackendKind> kinds{BackendKind::REFERENCE};
+  std::vector<BackendKind> kinds{BackendKind::REFERENCE, BackendKind::SIMD};
 #if JIRIKI_HAVE_DNNL
-  kinds.push_back(BackendKind::CPU);
+  kinds.push_back(BackendKind::ONEDNN);
 #endif
   auto features = random_features(2, 3);
   for (BackendKind k : kinds) {
@@ -81,7 +82,7 @@ TEST_CASE("reference evaluator: a network worked out by hand", "[nn][reference]"
 }
 
 #if JIRIKI_HAVE_DNNL
-TEST_CASE("cpu backend equals the reference on random networks and positions", "[nn][cpu]") {
+TEST_CASE("onednn backend equals the reference on random networks and positions", "[nn][cpu]") {
   struct Case {
     int blocks, channels;
     Activation act;
@@ -97,7 +98,7 @@ TEST_CASE("cpu backend equals the reference on random networks and positions", "
   for (const Case& c : cases) {
     Model m = random_model(c.blocks, c.channels, c.act, ++seed);
     auto reference = make_evaluator(m, options(BackendKind::REFERENCE, 8));
-    auto cpu = make_evaluator(m, options(BackendKind::CPU, 8, c.threads));
+    auto cpu = make_evaluator(m, options(BackendKind::ONEDNN, 8, c.threads));
     auto features = random_features(8, seed);
     INFO(c.blocks << " blocks, " << c.channels << " channels, " << activation_name(c.act) << ", " << cpu->name());
     // Sizes in an order that reuses cached plans and shared buffers between different sizes.
@@ -111,7 +112,7 @@ TEST_CASE("cpu backend equals the reference on random networks and positions", "
   }
 }
 
-TEST_CASE("cpu backend in bf16 equals the reference within bf16 tolerance", "[nn][cpu]") {
+TEST_CASE("onednn backend in bf16 equals the reference within bf16 tolerance", "[nn][cpu]") {
   // A 6x64 network as shipped for the CPU and a small odd one, on real positions: where oneDNN has
   // no bf16 convolution, asking for bf16 says so.
   struct Case {
@@ -125,7 +126,7 @@ TEST_CASE("cpu backend in bf16 equals the reference within bf16 tolerance", "[nn
     auto reference = make_evaluator(m, options(BackendKind::REFERENCE, 8));
     std::unique_ptr<Evaluator> cpu;
     try {
-      cpu = make_evaluator(m, options(BackendKind::CPU, 8, 0, Precision::BF16));
+      cpu = make_evaluator(m, options(BackendKind::ONEDNN, 8, 0, Precision::BF16));
       run(*cpu, random_features(1, seed), 1);
     } catch (const std::runtime_error& e) {
       INFO(e.what());
@@ -142,9 +143,9 @@ TEST_CASE("cpu backend in bf16 equals the reference within bf16 tolerance", "[nn
   }
   // AUTO is bf16 exactly where the CPU computes it natively; fp16 is refused.
   Model m = random_model(0, 8, Activation::RELU, 1);
-  const std::string name = make_evaluator(m, options(BackendKind::CPU, 1, 0, Precision::AUTO))->name();
+  const std::string name = make_evaluator(m, options(BackendKind::ONEDNN, 1, 0, Precision::AUTO))->name();
   CHECK_THAT(name, Catch::Matchers::Contains(cpu_has_native_bf16() ? "bf16" : "fp32"));
-  CHECK_THROWS_WITH(make_evaluator(m, options(BackendKind::CPU, 1, 0, Precision::FP16)),
+  CHECK_THROWS_WITH(make_evaluator(m, options(BackendKind::ONEDNN, 1, 0, Precision::FP16)),
                     Catch::Matchers::Contains("not fp16"));
 }
 
@@ -165,9 +166,9 @@ TEST_CASE("evaluate_packed expands the bits and gives what evaluate gives", "[nn
   CHECK_THROWS_AS(reference->evaluate_packed(packed.data(), 7, policy.data(), value.data()), std::invalid_argument);
 }
 
-TEST_CASE("cpu backend: batch sizes outside 1..max_batch are refused", "[nn][cpu]") {
+TEST_CASE("onednn backend: batch sizes outside 1..max_batch are refused", "[nn][cpu]") {
   Model m = random_model(1, 8, Activation::RELU, 1);
-  auto cpu = make_evaluator(m, options(BackendKind::CPU, 4));
+  auto cpu = make_evaluator(m, options(BackendKind::ONEDNN, 4));
   auto features = random_features(5, 1);
   CHECK_THROWS_AS(run(*cpu, features, 5), std::invalid_argument);
   CHECK_THROWS_AS(run(*cpu, features, 0), std::invalid_argument);

@@ -35,13 +35,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-#if JIRIKI_HAVE_DNNL
 constexpr const char* BACKEND = "cpu";
 constexpr nn::BackendKind BACKEND_KIND = nn::BackendKind::CPU;
-#else
-constexpr const char* BACKEND = "reference";
-constexpr nn::BackendKind BACKEND_KIND = nn::BackendKind::REFERENCE;
-#endif
 
 nn::Model tiny_model() {
   nn::Architecture a;

@@ -17,11 +17,7 @@ inline std::unique_ptr<search::EvalQueue> tiny_eval_queue(int max_batch) {
   nn::Model model(a);
   nn::init_model(model, 7);
   nn::BackendOptions o;
-#if JIRIKI_HAVE_DNNL
   o.kind = nn::BackendKind::CPU;
-#else
-  o.kind = nn::BackendKind::REFERENCE;
-#endif
   o.max_batch = max_batch;
   o.threads = 1;
   return search::make_eval_queue(model, o, 1);

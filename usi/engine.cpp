@@ -58,7 +58,13 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
   o.check("USI_Ponder", e.ponder, "think on the opponent's time");
   o.spin("Threads", e.threads, 0, 256, "search threads (0: 8 on the GPU, 2 on a CPU backend)");
   o.string("ModelFile", e.model, "the network file (<default>: the network built in)");
-  o.combo("Backend", e.backend, {{"auto", "auto"}, {"cpu", "cpu"}, {"cuda", "cuda"}, {"reference", "reference"}},
+  o.combo("Backend", e.backend,
+          {{"auto", "auto"},
+           {"cpu", "cpu"},
+           {"cuda", "cuda"},
+           {"simd", "simd"},
+           {"onednn", "onednn"},
+           {"reference", "reference"}},
           "where the network runs (auto: the GPU when one is usable, else the CPU)");
   o.spin("GPU", e.gpu, 0, 15, "the CUDA device");
   o.spin("BatchSize", e.batch, 0, 1024, "leaves per network call per thread (0: 16 on a CPU backend, 128 on the GPU)");

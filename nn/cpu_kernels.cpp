@@ -1,0 +1,262 @@
+// The kernel sets: nn/cpu_kernels_body.h compiled once per instruction set, each in its own
+// namespace under that set's target options (GCC's `#pragma GCC target`, clang's `#pragma clang
+// attribute`), so that the rest of the program keeps the build's baseline and the wider sets run
+// only where CPUID says the processor has them.
+#include "nn/cpu_kernels.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "common/bf16.h"
+
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
+#define JIRIKI_KERNELS_X86 1
+#include <immintrin.h>
+#else
+#define JIRIKI_KERNELS_X86 0
+#endif
+
+namespace jiriki::nn::kernels {
+
+namespace {
+
+// ---- SCALAR: plain C++ on arrays of 8 floats, for any processor ---------------------------------
+namespace scalar {
+constexpr int W = 8, NV_MAX = 2;
+struct F {
+  float x[W];
+};
+#define JIRIKI_SCALAR_MAP(expr)                \
+  F r;                                         \
+  for (int i = 0; i < W; ++i) r.x[i] = (expr); \
+  return r
+static inline F vset1(float s) { JIRIKI_SCALAR_MAP(s); }
+static inline F vzero() { return vset1(0.0f); }
+static inline F vload(const float* p) { JIRIKI_SCALAR_MAP(p[i]); }
+static inline void vstore(float* p, F a) {
+  for (int i = 0; i < W; ++i) p[i] = a.x[i];
+}
+static inline F vadd(F a, F b) { JIRIKI_SCALAR_MAP(a.x[i] + b.x[i]); }
+static inline F vsub(F a, F b) { JIRIKI_SCALAR_MAP(a.x[i] - b.x[i]); }
+static inline F vmul(F a, F b) { JIRIKI_SCALAR_MAP(a.x[i] * b.x[i]); }
+static inline F vdiv(F a, F b) { JIRIKI_SCALAR_MAP(a.x[i] / b.x[i]); }
+static inline F vmax(F a, F b) { JIRIKI_SCALAR_MAP(a.x[i] > b.x[i] ? a.x[i] : b.x[i]); }
+static inline F vmin(F a, F b) { JIRIKI_SCALAR_MAP(a.x[i] < b.x[i] ? a.x[i] : b.x[i]); }
+static inline F vfma(F a, F b, F c) { JIRIKI_SCALAR_MAP(std::fma(a.x[i], b.x[i], c.x[i])); }
+static inline F vround(F a) { JIRIKI_SCALAR_MAP(std::nearbyint(a.x[i])); }
+static inline F vpow2i(F n) { JIRIKI_SCALAR_MAP(std::bit_cast<float>(uint32_t(int32_t(n.x[i]) + 127) << 23)); }
+#undef JIRIKI_SCALAR_MAP
+#define JIRIKI_KERNELS_BF16 0
+#include "nn/cpu_kernels_body.h"
+#undef JIRIKI_KERNELS_BF16
+}  // namespace scalar
+
+#if JIRIKI_KERNELS_X86
+// ---- AVX2 + FMA: 8 floats a vector ---------------------------------------------------------------
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+namespace avx2 {
+constexpr int W = 8, NV_MAX = 2;
+using F = __m256;
+static inline F vzero() { return _mm256_setzero_ps(); }
+static inline F vset1(float s) { return _mm256_set1_ps(s); }
+static inline F vload(const float* p) { return _mm256_loadu_ps(p); }
+static inline void vstore(float* p, F a) { _mm256_storeu_ps(p, a); }
+static inline F vadd(F a, F b) { return _mm256_add_ps(a, b); }
+static inline F vsub(F a, F b) { return _mm256_sub_ps(a, b); }
+static inline F vmul(F a, F b) { return _mm256_mul_ps(a, b); }
+static inline F vdiv(F a, F b) { return _mm256_div_ps(a, b); }
+static inline F vmax(F a, F b) { return _mm256_max_ps(a, b); }
+static inline F vmin(F a, F b) { return _mm256_min_ps(a, b); }
+static inline F vfma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+static inline F vround(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline F vpow2i(F n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+#define JIRIKI_KERNELS_BF16 0
+#include "nn/cpu_kernels_body.h"
+#undef JIRIKI_KERNELS_BF16
+}  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+// ---- AVX-512F: 16 floats a vector, and with AVX-512 BF16 the bf16 convolution ----------------------
+#define JIRIKI_AVX512_VECTOR                                                                                     \
+  constexpr int W = 16, NV_MAX = 4;                                                                              \
+  using F = __m512;                                                                                              \
+  static inline F vzero() { return _mm512_setzero_ps(); }                                                        \
+  static inline F vset1(float s) { return _mm512_set1_ps(s); }                                                   \
+  static inline F vload(const float* p) { return _mm512_loadu_ps(p); }                                           \
+  static inline void vstore(float* p, F a) { _mm512_storeu_ps(p, a); }                                           \
+  static inline F vadd(F a, F b) { return _mm512_add_ps(a, b); }                                                 \
+  static inline F vsub(F a, F b) { return _mm512_sub_ps(a, b); }                                                 \
+  static inline F vmul(F a, F b) { return _mm512_mul_ps(a, b); }                                                 \
+  static inline F vdiv(F a, F b) { return _mm512_div_ps(a, b); }                                                 \
+  static inline F vmax(F a, F b) { return _mm512_max_ps(a, b); }                                                 \
+  static inline F vmin(F a, F b) { return _mm512_min_ps(a, b); }                                                 \
+  static inline F vfma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }                                       \
+  static inline F vround(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); } \
+  static inline F vpow2i(F n) {                                                                                  \
+    return _mm512_castsi512_ps(                                                                                  \
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));                 \
+  }
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
+// GCC 12's AVX-512 intrinsics start from a deliberately undefined vector, which it then reports.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#endif
+namespace avx512 {
+JIRIKI_AVX512_VECTOR
+#define JIRIKI_KERNELS_BF16 0
+#include "nn/cpu_kernels_body.h"
+#undef JIRIKI_KERNELS_BF16
+}  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+#endif
+namespace avx512_bf16 {
+JIRIKI_AVX512_VECTOR
+// Round to nearest even, as nn's host conversion (common/bf16.h).
+static inline void store_bf16(uint16_t* p, F a) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), (__m256i)_mm512_cvtneps_pbh(a));
+}
+static inline F vdot_bf16(F acc, F w, int32_t pair) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)_mm512_set1_epi32(pair));
+}
+#define JIRIKI_KERNELS_BF16 1
+#include "nn/cpu_kernels_body.h"
+#undef JIRIKI_KERNELS_BF16
+}  // namespace avx512_bf16
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#undef JIRIKI_AVX512_VECTOR
+#endif  // JIRIKI_KERNELS_X86
+
+constexpr int DENSE_POSITIONS = 4;  // as the body's dense tile
+
+const KernelSet SCALAR_SET{Isa::SCALAR, scalar::BLOCK, scalar::convolve, nullptr, scalar::dense};
+#if JIRIKI_KERNELS_X86
+const KernelSet AVX2_SET{Isa::AVX2, avx2::BLOCK, avx2::convolve, nullptr, avx2::dense};
+const KernelSet AVX512_SET{Isa::AVX512, avx512::BLOCK, avx512::convolve, nullptr, avx512::dense};
+const KernelSet AVX512_BF16_SET{Isa::AVX512_BF16, avx512::BLOCK, avx512::convolve, avx512_bf16::convolve,
+                                avx512::dense};
+static_assert(avx512::BLOCK == avx512_bf16::BLOCK, "the fp32 and bf16 weights share a block");
+#endif
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::SCALAR: return "scalar";
+    case Isa::AVX2: return "avx2";
+    case Isa::AVX512: return "avx512";
+    case Isa::AVX512_BF16: return "avx512-bf16";
+  }
+  return "?";
+}
+
+bool cpu_supports(Isa isa) {
+#if JIRIKI_KERNELS_X86
+  // __builtin_cpu_supports also asks the operating system (XGETBV) whether it saves the registers.
+  switch (isa) {
+    case Isa::SCALAR: return true;
+    case Isa::AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::AVX512: return __builtin_cpu_supports("avx512f");
+    case Isa::AVX512_BF16:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  }
+  return false;
+#else
+  return isa == Isa::SCALAR;
+#endif
+}
+
+Isa best_isa() {
+  for (Isa isa : {Isa::AVX512_BF16, Isa::AVX512, Isa::AVX2})
+    if (cpu_supports(isa)) return isa;
+  return Isa::SCALAR;
+}
+
+const KernelSet& kernel_set(Isa isa) {
+  if (!cpu_supports(isa)) throw std::runtime_error(std::string("this processor lacks ") + isa_name(isa));
+#if JIRIKI_KERNELS_X86
+  switch (isa) {
+    case Isa::SCALAR: break;
+    case Isa::AVX2: return AVX2_SET;
+    case Isa::AVX512: return AVX512_SET;
+    case Isa::AVX512_BF16: return AVX512_BF16_SET;
+  }
+#endif
+  return SCALAR_SET;
+}
+
+int64_t KernelSet::conv_items(int n, int cout) const { return int64_t(n) * 9 * ((cout + block - 1) / block); }
+int64_t KernelSet::dense_items(int n, int out) const {
+  return int64_t((n + DENSE_POSITIONS - 1) / DENSE_POSITIONS) * (out / block);
+}
+
+namespace {
+
+// Calls put(index, value) for every weight in the packed order: blocks of set.block output
+// channels, each [tap][ci / step][channel of the block][step] (step 2 for bf16 pairs).
+template <class Put>
+void pack(const float* oihw, int cout, int cin, int kernel, int cout_padded, int cin_padded, const KernelSet& set,
+          int step, Put put) {
+  const int taps = kernel * kernel;
+  int64_t index = 0;
+  for (int co0 = 0; co0 < cout_padded; co0 += set.block) {
+    const int width = std::min(set.block, cout_padded - co0);
+    for (int t = 0; t < taps; ++t)
+      for (int ci0 = 0; ci0 < cin_padded; ci0 += step)
+        for (int co = co0; co < co0 + width; ++co)
+          for (int ci = ci0; ci < ci0 + step; ++ci, ++index)
+            put(index, co < cout && ci < cin ? oihw[(int64_t(co) * cin + ci) * taps + t] : 0.0f);
+  }
+}
+
+}  // namespace
+
+std::vector<float> pack_conv_weights(const float* oihw, int cout, int cin, int kernel, int cout_padded, int cin_padded,
+                                     const KernelSet& set) {
+  std::vector<float> out(size_t(cout_padded) * cin_padded * kernel * kernel);
+  pack(oihw, cout, cin, kernel, cout_padded, cin_padded, set, 1, [&](int64_t i, float w) { out[i] = w; });
+  return out;
+}
+
+std::vector<uint16_t> pack_conv_weights_bf16(const float* oihw, int cout, int cin, int kernel, int cout_padded,
+                                             int cin_padded, const KernelSet& set) {
+  if (cin_padded % 2) throw std::invalid_argument("bf16 weights need an even number of input channels");
+  std::vector<uint16_t> out(size_t(cout_padded) * cin_padded * kernel * kernel);
+  pack(oihw, cout, cin, kernel, cout_padded, cin_padded, set, 2, [&](int64_t i, float w) { out[i] = to_bf16(w); });
+  return out;
+}
+
+}  // namespace jiriki::nn::kernels

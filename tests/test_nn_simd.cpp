@@ -1,0 +1,158 @@
+// The simd backend (the project's own kernels) against the reference evaluator, on every kernel
+// set this processor runs (plain C++, AVX2, AVX-512 fp32 and bf16, forced by BackendOptions::cpu_isa
+// and the precision), on random networks of several shapes and on the shipped networks, at batch
+// sizes 1, 7 and 64 with one and two threads.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "nn/backend.h"
+#include "nn/cpu_kernels.h"
+#include "nn/model_file.h"
+#include "tests/nn_random.h"
+
+using namespace jiriki;
+using namespace jiriki::nn;
+using namespace jiriki::nn::testing;
+
+namespace {
+
+// fp32 against the reference's double accumulation: |got - want| <= 1e-4 * max(|want|, 1) for every
+// logit and 1e-4 * max(want, 0.01) for every win probability.
+void require_close_fp32(const Output& got, const Output& want) {
+  REQUIRE(got.policy.size() == want.policy.size());
+  for (size_t i = 0; i < want.policy.size(); ++i) {
+    INFO("policy logit " << i << ": " << got.policy[i] << " vs " << want.policy[i]);
+    REQUIRE(std::abs(got.policy[i] - want.policy[i]) <= 1e-4f * std::max(std::abs(want.policy[i]), 1.0f));
+  }
+  for (size_t i = 0; i < want.value.size(); ++i) {
+    INFO("value " << i << ": " << got.value[i] << " vs " << want.value[i]);
+    REQUIRE(std::abs(got.value[i] - want.value[i]) <= 1e-4f * std::max(want.value[i], 1e-2f));
+  }
+}
+
+BackendOptions simd_options(int max_batch, int threads, Precision precision, CpuIsa isa) {
+  BackendOptions o;
+  o.kind = BackendKind::SIMD;
+  o.max_batch = max_batch;
+  o.threads = threads;
+  o.precision = precision;
+  o.cpu_isa = isa;
+  return o;
+}
+
+// One way of running the simd backend on this processor.
+struct Path {
+  CpuIsa isa;
+  Precision precision;
+  const char* expect;  // the kernel set its name must give
+};
+
+// Every path this processor runs: plain C++, AVX2, AVX-512 fp32, AVX-512 bf16 (bf16 last).
+std::vector<Path> paths() {
+  std::vector<Path> out{{CpuIsa::SCALAR, Precision::FP32, "scalar"}};
+  if (kernels::cpu_supports(kernels::Isa::AVX2)) out.push_back({CpuIsa::AVX2, Precision::FP32, "avx2"});
+  const kernels::Isa best = kernels::best_isa();
+  if (best == kernels::Isa::AVX512 || best == kernels::Isa::AVX512_BF16)
+    out.push_back({CpuIsa::BEST, Precision::FP32, kernels::isa_name(best)});
+  if (best == kernels::Isa::AVX512_BF16) out.push_back({CpuIsa::BEST, Precision::BF16, "avx512-bf16"});
+  return out;
+}
+
+constexpr int DISTINCT = 7;  // positions the reference evaluates; larger batches repeat them
+
+// The reference's outputs for DISTINCT positions held against the simd backend's on every path, at
+// batch sizes 1, 7 and 64 (position i of the batch is position i % 7), with 1 and 2 threads.
+void check_against_reference(const Model& m, uint64_t seed) {
+  const std::vector<float> distinct = random_features(DISTINCT, seed);
+  auto reference = make_evaluator(m, [] {
+    BackendOptions o;
+    o.kind = BackendKind::REFERENCE;
+    o.max_batch = DISTINCT;
+    return o;
+  }());
+  const Output want7 = run(*reference, distinct, DISTINCT);
+  REQUIRE(want7.value[0] != want7.value[1]);  // the outputs depend on the position
+  std::vector<float> features(size_t(64) * INPUT_SIZE);
+  for (int i = 0; i < 64; ++i)
+    std::copy_n(distinct.begin() + int64_t(i % DISTINCT) * INPUT_SIZE, INPUT_SIZE,
+                features.begin() + int64_t(i) * INPUT_SIZE);
+  for (const Path& path : paths())
+    for (int threads : {1, 2}) {
+      auto simd = make_evaluator(m, simd_options(64, threads, path.precision, path.isa));
+      INFO(simd->name());
+      CHECK_THAT(simd->name(), Catch::Matchers::Contains(std::string("own ") + path.expect + " kernels"));
+      for (int n : {1, 7, 64, 1}) {
+        INFO("batch " << n);
+        Output want{std::vector<float>(size_t(n) * POLICY_SIZE), std::vector<float>(n)};
+        for (int i = 0; i < n; ++i) {
+          std::copy_n(want7.policy.begin() + int64_t(i % DISTINCT) * POLICY_SIZE, POLICY_SIZE,
+                      want.policy.begin() + int64_t(i) * POLICY_SIZE);
+          want.value[i] = want7.value[i % DISTINCT];
+        }
+        const Output got = run(*simd, features, n);
+        if (path.precision == Precision::BF16) require_close_bf16(got, want);
+        else require_close_fp32(got, want);
+      }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("simd backend equals the reference on random networks, every kernel set", "[nn][simd]") {
+  struct Case {
+    int blocks, channels;
+    Activation act;
+  };
+  const Case cases[] = {
+      {2, 16, Activation::RELU},  {1, 16, Activation::SWISH},
+      {1, 12, Activation::SWISH},  // channels not a multiple of a vector
+      {0, 8, Activation::RELU},   {2, 64, Activation::RELU},
+      {1, 40, Activation::SWISH},  // blocks of 64 channels and a narrower last one
+      {1, 96, Activation::RELU},
+  };
+  uint64_t seed = 700;
+  for (const Case& c : cases) {
+    INFO(c.blocks << " blocks, " << c.channels << " channels, " << activation_name(c.act));
+    check_against_reference(random_model(c.blocks, c.channels, c.act, ++seed), seed);
+  }
+}
+
+TEST_CASE("simd backend equals the reference on the shipped networks", "[nn][simd]") {
+  int found = 0;
+  for (const char* name : {"networks/cpu.jnn", "networks/gpu.jnn"}) {
+    const std::filesystem::path file = std::filesystem::path(JIRIKI_SOURCE_DIR) / name;
+    if (!std::filesystem::exists(file)) continue;
+    ++found;
+    INFO(name);
+    check_against_reference(load_model(file.string()), 11);
+  }
+  CHECK(found > 0);
+}
+
+TEST_CASE("simd backend: precision and batch sizes", "[nn][simd]") {
+  Model m = random_model(1, 8, Activation::RELU, 3);
+  // AUTO is bf16 exactly where the processor has AVX-512 BF16; fp16 is refused, and so is bf16 on a
+  // kernel set without it.
+  const std::string name = make_evaluator(m, simd_options(1, 1, Precision::AUTO, CpuIsa::BEST))->name();
+  CHECK_THAT(name, Catch::Matchers::Contains(cpu_has_native_bf16() ? "bf16" : "fp32"));
+  CHECK(cpu_has_native_bf16() == kernels::cpu_supports(kernels::Isa::AVX512_BF16));
+  CHECK_THAT(make_evaluator(m, simd_options(1, 1, Precision::AUTO, CpuIsa::AVX2))->name(),
+             Catch::Matchers::Contains("fp32"));
+  CHECK_THROWS_WITH(make_evaluator(m, simd_options(1, 1, Precision::FP16, CpuIsa::BEST)),
+                    Catch::Matchers::Contains("not fp16"));
+  CHECK_THROWS_WITH(make_evaluator(m, simd_options(1, 1, Precision::BF16, CpuIsa::AVX2)),
+                    Catch::Matchers::Contains("no bf16 convolution on this CPU"));
+
+  auto simd = make_evaluator(m, simd_options(4, 2, Precision::AUTO, CpuIsa::BEST));
+  const auto features = random_features(5, 1);
+  CHECK_THROWS_AS(run(*simd, features, 5), std::invalid_argument);
+  CHECK_THROWS_AS(run(*simd, features, 0), std::invalid_argument);
+  CHECK(simd->max_batch() == 4);
+  // `cpu` is an evaluator of this build, and says which.
+  BackendOptions o = simd_options(1, 1, Precision::FP32, CpuIsa::BEST);
+  o.kind = BackendKind::CPU;
+  CHECK_THAT(make_evaluator(m, o)->name(),
+             Catch::Matchers::StartsWith(backend_kind_name(default_cpu_backend()) + std::string(" (")));
+}
