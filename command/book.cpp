@@ -9,13 +9,12 @@
 #include <sstream>
 #include <unordered_set>
 
-#include <unistd.h>
-
 #include "book/build.h"
 #include "book/gpsshogi.h"
 #include "book/policy.h"
 #include "command/commands.h"
 #include "common/args.h"
+#include "common/platform.h"
 #include "engine/search/search.h"
 #include "shogi/csa.h"
 #include "shogi/hcpe3.h"
@@ -330,7 +329,7 @@ int bench_book(int argc, char** argv) {
   if (n < 1 || lookups < 2) throw std::invalid_argument("--positions must be at least 1, --lookups at least 2");
   const bool temporary = !args.has("file");
   const std::string path =
-      temporary ? (fs::temp_directory_path() / ("jiriki_bench_book_" + std::to_string(::getpid()) + ".db")).string()
+      temporary ? (fs::temp_directory_path() / ("jiriki_bench_book_" + std::to_string(process_id()) + ".db")).string()
                 : args.str("file");
   SplitMix64 rng{uint64_t(args.integer("seed"))};
   // Random games of up to 40 plies: almost every position is new, as in a large real book.
