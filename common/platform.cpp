@@ -2,6 +2,7 @@
 #include "common/platform.h"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <stdexcept>
@@ -35,7 +36,7 @@ std::filesystem::path executable_path() {
 std::optional<int> affinity_cpu_count() {
   DWORD_PTR process = 0, system = 0;
   if (!GetProcessAffinityMask(GetCurrentProcess(), &process, &system)) return std::nullopt;
-  const int n = __builtin_popcountll(uint64_t(process));
+  const int n = std::popcount(uint64_t(process));
   return n > 0 ? std::optional(n) : std::nullopt;
 }
 
