@@ -129,11 +129,11 @@ def run_checks(exe, linux, env, tmp):
         seen = e.expect("usiok", FIRST_START_S)
         if "id name jiriki" not in " | ".join(seen):
             fail(f"no 'id name jiriki' before usiok: {seen}")
-        # The engine's own margins (NetworkDelay2, MinimumThinkingTime) at their defaults; one thread
-        # each, since both share the machine. BatchSize 1: a network call of the reference backend
-        # takes about 0.1 s a position on a loaded 2-core machine, and the search waits for the call
-        # in flight before it answers.
-        for option in ("Threads value 1", "BatchSize value 1", "BookFile value " + win_book,
+        # One thread each, since both share the machine. A network call of the reference backend takes
+        # about 0.1 s a position on a loaded 2-core machine and the search waits for the call in
+        # flight before it answers: BatchSize 1, and NetworkDelay 500 ms kept in hand (the default
+        # margin at byoyomi 2 s is a tenth of it), as a player would set for a slow engine.
+        for option in ("Threads value 1", "BatchSize value 1", "NetworkDelay value 500", "BookFile value " + win_book,
                        "BookOnTheFly value true"):
             e.send("setoption name " + option)
         e.send("isready")
