@@ -42,13 +42,15 @@ bool number_at(const json& j, const std::string& pointer, double& out) {
   return true;
 }
 
-// A match that one side won outright has no finite Elo: the Elo of the Wilson 95% bound of its
+// A match (at a JSON pointer of a generation's record) that one side won outright has no finite Elo:
+// the Elo of the Wilson 95% bound of its
 // score stands for it (the lower bound when the candidate won every game, the upper when it lost
 // them all), drawn apart as "at least" / "at most"; NaN for any other match, or none played.
-std::string unbounded_elo_or_nan(const json& record, const std::string& match) {
+std::string unbounded_elo_or_nan(const json& record, const std::string& pointer) {
   double elo;
-  if (!record.contains(match) || number_at(record, "/" + match + "/elo", elo)) return "NaN";
-  const json& m = record[match];
+  const json::json_pointer at(pointer);
+  if (!record.contains(at) || number_at(record, pointer + "/elo", elo)) return "NaN";
+  const json& m = record.at(at);
   const auto e = jiriki::match::estimate_wdl(m.value("wins", int64_t(0)), m.value("draws", int64_t(0)),
                                              m.value("losses", int64_t(0)));
   if (m.value("games", int64_t(0)) == 0 || (e.score > 0 && e.score < 1)) return "NaN";
@@ -194,22 +196,34 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   constexpr double kUnbounded = 1e4;
   double elo_low = 0, elo_high = 0;
   bool open_interval = false, first_bounds = false, anchor_bounds = false;
-  // The anchors' and the other networks' matches, each 3 more columns (Elo, lo, hi) after the 16 above,
-  // in the order they first appear.
+  // The anchors' and the other networks' matches, each 4 more columns (Elo, lo, hi, the Elo of the
+  // score bound when one side won outright) after the 16 above, in the order they first appear.
   std::vector<std::pair<std::string, std::string>> more;  // (JSON pointer of the match, the curve's title)
+  // Which network's candidate plays each anchor (the config's anchors[].network; "": the main one).
+  std::map<std::string, std::string> anchor_network;
+  if (std::ifstream in(run_dir + "/config.json"); in) {
+    const json config = json::parse(in, nullptr, false);
+    if (!config.is_discarded() && config.contains("anchors") && config["anchors"].is_array())
+      for (const json& a : config["anchors"])
+        if (a.is_object() && a.contains("name") && a["name"].is_string())
+          anchor_network[a["name"].get<std::string>()] = a.value("network", std::string());
+  }
   for (const json& r : history)
     for (const char* group : {"anchors", "networks"})
       if (r.contains(group) && r[group].is_object())
         for (const auto& [name, m] : r[group].items()) {
           const std::string pointer =
               "/" + std::string(group) + "/" + name + (group == std::string("anchors") ? "" : "/gate");
-          const std::string title =
-              group == std::string("anchors") ? "candidate vs " + name : name + " candidate vs its best (gate)";
+          const std::string& network = anchor_network[name];
+          const std::string title = group == std::string("anchors")
+                                        ? (network.empty() ? "" : network + " ") + "candidate vs " + name
+                                        : name + " candidate vs its best (gate)";
           if ((group != std::string("networks") || m.contains("gate")) &&
               std::find(more.begin(), more.end(), std::pair(pointer, title)) == more.end())
             more.emplace_back(pointer, title);
         }
-  for (const auto& [pointer, title] : more) gens << ' ' << pointer.substr(1) << "_elo lo hi";
+  for (const auto& [pointer, title] : more) gens << ' ' << pointer.substr(1) << "_elo lo hi bound";
+  std::vector<bool> more_bounds(more.size(), false);  // some generation won or lost that match outright
   gens << '\n';
   for (const json& r : history) {
     gens << r.value("generation", 0);
@@ -234,7 +248,7 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
       gens << ' ' << number_or_nan(r, pointer);
     }
     for (const char* match : {"eval_first", "eval_anchor"}) {
-      const std::string bound = unbounded_elo_or_nan(r, match);
+      const std::string bound = unbounded_elo_or_nan(r, "/" + std::string(match));
       if (bound != "NaN") {
         (match == std::string("eval_first") ? first_bounds : anchor_bounds) = true;
         elo_low = std::min(elo_low, std::stod(bound));
@@ -242,7 +256,8 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
       }
       gens << ' ' << bound;
     }
-    for (const auto& [pointer, title] : more) {
+    for (size_t i = 0; i < more.size(); ++i) {
+      const std::string& pointer = more[i].first;
       double elo, v;
       const bool has = number_at(r, pointer + "/elo", elo);
       for (const char* b : {"/elo_95/0", "/elo_95/1"})
@@ -252,6 +267,13 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
       for (const char* b : {"/elo_95/0", "/elo_95/1"})
         gens << ' '
              << (has && !number_at(r, pointer + b, v) ? (b[8] == '0' ? "-1e4" : "1e4") : number_or_nan(r, pointer + b));
+      const std::string bound = unbounded_elo_or_nan(r, pointer);
+      if (bound != "NaN") {
+        more_bounds[i] = true;
+        elo_low = std::min(elo_low, std::stod(bound));
+        elo_high = std::max(elo_high, std::stod(bound));
+      }
+      gens << ' ' << bound;
     }
     gens << '\n';
     const int64_t base = r.value("train_step_base", int64_t(0));
@@ -271,9 +293,12 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   // Matches one side won outright: a triangle at the Elo of the score's bound (up: at least, down: at most).
   std::string more_curves;
   for (size_t i = 0; i < more.size(); ++i) {
-    const size_t col = 17 + 3 * i;
+    const size_t col = 17 + 4 * i;
     more_curves += ", '' using 1:" + std::to_string(col) + ":" + std::to_string(col + 1) + ":" +
                    std::to_string(col + 2) + " with yerrorlines title '" + more[i].second + "'";
+    if (more_bounds[i])
+      more_curves += ", '' using 1:" + std::to_string(col + 3) + " with points pt 12 ps 1.5 title '" + more[i].second +
+                     ", won or lost outright: Elo of the score bound'";
   }
   std::string bound_curves;
   if (first_bounds)

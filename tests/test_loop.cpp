@@ -576,14 +576,20 @@ TEST_CASE("loop plots: a match won or lost outright is drawn at the Elo of its s
   const json history = json::parse(R"([
     {"generation": 1, "eval_first": {"elo": 17.4, "elo_95": [-89.4, 127.6], "games": 40, "wins": 20, "losses": 18, "draws": 2}},
     {"generation": 2, "eval_first": {"elo": null, "elo_95": [null, null], "games": 40, "wins": 40, "losses": 0, "draws": 0},
-     "eval_anchor": {"elo": null, "elo_95": [null, null], "games": 20, "wins": 0, "losses": 20, "draws": 0}}
+     "eval_anchor": {"elo": null, "elo_95": [null, null], "games": 20, "wins": 0, "losses": 20, "draws": 0},
+     "anchors": {"gps": {"elo": null, "elo_95": [null, null], "games": 20, "wins": 20, "losses": 0, "draws": 0}}}
   ])");
   REQUIRE(jiriki::loop::draw_plots(tmp.file("run"), history).find("elo.png") == std::string::npos);
   const auto table = plot_rows(tmp.file("run"));
   REQUIRE(table.size() == 3);
-  REQUIRE(table[2].size() == 16);  // generation, 13 figures, 2 bounds (gnuplot's columns 15, 16)
-  CHECK(table[1][14] == "NaN");    // a finite Elo: no bound drawn
-  CHECK(table[2][4] == "NaN");     // no point estimate for 40-0
+  // generation, 13 figures, 2 bounds (gnuplot's columns 15, 16), then the anchor gps: Elo, lo, hi, bound.
+  REQUIRE(table[2].size() == 20);
+  CHECK(table[1][19] == "NaN");  // generation 1 did not play gps
+  // 20 of 20 -> score >= 0.83887 (Wilson, z = 1.96), Elo 286.6.
+  CHECK(std::stod(table[2][19]) == Approx(286.61).margin(0.05));
+  CHECK(read_bytes(tmp.file("run/plots/elo.gp")).find("using 1:20 with points") != std::string::npos);
+  CHECK(table[1][14] == "NaN");  // a finite Elo: no bound drawn
+  CHECK(table[2][4] == "NaN");   // no point estimate for 40-0
   CHECK(std::stod(table[2][14]) == Approx(407.03).margin(0.05));
   CHECK(std::stod(table[2][15]) == Approx(-286.61).margin(0.05));
   const std::string script = read_bytes(tmp.file("run/plots/elo.gp"));
@@ -1053,14 +1059,17 @@ TEST_CASE(
   CHECK(tags.count("networks/small/gate/score") == 1);
   CHECK(tags["anchors/gps/score"] == 0.625f);
   if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
-    // generations.dat: 16 columns, then Elo, lo, hi of each anchor and of the small network's gate.
+    // generations.dat: 16 columns, then Elo, lo, hi and outright bound of each anchor and of the small
+    // network's gate.
     const auto table = plot_rows(dir);
     REQUIRE(table.size() == 3);
-    REQUIRE(table[1].size() == 16 + 3 * 3);
+    REQUIRE(table[1].size() == 16 + 4 * 3);
     CHECK(table[1][16] == "0");
     CHECK(table[1][17] == "-100");
+    CHECK(table[1][19] == "NaN");  // not won outright: no bound
     const std::string script = read_bytes(dir + "/plots/elo.gp");
-    for (const char* t : {"candidate vs shipped", "candidate vs gps", "small candidate vs its best"})
+    // Each anchor's curve names the network whose candidate played it.
+    for (const char* t : {"'small candidate vs shipped'", "'candidate vs gps'", "small candidate vs its best"})
       CHECK(script.find(t) != std::string::npos);
     CHECK(read_bytes(dir + "/plots/elo.png").substr(1, 3) == "PNG");
   }

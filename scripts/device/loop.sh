@@ -28,6 +28,9 @@
 #     the 10-minute call limit)
 #
 # TEACHER="CMD" bootstraps generation 0 from a USI engine (on the first call only).
+# FUZZ=NAME: scripts/device/fuzz.sh NAME beside the loop, FUZZ_JOBS processes (default: the cores) at
+# nice 19 for as long as the loop runs, so that it takes only the cores the loop leaves idle (carry
+# .carry/fuzzpack.tar.xz too); its log comes back as $OUT/fuzz_NAME.log.
 set -uo pipefail
 source scripts/device/env.sh
 SECONDS_LIMIT=${1:-540}
@@ -76,8 +79,14 @@ ARGS=(--dir "$RUN")
 [[ -n "${TEACHER:-}" && ! -f "$RUN/state.json" ]] && ARGS+=(--teacher "$TEACHER")
 # --foreground: the signal goes to the loop alone, which passes it on to the phase as SIGINT (training
 # then writes its checkpoint); its phases die with it if it must be killed after 30 s more.
+if [[ -n "${FUZZ:-}" ]]; then
+  bash scripts/device/fuzz.sh "$FUZZ" "$LOOP_SECONDS" "${FUZZ_JOBS:-$(nproc)}" > /dev/null 2>&1 &
+  BESIDE=$!
+fi
 timeout --foreground -s TERM -k 30 "$LOOP_SECONDS" "$J" loop "${ARGS[@]}"
 echo "loop exit code $? (0: all generations done, 130 or 124: stopped by the time limit, to be continued)"
+# Only that job: a bare `wait` would also wait for start's tee, which outlives the script's output.
+[[ -n "${BESIDE:-}" ]] && wait "$BESIDE" && tail -1 "$OUT/fuzz_$FUZZ.log"
 
 step "results"
 # The run directory without its records and networks (config, state, metrics, training logs, plots,

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# On a GPU machine with 2 or more GPUs: the data-parallel contract of `jiriki train` on real GPUs.
+#   same      the threaded launch (--gpus 0,1) twice and `mpirun -np 2` (one process a GPU) once, from
+#             the same records, seed and settings, NCCL and host aggregation each: are the weights
+#             identical? (the threaded pair first: it says whether the GPU's arithmetic repeats at all)
+#   die       `mpirun -np 2`, rank 1 killed (SIGKILL) in the middle: does rank 0 end, and how long after?
+#   resume    --gpus 0,1, stopped by SIGKILL after its first checkpoint, then --resume: it continues
+#             from the checkpoint's step and ends at the asked step count; its weights against an
+#             uninterrupted run's.
+# The records are made on the machine first (self-play of the shipped GPU network).
+#
+#   run with carry [".carry/include.tar.xz", ".carry/lib"]:  bash scripts/device/dp_contract.sh
+set -uo pipefail
+source scripts/device/env.sh
+start dp_contract.log
+
+step "machine"
+machine
+build jiriki
+J=$PWD/build-device/jiriki
+MPIRUN=$(command -v mpirun || true)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+W=/tmp/dpc; rm -rf $W; mkdir -p $W
+
+step "records: self-play of networks/gpu.jnn on GPU 0"
+"$J" selfplay --backend cuda --gpus 0 --model networks/gpu.jnn --positions 12000 --playouts 32 \
+  --out $W/data --name dpc --report-seconds 30 2>&1 | tail -2
+# A small network and fixed steps: the contract, not the speed.
+COMMON=(train --backend cuda --data $W/data --blocks 4 --channels 64 --batch 128 --lr 0.05 --schedule constant
+        --check-every 10 --log-every 100 --loader-threads 2)
+sums() { sha256sum "$@" | awk '{print substr($1, 1, 16)}' | tr '\n' ' '; echo; }
+
+if [[ " ${STEPS:-same die resume} " == *" same "* ]]; then
+  for mode in nccl host; do
+    step "same: $mode, 300 steps, threaded twice and mpirun -np 2"
+    for k in 1 2; do
+      "$J" "${COMMON[@]}" --steps 300 --gpus 0,1 --allreduce $mode --model-out $W/t$k-$mode.jnn > $W/t$k-$mode.txt 2>&1
+      echo "threaded $k: exit $? $(grep -m1 -E "replicas" $W/t$k-$mode.txt | cut -c1-120)"
+    done
+    if [[ -n $MPIRUN ]]; then
+      "$MPIRUN" -np 2 "$J" "${COMMON[@]}" --steps 300 --allreduce $mode --model-out $W/m-$mode.jnn > $W/m-$mode.txt 2>&1
+      echo "mpirun: exit $? $(grep -m1 -E "replicas" $W/m-$mode.txt | cut -c1-120)"
+    fi
+    echo "weights sha256 (threaded 1, threaded 2, mpirun): $(sums $W/t1-$mode.jnn $W/t2-$mode.jnn $W/m-$mode.jnn)"
+    cmp -s $W/t1-$mode.jnn $W/t2-$mode.jnn && echo "threaded runs identical" || echo "threaded runs DIFFER"
+    cmp -s $W/t1-$mode.jnn $W/m-$mode.jnn && echo "mpirun identical to threaded" || echo "mpirun DIFFERS from threaded"
+  done
+fi
+
+if [[ " ${STEPS:-same die resume} " == *" die "* && -n $MPIRUN ]]; then
+  step "die: mpirun -np 2, rank 1 killed after 15 s"
+  t0=$SECONDS
+  "$MPIRUN" -np 2 "$J" "${COMMON[@]}" --steps 100000 --model-out $W/die.jnn > $W/die.txt 2>&1 &
+  MP=$!
+  sleep 15
+  RANK1=$(pgrep -f "model-out $W/die.jnn" | while read -r p; do
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=1$' && echo "$p"; done | head -1)
+  echo "rank 1 is pid ${RANK1:-none}; killing it at $((SECONDS - t0)) s"
+  [[ -n $RANK1 ]] && kill -9 "$RANK1"
+  k0=$SECONDS
+  for _ in $(seq 1 120); do kill -0 $MP 2> /dev/null || break; sleep 1; done
+  if kill -0 $MP 2> /dev/null; then echo "HANG: mpirun still running $((SECONDS - k0)) s after the kill"; kill -9 $MP
+  else wait $MP; echo "mpirun ended $((SECONDS - k0)) s after the kill, exit $?"; fi
+  pgrep -f "model-out $W/die.jnn" > /dev/null && echo "LEFT: a rank still runs" || echo "no rank left running"
+  tail -4 $W/die.txt | cut -c1-200
+fi
+
+if [[ " ${STEPS:-same die resume} " == *" resume "* ]]; then
+  step "resume: --gpus 0,1, 600 steps, checkpoint every 200, SIGKILL after the first checkpoint, --resume"
+  R=(--steps 600 --gpus 0,1 --checkpoint-every 200 --allreduce nccl)
+  "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/full.jnn > $W/full.txt 2>&1; echo "uninterrupted: exit $?"
+  "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/res.jnn > $W/res1.txt 2>&1 &
+  P=$!
+  for _ in $(seq 1 300); do [[ -f $W/res.jnn.ckpt ]] && break; sleep 0.2; done
+  sleep 1; kill -9 $P; wait $P; echo "killed (exit $?) with checkpoint: $(ls -l $W/res.jnn.ckpt 2>&1 | awk '{print $5, $NF}')"
+  "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/res.jnn --resume > $W/res2.txt 2>&1; echo "resumed: exit $?"
+  grep -m2 -iE "resum|from step" $W/res2.txt | cut -c1-160
+  grep -E "^step|steps" $W/res2.txt | tail -2 | cut -c1-160
+  echo "weights sha256 (uninterrupted, resumed): $(sums $W/full.jnn $W/res.jnn)"
+fi
+step "done"
