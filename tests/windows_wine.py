@@ -130,10 +130,11 @@ def run_checks(exe, linux, env, tmp):
         if "id name jiriki" not in " | ".join(seen):
             fail(f"no 'id name jiriki' before usiok: {seen}")
         # One thread each, since both share the machine. A network call of the reference backend takes
-        # about 0.1 s a position on a loaded 2-core machine and the search waits for the call in
-        # flight before it answers: BatchSize 1, and NetworkDelay 500 ms kept in hand (the default
-        # margin at byoyomi 2 s is a tenth of it), as a player would set for a slow engine.
-        for option in ("Threads value 1", "BatchSize value 1", "NetworkDelay value 500", "BookFile value " + win_book,
+        # about 0.1 s a position on a 2-core machine (several times that when other work loads it) and
+        # the search waits for the call in flight before it answers: BatchSize 1, and NetworkDelay
+        # 1000 ms kept in hand (the default margin at byoyomi 2 s is a tenth of it), as a player
+        # would set for a slow engine.
+        for option in ("Threads value 1", "BatchSize value 1", "NetworkDelay value 1000", "BookFile value " + win_book,
                        "BookOnTheFly value true"):
             e.send("setoption name " + option)
         e.send("isready")
