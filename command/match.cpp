@@ -189,7 +189,8 @@ int cmd_match(int argc, char** argv) {
       .option("start-within", "0",
               "seconds: a pair of games starts only this soon after the match did, and every pair started is played "
               "out (0: no limit)")
-      .option("max-plies", "320", "a game reaching this many plies is a draw (0: no limit)")
+      .option("max-plies", std::to_string(GameRules{}.max_plies),
+              "a game reaching this many plies is a draw (0: no limit)")
       .option("resign", "", "resign adjudication \"moves=K score=CP\": both engines agree for K moves each")
       .option("draw", "",
               "draw adjudication \"moves=K score=CP plies=P\": both within +-CP for K moves each, after ply P")
@@ -241,7 +242,7 @@ int cmd_match(int argc, char** argv) {
         throw std::invalid_argument("engine '" + e.name + "': nodes= applies under --tc nodes=N only");
     config.game.margin_ms = whole("margin", "margin", args.str("margin"));
     config.game.timeout_ms = whole("timeout", "timeout", args.str("timeout"));
-    config.game.max_plies = int(whole("max-plies", "max-plies", args.str("max-plies")));
+    config.game.rules.max_plies = int(whole("max-plies", "max-plies", args.str("max-plies")));
     config.start_within_ms = 1000 * whole("start-within", "start-within", args.str("start-within"));
     if (args.has("resign")) {
       auto f = fields("resign", args.str("resign"), {"moves", "score"});

@@ -9,8 +9,8 @@
 #include "command/commands.h"
 #include "command/options.h"
 #include "common/args.h"
-#include "engine/search/playout.h"
 #include "engine/search/search.h"
+#include "shogi/game_rules.h"
 #include "shogi/kif.h"
 #include "usi/network.h"
 
@@ -20,15 +20,15 @@ namespace {
 
 // Why the game ended, with `to_move` the side to move at the end; `winner` receives the winner or
 // stays empty for a draw.
-const char* ending_text(search::Ending e, Color to_move, std::optional<Color>& winner) {
+const char* ending_text(Ending e, Color to_move, std::optional<Color>& winner) {
   switch (e) {
-    case search::Ending::REPETITION_DRAW: return "sennichite (fourfold repetition): draw";
-    case search::Ending::REPETITION_WIN: winner = to_move; return "perpetual check by the other side";
-    case search::Ending::REPETITION_LOSS: winner = ~to_move; return "perpetual check";
-    case search::Ending::MATED: winner = ~to_move; return "checkmate";
-    case search::Ending::DECLARATION: winner = to_move; return "entering-king declaration";
-    case search::Ending::MAX_MOVES: return "maximum game length: draw";
-    case search::Ending::NONE: break;
+    case Ending::REPETITION_DRAW: return "sennichite (fourfold repetition): draw";
+    case Ending::REPETITION_WIN: winner = to_move; return "perpetual check by the other side";
+    case Ending::REPETITION_LOSS: winner = ~to_move; return "perpetual check";
+    case Ending::MATED: winner = ~to_move; return "checkmate";
+    case Ending::DECLARATION: winner = to_move; return "entering-king declaration";
+    case Ending::MAX_MOVES: return "maximum game length: draw";
+    case Ending::NONE: break;
   }
   return "";
 }
@@ -41,7 +41,7 @@ int cmd_play(int argc, char** argv) {
             "move by move, then the final board and the result. Without --model it plays the default network.");
   args.option("model", usi::DEFAULT_MODEL, "model file (<default>: the network the engine plays with by default)")
       .option("playouts", "300", "playouts per move")
-      .option("max-plies", "256", "the game is a draw after this many plies")
+      .option("max-plies", std::to_string(GameRules{}.max_plies), "the game is a draw after this many plies")
       .option("batch", "16", "leaves per network call per thread")
       .option("sfen", "startpos", "start position");
   options::add_backend(args, nn::BackendUse::INFERENCE);
@@ -72,7 +72,8 @@ int cmd_play(int argc, char** argv) {
   search::SearchParams params;
   params.threads = threads;
   params.batch_size = batch;
-  params.max_moves_to_draw = pos.game_ply() - 1 + int(max_plies);  // a move number: the game's draw
+  params.rules.max_plies = int(max_plies);
+  params.rules = params.rules.counted_from(pos);  // from --sfen, whatever its move number
   searcher.set_params(params);
   searcher.set_eval_queue(queue.get());
 
@@ -81,8 +82,7 @@ int cmd_play(int argc, char** argv) {
   std::string reason;
   for (;;) {
     const Color us = pos.side_to_move();
-    MoveList legal;
-    if (auto e = search::judge_position(pos, params, 3, legal); e != search::Ending::NONE) {
+    if (auto e = judge_position(pos, params.rules); e != Ending::NONE) {
       reason = ending_text(e, us, winner);
       break;
     }

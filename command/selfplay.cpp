@@ -70,7 +70,7 @@ int cmd_selfplay(int argc, char** argv) {
       .option("dirichlet-weight", "0.25", "Dirichlet noise at the root: weight (0: none)")
       .option("resign", "0.02", "resign below this win rate (0: never)")
       .option("no-resign-fraction", "0.1", "fraction of games played out without resignation (false-resign rate)")
-      .option("max-plies", "320", "games reaching this many plies are draws")
+      .option("max-plies", std::to_string(GameRules{}.max_plies), "games reaching this many plies are draws")
       .option("start-sfens", "", "openings file: lines 'startpos | [sfen] SFEN [moves ...]'")
       .option("book", "", "opening book (YaneuraOu format): games start from openings walked in it")
       .option("book-plies", "16", "plies of each opening walked in --book (count-weighted draws)")
@@ -143,7 +143,7 @@ int cmd_selfplay(int argc, char** argv) {
   g.no_resign_fraction = args.real("no-resign-fraction");
   g.root_mate_plies = int(args.integer("root-mate-plies"));
   g.seed = options::seed(args);
-  g.search.max_moves_to_draw = int(args.integer("max-plies"));
+  g.search.rules.max_plies = int(args.integer("max-plies"));
   g.search.leaf_mate_plies = int(args.integer("leaf-mate-plies"));
   g.search.threads = 1;
   require(g.playouts >= 1 && g.playouts <= 1000000, "--playouts must be between 1 and 1000000");
@@ -157,16 +157,16 @@ int cmd_selfplay(int argc, char** argv) {
   require(g.resign_winrate >= 0 && g.resign_winrate < 1, "--resign must be in [0, 1)");
   require(g.no_resign_fraction >= 0 && g.no_resign_fraction <= 1, "--no-resign-fraction must be between 0 and 1");
   require(g.root_mate_plies >= 0 && g.root_mate_plies <= 7, "--root-mate-plies must be between 0 and 7");
-  require(g.search.max_moves_to_draw >= 1 && g.search.max_moves_to_draw <= 65535,
+  require(g.search.rules.max_plies >= 1 && g.search.rules.max_plies <= 65535,
           "--max-plies must be between 1 and 65535");
   const std::string rule = args.str("declaration");
   require(rule == "27" || rule == "24" || rule == "none", "--declaration must be 27, 24 or none");
-  g.search.entering_king_rule = rule == "27"   ? EnteringKingRule::POINT27
-                                : rule == "24" ? EnteringKingRule::POINT24
-                                               : EnteringKingRule::NONE;
+  g.search.rules.entering_king_rule = rule == "27"   ? EnteringKingRule::POINT27
+                                      : rule == "24" ? EnteringKingRule::POINT24
+                                                     : EnteringKingRule::NONE;
   const int lm = g.search.leaf_mate_plies;
   require(lm == 0 || lm == 1 || lm == 3 || lm == 5, "--leaf-mate-plies must be 0, 1, 3 or 5");
-  if (args.has("start-sfens")) g.openings = selfplay::load_openings(args.str("start-sfens"), g.search);
+  if (args.has("start-sfens")) g.openings = selfplay::load_openings(args.str("start-sfens"), g.search.rules);
   if (args.has("book")) {
     require(!args.has("start-sfens"), "--book and --start-sfens exclude each other");
     const int plies = int(args.integer("book-plies"));
@@ -176,7 +176,8 @@ int cmd_selfplay(int argc, char** argv) {
     SplitMix64 rng{splitmix64(g.seed ^ 0x626f6f6bULL)};
     for (int i = 0; i < 4096; ++i) {
       selfplay::Opening o;
-      if (!selfplay::parse_opening(book::book_opening(b, plies, rng), g.search, o)) g.openings.push_back(std::move(o));
+      if (!selfplay::parse_opening(book::book_opening(b, plies, rng), g.search.rules, o))
+        g.openings.push_back(std::move(o));
     }
     require(!g.openings.empty(), "--book: no opening could be walked from the start position");
   }

@@ -1,6 +1,7 @@
 #include "loop/config.h"
 
 #include "nn/backend.h"
+#include "shogi/game_rules.h"
 
 #include <algorithm>
 #include <fstream>
@@ -28,7 +29,7 @@ const std::vector<ConfigKey>& config_keys() {
        "more training data for every generation: hcpe3/hcpe files or directories, comma-separated (e.g. earlier "
        "teacher games)"},
       {"openings", "", "openings file (lines 'startpos | [sfen] SFEN [moves ...]') for self-play and matches"},
-      {"max_plies", 320, "games reaching this many plies are draws (self-play and matches)"},
+      {"max_plies", GameRules{}.max_plies, "games reaching this many plies are draws (self-play and matches)"},
       {"selfplay_local", true,
        "the loop plays self-play itself (false: only `jiriki loop worker`s do, the loop waits for them)"},
       {"selfplay_positions", 2000, "new training positions per generation, made by the best network"},

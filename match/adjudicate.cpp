@@ -3,15 +3,14 @@
 
 #include <cstdlib>
 
-#include "shogi/movegen.h"
-
 namespace jiriki::match {
 
-Verdict judge_answer(const Position& pos, const std::string& answer, Move& move) {
+Verdict answer_verdict(const Position& pos, const std::string& answer, const GameRules& rules, Move& move) {
   Color us = pos.side_to_move();
   if (answer == "resign") return Verdict::loss(us, GameEnd::RESIGN, "resign");
   if (answer == "win") {
-    if (pos.declaration_win(EnteringKingRule::POINT27)) return Verdict::loss(~us, GameEnd::DECLARATION, "declaration");
+    if (judge_position(pos, rules) == Ending::DECLARATION)
+      return Verdict::loss(~us, GameEnd::DECLARATION, "declaration");
     return Verdict::loss(us, GameEnd::ILLEGAL_MOVE, "false declaration");
   }
   Move m = move_from_usi(pos, answer);
@@ -21,20 +20,20 @@ Verdict judge_answer(const Position& pos, const std::string& answer, Move& move)
   return {};
 }
 
-Verdict judge_position(const Position& pos, int plies, int max_plies) {
-  Color us = pos.side_to_move();
-  if (legal_moves(pos).size() == 0) return Verdict::loss(us, GameEnd::MATE, "mate");
-  switch (pos.repetition()) {
-    case Repetition::DRAW: return Verdict::draw(GameEnd::SENNICHITE, "sennichite");
-    case Repetition::WIN: return Verdict::loss(~us, GameEnd::SENNICHITE, "perpetual check");
-    case Repetition::LOSE: return Verdict::loss(us, GameEnd::SENNICHITE, "perpetual check");
-    case Repetition::NONE: break;
+Verdict ending_verdict(Ending ending, Color us) {
+  switch (ending) {
+    case Ending::REPETITION_DRAW: return Verdict::draw(GameEnd::SENNICHITE, "sennichite");
+    case Ending::REPETITION_WIN: return Verdict::loss(~us, GameEnd::SENNICHITE, "perpetual check");
+    case Ending::REPETITION_LOSS: return Verdict::loss(us, GameEnd::SENNICHITE, "perpetual check");
+    case Ending::MATED: return Verdict::loss(us, GameEnd::MATE, "mate");
+    case Ending::MAX_MOVES: return Verdict::draw(GameEnd::MAX_MOVES, "max plies");
+    case Ending::DECLARATION:  // the side to move declares by answering "win", or plays on
+    case Ending::NONE: break;
   }
-  if (max_plies > 0 && plies >= max_plies) return Verdict::draw(GameEnd::MAX_MOVES, "max plies");
   return {};
 }
 
-Verdict judge_scores(const std::vector<std::optional<int>>& scores, Color side_to_move, const ScoreRules& rules) {
+Verdict scores_verdict(const std::vector<std::optional<int>>& scores, Color side_to_move, const ScoreRules& rules) {
   const int n = int(scores.size());
   // Scores of the last k moves of each side, or false when one is missing or there are too few.
   auto all_last = [&](int moves, auto&& ok) {

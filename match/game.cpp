@@ -79,6 +79,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
   Position pos;
   pos.set_sfen(opening.sfen);
   g.record.start = pos;
+  const GameRules rules = settings.rules.counted_from(pos);  // a game's plies count from its start, as its record's
   g.record.black = black.spec().name;
   g.record.white = white.spec().name;
   const std::string position_base = opening.sfen == "startpos" ? "position startpos" : "position sfen " + opening.sfen;
@@ -106,7 +107,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
       v = {true, std::nullopt, GameEnd::ABORT, "interrupted"};
       break;
     }
-    v = judge_scores(g.scores, us, settings.scores);
+    v = scores_verdict(g.scores, us, settings.scores);
     if (v.over) break;
     EngineProcess& e = *engines[us];
     std::string go;
@@ -178,7 +179,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     std::string bestmove, text;
     words >> bestmove >> text;
     Move m = MOVE_NONE;
-    v = judge_answer(pos, text, m);
+    v = answer_verdict(pos, text, rules, m);
     if (v.over) break;
     pos.do_move(m);
     g.record.add_move(m, int(elapsed / 1000));
@@ -186,7 +187,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     g.move_ms.push_back(elapsed);
     g.scores.push_back(score);
     moves_text += " " + text;
-    v = judge_position(pos, int(g.record.moves.size()), settings.max_plies);
+    v = ending_verdict(judge_position(pos, rules), pos.side_to_move());
     if (v.over) break;
   }
   g.verdict = v;

@@ -26,7 +26,7 @@ struct GameSettings {
   int64_t margin_ms = 0;       // an answer this late beyond the clock is still on time
   int64_t timeout_ms = 60000;  // the most a move may take under `nodes`, and each start-up answer
   int64_t grace_ms = 1000;     // after a time forfeit, how long `stop` may take before the engine is killed
-  int max_plies = 320;         // a draw when reached (0: no limit)
+  GameRules rules;             // the declaration rule; the ply limit counts from the opening's start position
   ScoreRules scores;
   const std::atomic<bool>* interrupt = nullptr;  // when set, the game stops before the next move (GameEnd::ABORT)
 };

@@ -6,11 +6,20 @@
 
 namespace jiriki::match {
 
+namespace {
+
+// Whether the game is over at `pos` by the rules alone: the ply limit is the game's to apply.
+bool over(const Position& pos) {
+  return ending_verdict(judge_position(pos, GameRules{.max_plies = 0}), pos.side_to_move()).over;
+}
+
+}  // namespace
+
 std::optional<std::string> parse_opening(const std::string& line, Opening& out) {
   return parse_opening_line(
       line,
       [](const Position& pos) -> std::optional<std::string> {
-        if (judge_position(pos, 0, 0).over) return "the game is over";
+        if (over(pos)) return "the game is over";
         return std::nullopt;
       },
       false, out);
@@ -36,7 +45,7 @@ Opening random_opening(int plies, std::mt19937_64& rng) {
       std::vector<Move> choices;
       for (Move m : legal_moves(pos)) {
         pos.do_move(m);
-        if (!judge_position(pos, 0, 0).over) choices.push_back(m);
+        if (!over(pos)) choices.push_back(m);
         pos.undo_move();
       }
       if (choices.empty()) break;

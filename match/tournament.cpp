@@ -214,7 +214,7 @@ bool Tally::add(const GameOutcome& g) {
     if (g.reason == "time forfeit") f.time++;
     if (g.reason == "no answer") f.no_answer++;
     if (g.reason == "crash") f.crash++;
-    // judge_answer's reasons for a move that loses at once
+    // answer_verdict's reasons for a move that loses at once
     if (g.reason == "false declaration" || g.reason.rfind("illegal move", 0) == 0 ||
         g.reason.rfind("unparsable move", 0) == 0)
       f.illegal++;

@@ -81,7 +81,7 @@ Game::Progress Game::step(LeafBatch& lb) {
 bool Game::begin_turn() {
   for (;;) {
     MoveList moves;
-    switch (judge_position(pos_, s_.search, 3, moves)) {
+    switch (judge_position(pos_, s_.search.rules, moves)) {
       case Ending::NONE: break;
       case Ending::REPETITION_DRAW: end_game(EndKind::SENNICHITE, DRAW | hcpe3::SENNICHITE); return true;
       case Ending::REPETITION_WIN:

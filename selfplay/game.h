@@ -27,8 +27,8 @@ namespace jiriki::selfplay {
 
 // How games are played; shared, read-only, by every game of a run.
 struct GameSettings {
-  search::SearchParams search;     // PUCT constants, leaf mate search, and the rules: entering_king_rule,
-                                   // max_moves_to_draw (= max plies; start positions count as move 1)
+  search::SearchParams search;     // PUCT constants, leaf mate search, and the game's rules (search.rules;
+                                   // openings start at move 1, so rules.max_plies counts the game's plies)
   int playouts = 800;              // new playouts per move (the small cap under playout-cap randomisation)
   int full_playouts = 0;           // > 0: playout-cap randomisation, full cap ...
   double full_probability = 0.25;  // ... taken with this probability

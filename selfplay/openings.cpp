@@ -3,14 +3,11 @@
 
 #include <stdexcept>
 
-#include "engine/search/playout.h"
-#include "engine/search/search.h"
 #include "shogi/hcpe.h"
 
 namespace jiriki::selfplay {
 
-std::optional<std::string> parse_opening(const std::string& line, const search::SearchParams& rules, Opening& out) {
-  MoveList moves;
+std::optional<std::string> parse_opening(const std::string& line, const GameRules& rules, Opening& out) {
   return parse_opening_line(
       line,
       [&](const Position& pos) -> std::optional<std::string> {
@@ -19,13 +16,13 @@ std::optional<std::string> parse_opening(const std::string& line, const search::
         } catch (const std::exception& e) {
           return "the position cannot be recorded (" + std::string(e.what()) + ")";
         }
-        if (search::judge_position(pos, rules, 3, moves) != search::Ending::NONE) return "the game is over";
+        if (judge_position(pos, rules) != Ending::NONE) return "the game is over";
         return std::nullopt;
       },
       true, out);
 }
 
-std::vector<Opening> load_openings(const std::string& path, const search::SearchParams& rules) {
+std::vector<Opening> load_openings(const std::string& path, const GameRules& rules) {
   std::vector<Opening> openings;
   read_opening_lines(path, [&](const std::string& line) -> std::optional<std::string> {
     Opening o;

@@ -8,11 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "shogi/game_rules.h"
 #include "shogi/opening_line.h"
-
-namespace jiriki::search {
-struct SearchParams;
-}
 
 namespace jiriki::selfplay {
 
@@ -20,10 +17,10 @@ using Opening = OpeningLine;  // its SFEN at move number 1, and legal moves that
 
 // Parses one opening line; returns an error naming the problem (bad SFEN, illegal move, a
 // position without all 40 pieces, which no record format can hold, or a line that ends the game).
-std::optional<std::string> parse_opening(const std::string& line, const search::SearchParams& rules, Opening& out);
+std::optional<std::string> parse_opening(const std::string& line, const GameRules& rules, Opening& out);
 
 // Reads an openings file; throws std::runtime_error naming the file and line of the first problem,
 // or when the file holds no opening.
-std::vector<Opening> load_openings(const std::string& path, const search::SearchParams& rules);
+std::vector<Opening> load_openings(const std::string& path, const GameRules& rules);
 
 }  // namespace jiriki::selfplay

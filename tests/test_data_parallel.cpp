@@ -17,6 +17,7 @@
 #include "nn/model_file.h"
 #include "shogi/hcpe.h"
 #include "tests/temp_dir.h"
+#include "tests/train_configs.h"
 #include "training/batch_tuner.h"
 #include "training/buckets.h"
 #include "training/comm.h"
@@ -28,6 +29,7 @@
 
 using namespace jiriki;
 using namespace jiriki::training;
+using jiriki::training::testing::small_train_config;
 namespace fs = std::filesystem;
 using jiriki::testing::TempDir;
 
@@ -43,18 +45,9 @@ void on_threads(int ranks, Fn fn) {
 }
 
 TrainConfig dp_config(const std::string& data, const std::string& out) {
-  TrainConfig c;
-  c.data = {data};
-  c.model_out = out;
-  c.arch.blocks = 1;
-  c.arch.channels = 8;
-  c.batch = 8;
+  TrainConfig c = small_train_config(data, out, 1, 8, 8, OptimizerKind::SGD, 0.05);
   c.threads = 1;
-  c.quiet = true;
-  c.optimizer.kind = OptimizerKind::SGD;
   c.optimizer.weight_decay = 1e-4;
-  c.schedule.kind = Schedule::CONSTANT;
-  c.schedule.lr = 0.05;
   c.clip_grad_norm = 2.0;
   c.check_every = 1;  // every step: the replicas must stay bit-identical
   return c;

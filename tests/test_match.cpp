@@ -17,52 +17,15 @@
 #include "shogi/csa.h"
 #include "shogi/hcpe3.h"
 #include "shogi/kif.h"
-#include "temp_dir.h"
+#include "tests/scripted_match.h"
+#include "tests/temp_dir.h"
 
 using namespace jiriki;
 using namespace jiriki::match;
 using jiriki::testing::TempDir;
+using namespace jiriki::match::testing;
 
 namespace {
-
-const std::string FAKE = std::string(JIRIKI_SOURCE_DIR) + "/tests/data/fake_usi.sh";
-
-// An engine running fake_usi.sh with a script of the given lines (one per ply).
-EngineSpec fake(const TempDir& dir, const std::string& name, const std::vector<std::string>& lines) {
-  std::ofstream out(dir.file(name + ".script"));
-  for (const auto& l : lines) out << l << "\n";
-  EngineSpec spec;
-  spec.name = name;
-  spec.cmd = FAKE;
-  spec.args = {dir.file(name + ".script")};
-  return spec;
-}
-
-Opening opening(const std::string& line) {
-  Opening o;
-  REQUIRE_FALSE(parse_opening(line, o));
-  return o;
-}
-
-// Generous limits: the fake engines answer at once, but a loaded test machine may stall them.
-GameSettings fast_settings() {
-  GameSettings s;
-  s.tc.byoyomi_ms = 10000;
-  s.timeout_ms = 20000;
-  s.grace_ms = 300;
-  return s;
-}
-
-// One game between two engines that both follow `lines`.
-PlayedGame play(const std::vector<std::string>& lines, const GameSettings& settings = fast_settings(),
-                const std::string& start = "startpos") {
-  TempDir dir("match_game");
-  EngineSpec spec = fake(dir, "fake", lines);
-  EngineProcess black(spec), white(spec);
-  REQUIRE_FALSE(black.start(std::chrono::milliseconds(20000)));
-  REQUIRE_FALSE(white.start(std::chrono::milliseconds(20000)));
-  return play_game(black, white, opening(start), settings);
-}
 
 // A round robin of `engines`: 4 games a pairing, 2 at once, records in dir/out; it must finish.
 TournamentResult round_robin(const TempDir& dir, std::vector<EngineSpec> engines, TournamentConfig& c) {
@@ -301,7 +264,7 @@ TEST_CASE("match adjudication: perpetual check loses", "[match]") {
 
 TEST_CASE("match adjudication: the ply limit draws", "[match]") {
   GameSettings s = fast_settings();
-  s.max_plies = 4;
+  s.rules.max_plies = 4;
   PlayedGame g = play({"7g7f", "3c3d", "2g2f", "8c8d", "2f2e"}, s);
   CHECK_FALSE(g.verdict.winner);
   CHECK(g.verdict.reason == "max plies");

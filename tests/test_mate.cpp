@@ -10,18 +10,12 @@
 
 #include "engine/mate.h"
 #include "shogi/movegen.h"
+#include "tests/positions.h"
 
 using namespace jiriki;
+using jiriki::testing::from_sfen;
 
 namespace {
-
-Position from_sfen(const std::string& sfen) {
-  Position pos;
-  auto error = pos.set_sfen(sfen);
-  INFO(sfen << ": " << error.value_or(""));
-  REQUIRE_FALSE(error);
-  return pos;
-}
 
 // Exhaustive fixed-depth search: can the side to move force mate within `plies` plies, playing
 // checks only? Results are memoised by (position key, plies left).

@@ -10,19 +10,13 @@
 
 #include "nn/features.h"
 #include "shogi/movegen.h"
+#include "tests/positions.h"
 
 using namespace jiriki;
+using jiriki::testing::from_sfen;
 using namespace jiriki::nn;
 
 namespace {
-
-Position from_sfen(const std::string& sfen) {
-  Position p;
-  auto err = p.set_sfen(sfen);
-  INFO(sfen << " -> " << err.value_or(""));
-  REQUIRE(!err);
-  return p;
-}
 
 std::vector<float> features_of(const Position& pos) {
   std::vector<float> f(INPUT_SIZE, -1.0f);  // -1: a plane left unwritten would show

@@ -6,17 +6,12 @@
 
 #include "shogi/movegen.h"
 #include "shogi/opening_line.h"
+#include "tests/positions.h"
 
 using namespace jiriki;
+using jiriki::testing::from_sfen;
 
 namespace {
-Position from_sfen(const std::string& sfen) {
-  Position p;
-  auto err = p.set_sfen(sfen);
-  INFO(sfen << " -> " << err.value_or(""));
-  REQUIRE(!err);
-  return p;
-}
 void play(Position& pos, std::initializer_list<const char*> moves) {
   for (const char* t : moves) {
     Move m = move_from_usi(pos, t);

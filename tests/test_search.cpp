@@ -13,28 +13,13 @@
 #include "engine/search/search.h"
 #include "nn/features.h"
 #include "shogi/movegen.h"
+#include "tests/tiny_network.h"
 
 using namespace jiriki;
 using namespace jiriki::search;
+using jiriki::testing::tiny_eval_queue;
 
 namespace {
-
-std::unique_ptr<EvalQueue> tiny_queue(int max_batch) {
-  nn::Architecture a;
-  a.blocks = 1;
-  a.channels = 16;
-  nn::Model model(a);
-  nn::init_model(model, 7);
-  nn::BackendOptions o;
-#if JIRIKI_HAVE_DNNL
-  o.kind = nn::BackendKind::CPU;
-#else
-  o.kind = nn::BackendKind::REFERENCE;
-#endif
-  o.max_batch = max_batch;
-  o.threads = 1;  // one core for the network, one for the search threads
-  return make_eval_queue(model, o, 1);
-}
 
 Move parse(const Position& pos, const std::string& usi) {
   Move m = move_from_usi(pos, usi);
@@ -66,7 +51,7 @@ bool has_mate_in_1(Position& pos) {
 }
 
 struct Fixture {
-  std::unique_ptr<EvalQueue> queue = tiny_queue(16);
+  std::unique_ptr<EvalQueue> queue = tiny_eval_queue(16);
   Searcher searcher{size_t(64) << 20};
   Fixture() {
     SearchParams p;
@@ -154,7 +139,7 @@ TEST_CASE("search: the move limit makes every move a draw", "[search]") {
   const std::string sfen = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 100";
   Fixture f;
   f.set([](SearchParams& p) {
-    p.max_moves_to_draw = 100;
+    p.rules.max_plies = 100;
     p.draw_value_black = 0.3f;
     p.multipv = 600;
   });
@@ -167,7 +152,7 @@ TEST_CASE("search: the move limit makes every move a draw", "[search]") {
     }
   CHECK(visited >= 10);
   // One move earlier the limit is not reached yet: values are the network's, not all 0.3.
-  f.set([](SearchParams& p) { p.max_moves_to_draw = 101; });
+  f.set([](SearchParams& p) { p.rules.max_plies = 101; });
   r = f.search(sfen, {}, 300);
   bool other = false;
   for (const auto& l : r.info.lines) other |= l.visits > 0 && std::abs(l.winrate - 0.3f) > 1e-3f;
@@ -254,7 +239,7 @@ TEST_CASE("search: a declaration at the root wins at once", "[search]") {
   CHECK(r.kind == SearchResult::WIN);
   CHECK(r.info.nodes == 0);
   // Without the rule it is an ordinary position and the search plays a move.
-  f.set([](SearchParams& p) { p.entering_king_rule = EnteringKingRule::NONE; });
+  f.set([](SearchParams& p) { p.rules.entering_king_rule = EnteringKingRule::NONE; });
   r = f.search(sfen, {}, 200);
   CHECK(r.kind == SearchResult::MOVE);
   CHECK(pos.is_legal(r.best));

@@ -300,50 +300,6 @@ TEST_CASE("playout steps: leaves of several trees in one batch land on their own
   for (auto& t : trees) pool.release(t->root);
 }
 
-TEST_CASE("judge_position: the rules in the order the games and the tree use them", "[selfplay][search]") {
-  search::SearchParams params;
-  params.max_moves_to_draw = 12;
-  MoveList moves;
-  Position pos;
-  // Three cycles of a rook shuffle: the 13th position repeats the first a fourth time.
-  const char* cycle[] = {"2h3h", "8b7b", "3h2h", "7b8b"};
-  for (int i = 0; i < 12; ++i) {
-    INFO("ply " << i);
-    CHECK(search::judge_position(pos, params, 3, moves) == search::Ending::NONE);
-    CHECK(search::judge_position(pos, params, 1, moves) ==
-          (i >= 4 ? search::Ending::REPETITION_DRAW : search::Ending::NONE));
-    pos.do_move(move_from_usi(pos, cycle[i % 4]));
-  }
-  CHECK(search::judge_position(pos, params, 3, moves) == search::Ending::REPETITION_DRAW);  // before the move limit
-  Position longer;
-  for (const char* m :
-       {"7g7f", "3c3d", "2g2f", "8c8d", "2f2e", "8d8e", "6i7h", "4a3b", "3i4h", "7a7b", "5i6h", "5a4b"}) {
-    Move mv = move_from_usi(longer, m);
-    REQUIRE(longer.is_legal(mv));
-    longer.do_move(mv);
-  }
-  CHECK(search::judge_position(longer, params, 3, moves) == search::Ending::MAX_MOVES);
-  CHECK(moves.size() == legal_moves(longer).size());
-
-  // Perpetual check: after the fourth occurrence the checked side to move wins.
-  Position check;
-  REQUIRE_FALSE(check.set_sfen("4k4/9/9/9/9/9/9/9/K2R5 b - 1"));
-  check.do_move(move_from_usi(check, "6i5i"));
-  for (int c = 0; c < 3; ++c)
-    for (const char* m : {"5a4a", "5i4i", "4a5a", "4i5i"}) check.do_move(move_from_usi(check, m));
-  CHECK(search::judge_position(check, params, 3, moves) == search::Ending::REPETITION_WIN);
-  check.do_move(move_from_usi(check, "5a4a"));
-  CHECK(search::judge_position(check, params, 3, moves) == search::Ending::REPETITION_LOSS);
-
-  Position mated, declare;
-  REQUIRE_FALSE(mated.set_sfen("8k/8G/8P/9/9/9/9/9/K8 w 2r2b3g4s4n4l17p 2"));
-  CHECK(search::judge_position(mated, params, 3, moves) == search::Ending::MATED);
-  REQUIRE_FALSE(declare.set_sfen("+P+P+PS1S+P+P+P/1R2K2B1/9/9/9/9/9/9/4k4 b 10P 1"));
-  CHECK(search::judge_position(declare, params, 3, moves) == search::Ending::DECLARATION);
-  params.entering_king_rule = EnteringKingRule::NONE;
-  CHECK(search::judge_position(declare, params, 3, moves) == search::Ending::NONE);
-}
-
 TEST_CASE("selfplay: every game is legal, ends as its final position says, and reads back", "[selfplay][cli]") {
   SECTION("mates, declarations and the move limit; CSA files agree with the hcpe3 records") {
     const TempDir tmp("selfplay_ends");
@@ -558,7 +514,7 @@ TEST_CASE("selfplay: bad input is a clear error", "[selfplay][cli]") {
   // The reader names the file and line of the first bad opening.
   write_text(dir / "second.txt", "# fine, then not\nstartpos moves 7g7f\nstartpos moves 7g7f 7g7f\n");
   try {
-    selfplay::load_openings((dir / "second.txt").string(), search::SearchParams{});
+    selfplay::load_openings((dir / "second.txt").string(), GameRules{});
     FAIL("no error");
   } catch (const std::runtime_error& e) {
     CHECK_THAT(e.what(), Catch::Contains("second.txt:3: illegal move 7g7f"));

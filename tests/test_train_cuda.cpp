@@ -25,6 +25,7 @@
 #include "tests/gpu.h"
 #include "tests/nn_random.h"
 #include "tests/temp_dir.h"
+#include "tests/train_configs.h"
 #include "training/comm.h"
 #include "training/data.h"
 #include "training/loader.h"
@@ -40,6 +41,7 @@
 using namespace jiriki;
 using namespace jiriki::training;
 using jiriki::testing::require_gpu;
+using jiriki::training::testing::small_train_config;
 
 namespace {
 
@@ -168,17 +170,8 @@ double relative(double got, double want) { return std::abs(got - want) / std::ma
 // One SGD step of a 2x16 network on the GPU at batch 16, in NCCL buckets of a few kB (several even
 // for this network), with no weight decay: a tensor the gradients do not reach stays where it was.
 TrainConfig one_step_config(const TrainingData& files) {
-  TrainConfig c;
-  c.data = {files.file};
-  c.arch.blocks = 2;
-  c.arch.channels = 16;
-  c.batch = 16;
+  TrainConfig c = small_train_config(files.file, "", 2, 16, 16, OptimizerKind::SGD, 0.02);
   c.steps = 1;
-  c.quiet = true;
-  c.optimizer.kind = OptimizerKind::SGD;
-  c.optimizer.weight_decay = 0;
-  c.schedule.kind = Schedule::CONSTANT;
-  c.schedule.lr = 0.02;
   c.backend = nn::BackendKind::CUDA;
   c.bucket_mb = 0.004;
   return c;
@@ -369,20 +362,10 @@ TEST_CASE("GPU trainer: `train --backend cuda` learns as the CPU trainer does an
   require_gpu();
   const TrainingData files;
   const std::string& data = files.file;
-  TrainConfig c;
-  c.data = {data};
+  TrainConfig c = small_train_config(data, files.dir.file("cpu.bin"), 1, 16, 32, OptimizerKind::ADAMW, 3e-3);
   c.test = {data};
-  c.arch.blocks = 1;
-  c.arch.channels = 16;
-  c.batch = 32;
   c.steps = 80;
   c.log_every = 10;
-  c.quiet = true;
-  c.optimizer.kind = OptimizerKind::ADAMW;
-  c.optimizer.weight_decay = 0;
-  c.schedule.kind = Schedule::CONSTANT;
-  c.schedule.lr = 3e-3;
-  c.model_out = files.dir.file("cpu.bin");
   const TrainResult cpu = train(c);
   c.backend = nn::BackendKind::CUDA;
   c.model_out = files.dir.file("gpu.bin");

@@ -20,6 +20,7 @@
 #include "shogi/hcpe3.h"
 #include "shogi/movegen.h"
 #include "tests/temp_dir.h"
+#include "tests/train_configs.h"
 #include "training/checkpoint.h"
 #include "training/data.h"
 #include "training/loader.h"
@@ -28,6 +29,7 @@
 
 using namespace jiriki;
 using namespace jiriki::training;
+using jiriki::training::testing::small_train_config;
 namespace fs = std::filesystem;
 using jiriki::testing::TempDir;
 
@@ -100,18 +102,8 @@ bool same_weights(const nn::Model& a, const nn::Model& b) {
 
 // A small, quick configuration shared by the run tests.
 TrainConfig tiny_config(const std::string& data, const std::string& out) {
-  TrainConfig c;
-  c.data = {data};
-  c.model_out = out;
-  c.arch.blocks = 1;
-  c.arch.channels = 8;
-  c.batch = 32;
+  TrainConfig c = small_train_config(data, out, 1, 8, 32, OptimizerKind::ADAMW, 3e-3);
   c.threads = 2;
-  c.quiet = true;
-  c.optimizer.kind = OptimizerKind::ADAMW;
-  c.optimizer.weight_decay = 0;
-  c.schedule.kind = Schedule::CONSTANT;
-  c.schedule.lr = 3e-3;
   return c;
 }
 

@@ -361,8 +361,8 @@ search::SearchParams Engine::search_params() const {
   p.batch_size = queue_ ? queue_->max_batch() : 1;
   p.draw_value_black = float(options_.integer("DrawValueBlack")) / 1000.0f;
   p.draw_value_white = float(options_.integer("DrawValueWhite")) / 1000.0f;
-  p.max_moves_to_draw = int(options_.integer("MaxMovesToDraw"));
-  p.entering_king_rule = parse_rule(options_.str("EnteringKingRule"));
+  p.rules.max_plies = int(options_.integer("MaxMovesToDraw"));  // the same count: a move number
+  p.rules.entering_king_rule = parse_rule(options_.str("EnteringKingRule"));
   p.leaf_mate_plies = leaf_mate_plies();
   // Centipawns to a win rate, the inverse of search::winrate_to_cp.
   const float resign_cp = float(options_.integer("ResignValue"));

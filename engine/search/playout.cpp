@@ -10,21 +10,6 @@
 
 namespace jiriki::search {
 
-Ending judge_position(const Position& pos, const SearchParams& params, int previous, MoveList& moves) {
-  switch (pos.repetition(previous)) {
-    case Repetition::DRAW: return Ending::REPETITION_DRAW;
-    case Repetition::WIN: return Ending::REPETITION_WIN;
-    case Repetition::LOSE: return Ending::REPETITION_LOSS;
-    case Repetition::NONE: break;
-  }
-  moves.n = 0;
-  generate<GenType::LEGAL>(pos, moves);
-  if (moves.size() == 0) return Ending::MATED;
-  if (pos.declaration_win(params.entering_king_rule)) return Ending::DECLARATION;
-  if (params.max_moves_to_draw > 0 && pos.game_ply() > params.max_moves_to_draw) return Ending::MAX_MOVES;
-  return Ending::NONE;
-}
-
 float Tree::draw_value(Color side_to_move) const {
   const float v = engine == BLACK ? params->draw_value_black : params->draw_value_white;
   return side_to_move == engine ? v : 1.0f - v;
@@ -192,7 +177,7 @@ PlayoutEnd run_playout(Tree& tree, Position& pos, LeafBatch& lb) {
     int result_plies = 0;
     float value = 0.5f;
     MoveList moves;
-    switch (judge_position(pos, params, 1, moves)) {
+    switch (judge_position(pos, params.rules, moves, 1)) {  // the first return ends a line
       case Ending::REPETITION_DRAW:
       case Ending::MAX_MOVES:
         result = Outcome::DRAW;

@@ -1,7 +1,7 @@
 // The steps of one PUCT playout, shared by the two drivers of the tree search: Searcher (several
 // threads on one tree, search.h) and self-play (one thread stepping many games' trees, each by a
 // leaf at a time, selfplay/). A playout selects down the tree with virtual loss (select_child),
-// classifies a new leaf (the end of the game, a short forced mate) or queues it for the network
+// classifies a new leaf (the end of the game by shogi/game_rules.h, a short forced mate) or queues it for the network
 // (run_playout), and once the network has answered, expands the leaf and lands the playout on
 // its path, carrying proven wins and losses upwards (finish_batch, land). A LeafBatch may hold
 // leaves of many trees: every leaf knows its own.
@@ -12,22 +12,13 @@
 
 #include "engine/search/eval_queue.h"
 #include "engine/search/node.h"
+#include "shogi/game_rules.h"
 #include "shogi/movegen.h"
 #include "shogi/position.h"
 
 namespace jiriki::search {
 
 struct SearchParams;
-
-// How a game stands at a position: over by a rule, or going on.
-enum class Ending { NONE, REPETITION_DRAW, REPETITION_WIN, REPETITION_LOSS, MATED, DECLARATION, MAX_MOVES };
-
-// Judges `pos` for its side to move, in this order: repetition (`previous` earlier occurrences
-// end the game: 1 inside a search, which scores the first return as final, 3 in a real game's
-// fourfold sennichite; a perpetual check loses), no legal move (mated), an entering-king
-// declaration, the move limit of `params`. `moves` receives the legal moves when the
-// repetition test passes.
-Ending judge_position(const Position& pos, const SearchParams& params, int previous, MoveList& moves);
 
 // One step of a playout: the node left and the edge taken.
 struct Step {

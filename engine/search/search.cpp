@@ -84,8 +84,8 @@ Searcher::~Searcher() {
 void Searcher::set_params(const SearchParams& p) {
   // Terminal values, outcomes and priors stored in the tree depend on these.
   bool stale = p.draw_value_black != params_.draw_value_black || p.draw_value_white != params_.draw_value_white ||
-               p.max_moves_to_draw != params_.max_moves_to_draw || p.entering_king_rule != params_.entering_king_rule ||
-               p.leaf_mate_plies != params_.leaf_mate_plies || p.softmax_temperature != params_.softmax_temperature;
+               p.rules != params_.rules || p.leaf_mate_plies != params_.leaf_mate_plies ||
+               p.softmax_temperature != params_.softmax_temperature;
   params_ = p;
   if (stale) clear_tree();
 }
@@ -398,7 +398,7 @@ void Searcher::manager(SearchLimits limits, std::function<void(const SearchInfo&
   root_mate_.clear();
   mate_pv_.clear();
   root_mate_found_ = false;
-  if (legal_moves(root_pos_).size() == 0 || root_pos_.declaration_win(params_.entering_king_rule)) {
+  if (legal_moves(root_pos_).size() == 0 || root_pos_.declaration_win(params_.rules.entering_king_rule)) {
     SearchResult r;
     r.kind = legal_moves(root_pos_).size() == 0 ? SearchResult::RESIGN : SearchResult::WIN;
     if (limits.ponder || limits.infinite) hold();

@@ -34,6 +34,7 @@
 #include "engine/search/node.h"
 #include "engine/search/playout.h"
 #include "engine/search/time_manager.h"
+#include "shogi/game_rules.h"
 #include "shogi/position.h"
 
 namespace jiriki::search {
@@ -49,8 +50,9 @@ struct SearchParams {
   int batch_size = 16;            // leaves per network call per thread (<= the queue's max batch)
   float draw_value_black = 0.5f;  // the engine's value of a draw when it plays Black
   float draw_value_white = 0.5f;  // ... and when it plays White
-  int max_moves_to_draw = 0;      // a game reaching this move number is a draw; 0 = no limit
-  EnteringKingRule entering_king_rule = EnteringKingRule::POINT27;
+  // The declaration rule and the ply limit the tree's leaves are judged by; a search alone (analysis,
+  // `book build --think`) has no game length: a game sets it (USI's MaxMovesToDraw, self-play, play).
+  GameRules rules{.max_plies = 0};
   int leaf_mate_plies = 1;         // forced-mate search at new leaves: 0, 1, 3 or 5 plies
   float resign_value = 0.0f;       // resign when the best move's win rate is below this
   int multipv = 1;                 // root moves reported in SearchInfo::lines
