@@ -1,9 +1,6 @@
 // Reading, writing and looking up YaneuraOu-format books (see book.h).
 #include "book/book.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -300,26 +297,18 @@ std::string Book::describe() const { return name_ + ": " + std::to_string(size()
 
 // ---- BookFile --------------------------------------------------------------------------------
 
-BookFile::BookFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY);
-  if (fd_ < 0) throw std::runtime_error("cannot open book " + path);
-  size_ = ::lseek(fd_, 0, SEEK_END);
+BookFile::BookFile(const std::string& path) : path_(path), file_(path, "book"), size_(file_.size()) {
   std::string head = read_at(0, 64);
   if (!head.starts_with("#YANEURAOU-DB2016")) {
-    ::close(fd_);
     throw std::runtime_error(path + ":1: not a YaneuraOu book: the first line must be '" + std::string(HEADER) + "'");
   }
-}
-
-BookFile::~BookFile() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 std::string BookFile::read_at(int64_t offset, int64_t length) const {
   std::string buf(size_t(std::max<int64_t>(0, std::min(length, size_ - offset))), '\0');
   size_t done = 0;
   while (done < buf.size()) {
-    ssize_t n = ::pread(fd_, buf.data() + done, buf.size() - done, offset + int64_t(done));
+    const int64_t n = file_.read_at(offset + int64_t(done), buf.data() + done, buf.size() - done);
     if (n <= 0) throw std::runtime_error("cannot read book " + path_);
     done += size_t(n);
   }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/platform.h"
 #include "shogi/position.h"
 
 namespace jiriki::book {
@@ -108,9 +109,6 @@ class BookFile : public BookSource {
  public:
   // Opens the file and checks its header; throws std::runtime_error when it cannot.
   explicit BookFile(const std::string& path);
-  ~BookFile() override;
-  BookFile(const BookFile&) = delete;
-  BookFile& operator=(const BookFile&) = delete;
 
   std::vector<BookPosition> find(const std::string& key) const override;
   std::string describe() const override;
@@ -120,7 +118,7 @@ class BookFile : public BookSource {
   // The first "sfen " line that starts at or after `from`: its offset, or -1 when none.
   int64_t next_sfen_line(int64_t from, std::string* line) const;
   std::string path_;
-  int fd_ = -1;
+  ReadOnlyFile file_;
   int64_t size_ = 0;
 };
 

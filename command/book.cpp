@@ -9,13 +9,12 @@
 #include <sstream>
 #include <unordered_set>
 
-#include <unistd.h>
-
 #include "book/build.h"
 #include "book/gpsshogi.h"
 #include "book/policy.h"
 #include "command/commands.h"
 #include "common/args.h"
+#include "common/platform.h"
 #include "engine/network_setup.h"
 #include "engine/search/search.h"
 #include "shogi/csa.h"
@@ -342,7 +341,7 @@ int bench_book(int argc, char** argv) {
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   const bool temporary = !args.has("file");
   const std::string path =
-      temporary ? (fs::temp_directory_path() / ("jiriki_bench_book_" + std::to_string(::getpid()) + ".db")).string()
+      temporary ? (fs::temp_directory_path() / ("jiriki_bench_book_" + std::to_string(process_id()) + ".db")).string()
                 : book_path;
   SplitMix64 rng{seed};
   // Random games of up to 40 plies: almost every position is new, as in a large real book.

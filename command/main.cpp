@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "command/commands.h"
+#include "common/platform.h"
 #include "shogi/position.h"
 
 namespace jiriki {
@@ -38,6 +39,7 @@ static void print_help() {
 int main(int argc, char** argv) {
   using namespace jiriki;
   Position::init();
+  set_binary_stdin();                        // a GUI's CRLF lines reach the USI reader whole; it strips the '\r'
   if (argc < 2) return cmd_usi(argc, argv);  // what a GUI launches
   std::string name = argv[1];
   if (name == "--version") name = "version";

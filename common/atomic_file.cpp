@@ -7,6 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "common/platform.h"
+
 namespace jiriki {
 
 namespace {
@@ -27,28 +29,28 @@ int write_all(int fd, std::string_view bytes) {
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::string tmp = path + ".tmp." + std::to_string(process_id());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | OPEN_BINARY, 0644);
   if (fd < 0) throw std::runtime_error("cannot write " + path + " (creating " + tmp + "): " + std::strerror(errno));
   if (const int e = write_all(fd, bytes)) {
     ::close(fd);
     ::unlink(tmp.c_str());
     throw std::runtime_error("cannot write " + path + ": " + std::strerror(e));
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::string err = std::strerror(errno);
+  if (const int e = sync_file_descriptor(fd); e != 0 || ::close(fd) != 0) {
+    std::string err = std::strerror(e != 0 ? e : errno);
     ::unlink(tmp.c_str());
     throw std::runtime_error("cannot write " + path + " (flushing " + tmp + "): " + err);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string err = std::strerror(errno);
+  if (const int e = replace_file(tmp, path)) {
+    std::string err = std::strerror(e);
     ::unlink(tmp.c_str());
     throw std::runtime_error("cannot rename " + tmp + " to " + path + ": " + err);
   }
 }
 
 void append_to_file(const std::string& path, std::string_view bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | OPEN_BINARY, 0644);
   if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::strerror(errno));
   const off_t start = ::lseek(fd, 0, SEEK_END);
   if (const int e = write_all(fd, bytes)) {

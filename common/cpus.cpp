@@ -1,14 +1,14 @@
 // The CPUs this process may use (see cpus.h).
 #include "common/cpus.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "common/platform.h"
 
 namespace jiriki {
 
@@ -87,10 +87,8 @@ UsableCpus usable_cpus() {
   const int machine = int(std::max(1u, std::thread::hardware_concurrency()));
   UsableCpus u;
   u.count = machine;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    u.count = std::max(1, CPU_COUNT(&set));
+  if (const std::optional<int> mask = affinity_cpu_count()) {
+    u.count = *mask;
     u.why = std::to_string(u.count) + " of " + std::to_string(machine) + " CPUs in the affinity mask";
   } else {
     u.why = std::to_string(machine) + " CPUs (the affinity mask could not be read)";

@@ -3,9 +3,17 @@
 // change this file's preprocessed text, so that no compiler cache serves the old object).
 #include "nn/shipped_networks.h"
 
-#define JIRIKI_INCBIN(sym, path)                                                                                     \
-  asm(".section .rodata\n.global " #sym "\n.balign 64\n" #sym ":\n.incbin \"" path "\"\n.global " #sym "_end\n" #sym \
-      "_end:\n.previous\n");                                                                                         \
+// The read-only data section and the way back to code: PE/COFF (Windows) knows no .previous.
+#ifdef _WIN32
+#define JIRIKI_RODATA_SECTION ".section .rdata,\"dr\"\n"
+#define JIRIKI_SECTION_BACK ".text\n"
+#else
+#define JIRIKI_RODATA_SECTION ".section .rodata\n"
+#define JIRIKI_SECTION_BACK ".previous\n"
+#endif
+#define JIRIKI_INCBIN(sym, path)                                                                           \
+  asm(JIRIKI_RODATA_SECTION ".global " #sym "\n.balign 64\n" #sym ":\n.incbin \"" path "\"\n.global " #sym \
+                            "_end\n" #sym "_end:\n" JIRIKI_SECTION_BACK);                                  \
   extern "C" const uint8_t sym[], sym##_end[];
 
 #ifdef JIRIKI_SHIPPED_CPU

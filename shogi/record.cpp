@@ -1,9 +1,8 @@
 #include "shogi/record.h"
 
-#include <iconv.h>
-
-#include <cerrno>
 #include <stdexcept>
+
+#include "common/platform.h"
 
 namespace jiriki {
 
@@ -97,29 +96,6 @@ static size_t valid_utf8_prefix(std::string_view s) {
   return i;
 }
 
-// Converts with iconv; on failure returns the byte offset in `in` where conversion stopped.
-static std::optional<size_t> iconv_convert(const char* to, const char* from, std::string_view in, std::string& out) {
-  iconv_t cd = iconv_open(to, from);
-  if (cd == (iconv_t)-1) throw std::runtime_error(std::string("iconv cannot convert ") + from + " to " + to);
-  out.clear();
-  char* src = const_cast<char*>(in.data());
-  size_t src_left = in.size();
-  std::string buf(4096, '\0');
-  std::optional<size_t> bad;
-  while (src_left > 0) {
-    char* dst = buf.data();
-    size_t dst_left = buf.size();
-    size_t r = iconv(cd, &src, &src_left, &dst, &dst_left);
-    out.append(buf.data(), buf.size() - dst_left);
-    if (r == (size_t)-1 && errno != E2BIG) {
-      bad = size_t(src - in.data());
-      break;
-    }
-  }
-  iconv_close(cd);
-  return bad;
-}
-
 std::optional<std::string> decode_record_text(std::string_view bytes, std::string& utf8) {
   if (bytes.starts_with("\xef\xbb\xbf")) bytes.remove_prefix(3);
   size_t valid = valid_utf8_prefix(bytes);
@@ -127,7 +103,7 @@ std::optional<std::string> decode_record_text(std::string_view bytes, std::strin
     utf8.assign(bytes);
     return std::nullopt;
   }
-  if (auto bad = iconv_convert("UTF-8", "CP932", bytes, utf8))
+  if (auto bad = convert_text("UTF-8", "CP932", bytes, utf8))
     return "neither UTF-8 (bad byte at offset " + std::to_string(valid) + ") nor Shift_JIS (bad byte at offset " +
            std::to_string(*bad) + ")";
   return std::nullopt;
@@ -137,7 +113,7 @@ std::string encode_record_text(std::string_view utf8, TextEncoding enc) {
   if (enc == TextEncoding::UTF8) return std::string(utf8);
   if (enc == TextEncoding::UTF8_BOM) return "\xef\xbb\xbf" + std::string(utf8);
   std::string out;
-  if (auto bad = iconv_convert("CP932", "UTF-8", utf8, out)) {
+  if (auto bad = convert_text("CP932", "UTF-8", utf8, out)) {
     std::string_view rest = utf8.substr(*bad);
     size_t len = 1;
     while (len < rest.size() && (rest[len] & 0xc0) == 0x80) ++len;

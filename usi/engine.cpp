@@ -12,6 +12,7 @@
 
 #include "common/build_info.h"
 #include "common/cpus.h"
+#include "common/platform.h"
 #include "engine/network_setup.h"
 #include "shogi/movegen.h"
 
@@ -215,9 +216,8 @@ void Engine::cmd_usi() {
 // can be set without a GUI. Each line is `Name value`, `Name=value` or `setoption name Name value V`;
 // blank lines and lines starting with # are skipped. Its values replace those the GUI set.
 void Engine::read_engine_options() {
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return;
+  const std::filesystem::path exe = executable_path();
+  if (exe.empty()) return;
   const std::filesystem::path file = exe.parent_path() / "engine_options.txt";
   std::ifstream in(file);
   if (!in) return;

@@ -1,0 +1,60 @@
+// The operating-system calls jiriki makes beyond the C++ library, each with its POSIX and its Windows
+// form in one place (platform.cpp), so that the rest of the code has no #ifdef _WIN32.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace jiriki {
+
+// The id of this process, to make names of temporary files that no other process uses.
+int process_id();
+
+// This executable's path (to find files beside it, as engine_options.txt); empty when unknown.
+std::filesystem::path executable_path();
+
+// The number of CPUs in this process's affinity mask (taskset, start /affinity); nullopt when unknown.
+std::optional<int> affinity_cpu_count();
+
+// Puts standard input in binary mode where the C library has a text mode (Windows), so that a GUI's
+// CRLF lines arrive whole, a 0x1A byte ends nothing, and the reader strips the '\r' itself.
+void set_binary_stdin();
+
+// Flushes an open file descriptor's data to the disk (fsync; _commit on Windows); 0 or an errno.
+int sync_file_descriptor(int fd);
+
+// Renames `from` to `to`, replacing `to` when it exists (POSIX rename does; Windows needs a flag).
+// 0, or an errno-like code for std::strerror.
+int replace_file(const std::string& from, const std::string& to);
+
+// Converts text between the encodings "UTF-8" and "CP932" (Shift_JIS as Windows writes it) with
+// iconv (Windows: its code pages); on failure, the byte offset in `in` of the first character that
+// could not be converted (`out` then holds the text before it). Throws on an unknown encoding.
+std::optional<size_t> convert_text(const char* to, const char* from, std::string_view in, std::string& out);
+
+// Flags for ::open that keep bytes as they are (O_BINARY on Windows, nothing elsewhere).
+extern const int OPEN_BINARY;
+
+// A file opened for reading at any offset from several threads at once (pread; ReadFile at an offset
+// on Windows), without a shared file position.
+class ReadOnlyFile {
+ public:
+  // Throws std::runtime_error("cannot open WHAT PATH") when it cannot be opened.
+  ReadOnlyFile(const std::string& path, const std::string& what);
+  ~ReadOnlyFile();
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+
+  int64_t size() const { return size_; }
+  // Reads up to n bytes at offset; the count read (0 at the end of the file), or -1 on an error.
+  int64_t read_at(int64_t offset, void* buf, size_t n) const;
+
+ private:
+  intptr_t handle_ = -1;  // a file descriptor, or a Windows HANDLE
+  int64_t size_ = 0;
+};
+
+}  // namespace jiriki
