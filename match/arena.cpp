@@ -68,14 +68,7 @@ class ArenaGame {
     rules_ = s_.config.game.rules.counted_from(pos_);  // a game's plies count from its start, as play_game's
     game_.record.black = s_.config.engines[job.black].name;
     game_.record.white = s_.config.engines[job.white].name;
-    for (Move m : opening.moves) {
-      pos_.do_move(m);
-      game_.record.add_move(m);
-      game_.record.comments.emplace_back();
-      game_.move_ms.push_back(-1);
-      game_.scores.push_back(std::nullopt);
-    }
-    game_.opening_plies = int(opening.moves.size());
+    play_opening(pos_, game_, opening);
     for (Color c : {BLACK, WHITE}) {
       const int engine = c == BLACK ? job.black : job.white;
       sides_[c].engine = engine;

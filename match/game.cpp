@@ -72,6 +72,17 @@ std::optional<int> parse_info_score(const std::string& line) {
   return std::nullopt;
 }
 
+void play_opening(Position& pos, PlayedGame& game, const Opening& opening) {
+  for (Move m : opening.moves) {
+    pos.do_move(m);
+    game.record.add_move(m);
+    game.record.comments.emplace_back();
+    game.move_ms.push_back(-1);
+    game.scores.push_back(std::nullopt);
+  }
+  game.opening_plies = int(opening.moves.size());
+}
+
 PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& opening, const GameSettings& settings) {
   const TimeControl& tc = settings.tc;
   PlayedGame g;
@@ -83,15 +94,8 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
   g.record.white = white.spec().name;
   const std::string position_base = opening.sfen == "startpos" ? "position startpos" : "position sfen " + opening.sfen;
   std::string moves_text;  // " 7g7f 3c3d ..."
-  for (Move m : opening.moves) {
-    pos.do_move(m);
-    g.record.add_move(m);
-    g.record.comments.emplace_back();
-    g.move_ms.push_back(-1);
-    g.scores.push_back(std::nullopt);
-    moves_text += " " + move_to_usi(m);
-  }
-  g.opening_plies = int(opening.moves.size());
+  for (Move m : opening.moves) moves_text += " " + move_to_usi(m);
+  play_opening(pos, g, opening);
 
   EngineProcess* engines[COLOR_NB] = {&black, &white};
   for (auto* e : engines) e->send("usinewgame");

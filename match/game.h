@@ -75,4 +75,9 @@ std::string move_comment(std::optional<int> score, int64_t ms);
 // the engines' display names.
 PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& opening, const GameSettings& settings);
 
+// Plays the opening's moves on `pos` (set to the opening's start) into the game's record, with no
+// time, score or comment of their own: how every game of a match, in engine processes or in the
+// arena, begins.
+void play_opening(Position& pos, PlayedGame& game, const Opening& opening);
+
 }  // namespace jiriki::match
