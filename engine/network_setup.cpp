@@ -78,8 +78,11 @@ std::unique_ptr<nn::Evaluator> NetworkSetup::make_evaluator(const nn::Model& mod
   return nn::make_evaluator(model, evaluator_options(max_batch));
 }
 
-std::unique_ptr<search::EvalQueue> NetworkSetup::make_queue(const nn::Model& model) const {
-  return search::make_eval_queue(model, evaluator_options(), evaluators());
+std::unique_ptr<search::EvalQueue> NetworkSetup::make_queue(const nn::Model& model, int clients) const {
+  const int n = evaluators();
+  const bool own_evaluator = !on_gpu() && (clients > 0 ? clients : n) <= n;
+  return search::make_eval_queue(model, evaluator_options(), n,
+                                 own_evaluator ? search::Dispatch::CALLER : search::Dispatch::WORKERS);
 }
 
 std::string NetworkSetup::queue_line(const search::EvalQueue& queue) const {

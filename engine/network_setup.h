@@ -69,9 +69,11 @@ struct NetworkSetup {
   nn::BackendOptions evaluator_options(int max_batch = 0) const;
   // One evaluator (`nn eval`, `bench nn`). Throws std::runtime_error when the backend is not available.
   std::unique_ptr<nn::Evaluator> make_evaluator(const nn::Model& model, int max_batch = 0) const;
-  // An evaluation queue over evaluators() evaluators of batch() positions, each on its own thread
-  // (on the GPU each has its own stream). Throws std::runtime_error when the backend is not available.
-  std::unique_ptr<search::EvalQueue> make_queue(const nn::Model& model) const;
+  // An evaluation queue over evaluators() evaluators of batch() positions for `clients` threads
+  // calling it at once (0: evaluators(), the engine's search threads). On a CPU with no more clients
+  // than evaluators each client runs an evaluator itself; else each evaluator has its own thread (on
+  // the GPU its own stream). Throws std::runtime_error when the backend is not available.
+  std::unique_ptr<search::EvalQueue> make_queue(const nn::Model& model, int clients = 0) const;
   // The backend line every searching command prints: "backend: cpu (oneDNN ...) (auto: ...), batch 16,
   // 2 search threads".
   std::string queue_line(const search::EvalQueue& queue) const;

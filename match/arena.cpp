@@ -482,7 +482,8 @@ TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& 
         queues[g].push_back(nullptr);
         continue;
       }
-      queues[g].push_back(setup.make_queue(*model));
+      const int clients = (workers_total + int(settings.gpus.size()) - 1) / int(settings.gpus.size());
+      queues[g].push_back(setup.make_queue(*model, clients));
       if (gpu) queues[g].back()->warm_up();
     }
   }

@@ -157,7 +157,7 @@ SelfPlayResult run_selfplay(const SelfPlayConfig& config, const std::atomic<bool
     // CPU backends: the cores the workers leave, shared by the evaluators (OpenMP teams that spin
     // against the workers on the same cores run many times slower).
     on.settings.cpu_cores = std::max(1, (usable_cpus().count - workers_total) / int(config.gpus.size()));
-    queues.push_back(on.make_queue(model));
+    queues.push_back(on.make_queue(model, config.threads));  // each worker thread calls it
   }
   log << "selfplay: " << config.network.settings.model << ", " << queues[0]->name() << " on " << config.gpus.size()
       << (config.network.on_gpu() ? " GPU(s)" : " queue") << ", batch " << batch << ", " << config.threads

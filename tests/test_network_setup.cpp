@@ -90,6 +90,10 @@ TEST_CASE("network set-up: defaults follow the resolved backend, and the evaluat
   CHECK(n.network_line(model) == "network: " + testing::tiny_model_path() + " (1 blocks x 16 channels, relu)");
   auto queue = n.make_queue(model);
   CHECK(queue->max_batch() == 16);
+  // The search threads each run an evaluator of their own; more clients than evaluators share workers.
+  CHECK(queue->dispatch() == search::Dispatch::CALLER);
+  CHECK(n.make_queue(model, evaluators)->dispatch() == search::Dispatch::CALLER);
+  CHECK(n.make_queue(model, evaluators + 1)->dispatch() == search::Dispatch::WORKERS);
   CHECK(n.queue_line(*queue) ==
         "backend: " + queue->name() + " (asked for), batch 16, " + std::to_string(evaluators) + " search threads");
   CHECK(n.make_evaluator(model, 3)->max_batch() == 3);

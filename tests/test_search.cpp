@@ -1,8 +1,11 @@
 // Tree search with a tiny network: forced mates found and avoided, repetitions and declarations at
 // the root, node limits, tree reuse, the memory bound; the evaluation queue; time allocation.
 // Every claim about a position is checked independently with the rules core (brute force).
+#include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -376,6 +379,84 @@ TEST_CASE("evaluation queue: waiting batches are merged and answered in their ow
   // A batch of the wrong size is refused.
   EvalBatch empty(8);
   CHECK_THROWS_AS(queue.evaluate(empty), std::invalid_argument);
+}
+
+namespace {
+// Evaluator that notes the thread calling it and how many calls run at once; value = the batch's
+// first byte (expanded as SlowEcho's), or it throws when that byte is 255.
+class ThreadNoting : public nn::Evaluator {
+ public:
+  ThreadNoting(std::atomic<int>& running, std::atomic<int>& most) : running_(running), most_(most) {}
+  void evaluate(const float* f, int n, float* policy, float* value) override {
+    const int now = ++running_;
+    int seen = most_.load();
+    while (now > seen && !most_.compare_exchange_weak(seen, now)) {}
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    --running_;
+    float id = 0;
+    for (int k = 0; k < 8; ++k) id += f[k] * float(1 << k);
+    if (id == 255) throw std::runtime_error("bad batch");
+    for (int i = 0; i < n; ++i) value[i] = id, policy[size_t(i) * nn::POLICY_SIZE] = 0;
+    std::lock_guard lock(mutex);
+    callers.push_back(std::this_thread::get_id());
+  }
+  int max_batch() const override { return 8; }
+  std::string name() const override { return "thread noting"; }
+  std::mutex mutex;
+  std::vector<std::thread::id> callers;
+
+ private:
+  std::atomic<int>&running_, &most_;
+};
+}  // namespace
+
+TEST_CASE("evaluation queue: CALLER runs each batch on the client's thread, never two on one evaluator",
+          "[search][queue]") {
+  std::atomic<int> running{0}, most{0};
+  std::vector<ThreadNoting*> noted;
+  std::vector<std::unique_ptr<nn::Evaluator>> evals;
+  for (int i = 0; i < 2; ++i) {
+    auto e = std::make_unique<ThreadNoting>(running, most);
+    noted.push_back(e.get());
+    evals.push_back(std::move(e));
+  }
+  EvalQueue queue(std::move(evals), Dispatch::CALLER);
+  // Three clients on two evaluators: the third waits for a free one.
+  std::vector<std::thread::id> client_ids(3);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 3; ++c)
+    clients.emplace_back([&, c] {
+      client_ids[c] = std::this_thread::get_id();
+      for (int k = 0; k < 20; ++k) {
+        EvalBatch b(8);
+        for (int i = 0; i < 3; ++i) b.add()[0] = uint8_t(c * 20 + k);
+        queue.evaluate(b);
+        for (int i = 0; i < 3; ++i) wrong += b.value(i) != float(c * 20 + k);
+      }
+    });
+  for (auto& t : clients) t.join();
+  CHECK(wrong == 0);
+  CHECK(most <= 2);
+  CHECK(queue.stats().calls == 60);  // nothing merged
+  CHECK(queue.stats().positions == 180);
+  size_t calls = 0;
+  for (ThreadNoting* e : noted) {
+    calls += e->callers.size();
+    for (std::thread::id id : e->callers)
+      CHECK(std::find(client_ids.begin(), client_ids.end(), id) != client_ids.end());
+  }
+  CHECK(calls == 60);
+  // An evaluator's exception reaches its client, and the evaluator serves the next batch.
+  EvalBatch bad(8);
+  bad.add()[0] = 255;
+  CHECK_THROWS_AS(queue.evaluate(bad), std::runtime_error);
+  for (int k = 0; k < 3; ++k) {
+    EvalBatch b(8);
+    b.add()[0] = 7;
+    queue.evaluate(b);
+    CHECK(b.value(0) == 7.0f);
+  }
 }
 
 TEST_CASE("time: clocks too long to be real are capped, never overflow", "[search][time]") {

@@ -13,12 +13,16 @@ EvalBatch::EvalBatch(int capacity)
       policy_(size_t(capacity) * nn::POLICY_SIZE),
       value_(size_t(capacity)) {}
 
-EvalQueue::EvalQueue(std::vector<std::unique_ptr<nn::Evaluator>> evaluators) : evaluators_(std::move(evaluators)) {
+EvalQueue::EvalQueue(std::vector<std::unique_ptr<nn::Evaluator>> evaluators, Dispatch dispatch)
+    : evaluators_(std::move(evaluators)), dispatch_(dispatch) {
   if (evaluators_.empty()) throw std::invalid_argument("evaluation queue without an evaluator");
   max_batch_ = evaluators_[0]->max_batch();
   for (auto& e : evaluators_)
     if (e->max_batch() != max_batch_) throw std::invalid_argument("evaluators of one queue must share a batch size");
-  for (int i = 0; i < int(evaluators_.size()); ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 0; i < int(evaluators_.size()); ++i) {
+    if (dispatch_ == Dispatch::CALLER) free_.push_back(i);
+    else workers_.emplace_back([this, i] { worker_loop(i); });
+  }
 }
 
 EvalQueue::~EvalQueue() {
@@ -56,6 +60,7 @@ void EvalQueue::warm_up() {
 
 void EvalQueue::evaluate(EvalBatch& batch) {
   nn::check_batch_size(batch.size(), max_batch_);
+  if (dispatch_ == Dispatch::CALLER) return evaluate_on_caller(batch);
   Request req;
   req.batch = &batch;
   std::unique_lock lock(mutex_);
@@ -63,6 +68,33 @@ void EvalQueue::evaluate(EvalBatch& batch) {
   work_cv_.notify_one();
   done_cv_.wait(lock, [&] { return req.done; });
   if (req.error) std::rethrow_exception(req.error);
+}
+
+void EvalQueue::evaluate_on_caller(EvalBatch& batch) {
+  std::unique_lock lock(mutex_);
+  if (free_.empty()) {
+    ++waiting_;
+    done_cv_.wait(lock, [this] { return !free_.empty(); });
+    --waiting_;
+  }
+  const int index = free_.back();
+  free_.pop_back();
+  stats_.calls += 1;
+  stats_.positions += batch.size();
+  lock.unlock();
+  std::exception_ptr error;
+  try {
+    evaluators_[index]->evaluate_packed(batch.features_.data(), batch.size(), batch.policy_.data(),
+                                        batch.value_.data());
+  } catch (...) {
+    error = std::current_exception();
+  }
+  lock.lock();
+  free_.push_back(index);
+  const bool wake = waiting_ > 0;  // (no notify when none waits: a system call on some platforms)
+  lock.unlock();
+  if (wake) done_cv_.notify_one();
+  if (error) std::rethrow_exception(error);
 }
 
 void EvalQueue::worker_loop(int index) {
@@ -121,10 +153,11 @@ void EvalQueue::worker_loop(int index) {
   }
 }
 
-std::unique_ptr<EvalQueue> make_eval_queue(const nn::Model& model, const nn::BackendOptions& options, int evaluators) {
+std::unique_ptr<EvalQueue> make_eval_queue(const nn::Model& model, const nn::BackendOptions& options, int evaluators,
+                                           Dispatch dispatch) {
   std::vector<std::unique_ptr<nn::Evaluator>> list;
   for (int i = 0; i < std::max(evaluators, 1); ++i) list.push_back(nn::make_evaluator(model, options));
-  return std::make_unique<EvalQueue>(std::move(list));
+  return std::make_unique<EvalQueue>(std::move(list), dispatch);
 }
 
 }  // namespace jiriki::search

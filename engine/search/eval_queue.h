@@ -2,7 +2,10 @@
 // self-play game) fills an EvalBatch with encoded positions and hands it over; a worker thread
 // per nn::Evaluator runs it. Batches that wait together are merged into one network call, so many
 // small clients (self-play games) still fill a GPU, while one full batch goes through without a
-// copy. The tree search knows nothing of evaluators, threads or devices beyond this interface.
+// copy. Where every client has an evaluator of its own (a CPU engine's search threads), the client
+// runs it itself instead: no hand-over between threads per batch, whose wake-ups cost more than the
+// evaluation of a small network on some systems (under Wine each one is a round trip to wineserver).
+// The tree search knows nothing of evaluators, threads or devices beyond this interface.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -38,10 +41,16 @@ class EvalBatch {
   std::vector<float> policy_, value_;
 };
 
+// Who runs a batch's network call.
+enum class Dispatch {
+  WORKERS,  // a worker thread per evaluator, merging the batches that wait together
+  CALLER,   // the client, on a free evaluator (waiting for one when all are busy); nothing is merged
+};
+
 class EvalQueue {
  public:
-  // One worker thread per evaluator. Every evaluator must take batches of the same maximum size.
-  explicit EvalQueue(std::vector<std::unique_ptr<nn::Evaluator>> evaluators);
+  // Every evaluator must take batches of the same maximum size. WORKERS starts one thread per evaluator.
+  explicit EvalQueue(std::vector<std::unique_ptr<nn::Evaluator>> evaluators, Dispatch dispatch = Dispatch::WORKERS);
   ~EvalQueue();
   EvalQueue(const EvalQueue&) = delete;
   EvalQueue& operator=(const EvalQueue&) = delete;
@@ -50,6 +59,7 @@ class EvalQueue {
   // Rethrows what the evaluator threw.
   void evaluate(EvalBatch& batch);
   int max_batch() const { return max_batch_; }
+  Dispatch dispatch() const { return dispatch_; }
   std::string name() const;  // the evaluators' description
   // Runs every evaluator at each power of two up to max_batch() and at max_batch(), so that the
   // setup a backend does on a batch size's first use (the CUDA backend's kernel choice and graph
@@ -72,18 +82,23 @@ class EvalQueue {
     std::exception_ptr error;
   };
   void worker_loop(int index);
+  void evaluate_on_caller(EvalBatch& batch);
 
   std::vector<std::unique_ptr<nn::Evaluator>> evaluators_;
   int max_batch_;
+  Dispatch dispatch_;
   mutable std::mutex mutex_;
-  std::condition_variable work_cv_, done_cv_;
+  std::condition_variable work_cv_, done_cv_;  // CALLER: done_cv_ says an evaluator became free
   std::deque<Request*> queue_;
+  std::vector<int> free_;  // CALLER: the evaluators no client is running
+  int waiting_ = 0;        // CALLER: clients waiting for a free evaluator
   Stats stats_;
   bool quit_ = false;
   std::vector<std::thread> workers_;
 };
 
-// A queue over `evaluators` evaluators of `model` made with `options` (each on its own thread).
-std::unique_ptr<EvalQueue> make_eval_queue(const nn::Model& model, const nn::BackendOptions& options, int evaluators);
+// A queue over `evaluators` evaluators of `model` made with `options`.
+std::unique_ptr<EvalQueue> make_eval_queue(const nn::Model& model, const nn::BackendOptions& options, int evaluators,
+                                           Dispatch dispatch = Dispatch::WORKERS);
 
 }  // namespace jiriki::search
