@@ -8,7 +8,10 @@
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/loop_x4_best.jnn", ".carry/cudnn-choices.txt"]
 #   (the tuned cuDNN choices, so that neither way pays a fresh machine's tuning):
 #     bash scripts/device/arena.sh [GAMES] [CONCURRENCY]
-# A is networks/gpu.jnn; B the network .carry/loop_x4_best.jnn (any .jnn: B=FILE).
+# A is networks/gpu.jnn; B the network .carry/loop_x4_best.jnn (any .jnn: B=FILE). ARENA_THREADS="8 16"
+# plays the arena once for each count of worker threads per GPU (default: the arena's own default).
+# Each way's CPU time (user + system, its engine processes included) beside its wall time: how many
+# cores it kept busy.
 set -uo pipefail
 source scripts/device/env.sh
 GAMES=${1:-64} CONC=${2:-16}
@@ -33,17 +36,32 @@ s = json.load(open(sys.argv[1]))
 print("score %s (+%s -%s =%s), Elo %s %s" % (s.get("score"), s.get("wins"), s.get("losses"), s.get("draws"), s.get("elo"), s.get("elo_95")))' "$2/summary.json" 2>&1 | tail -1)"
 }
 
-step "arena: B against A, $GAMES games at nodes=800 on GPUs $GPUS"
-t0=$(date +%s.%N)
-"$J" match --engine "model=$B name=B" --engine "model=$A name=A" "${COMMON[@]}" --backend cuda --gpus "$GPUS" \
-  --out /tmp/arena-net 2>&1 | tail -4
-t1=$(date +%s.%N)
+declare -A WALL CPU
+TIMEFORMAT='cpu %U %S'  # bash's time: user and system seconds, the children it waited for included
+VARIANTS=(${ARENA_THREADS:-default})
+for v in "${VARIANTS[@]}"; do
+  step "arena ($v worker threads per GPU): B against A, $GAMES games at nodes=800 on GPUs $GPUS"
+  extra=(); [[ $v != default ]] && extra=(--threads "$v")
+  t0=$(date +%s.%N)
+  { time "$J" match --engine "model=$B name=B" --engine "model=$A name=A" "${COMMON[@]}" --backend cuda \
+    --gpus "$GPUS" "${extra[@]}" --out /tmp/arena-net-$v > /tmp/arena-log-$v 2>&1; } 2> /tmp/arena-time-$v
+  tail -4 /tmp/arena-log-$v
+  t1=$(date +%s.%N)
+  WALL[$v]=$(python3 -c "print(round($t1 - $t0, 1))")
+  CPU[$v]=$(awk '{print $2 + $3}' /tmp/arena-time-$v)
+done
 step "USI processes: the same, $CONC games at once"
-"$J" match --engine "cmd=$J name=B option.ModelFile=$B option.Backend=cuda option.Threads=2 option.GPU=$GPUS" \
+t1=$(date +%s.%N)
+{ time "$J" match --engine "cmd=$J name=B option.ModelFile=$B option.Backend=cuda option.Threads=2 option.GPU=$GPUS" \
   --engine "cmd=$J name=A option.ModelFile=$A option.Backend=cuda option.Threads=2 option.GPU=$GPUS" \
-  "${COMMON[@]}" --concurrency "$CONC" --out /tmp/arena-usi 2>&1 | tail -4
+  "${COMMON[@]}" --concurrency "$CONC" --out /tmp/arena-usi > /tmp/arena-log-usi 2>&1; } 2> /tmp/arena-time-usi
+tail -4 /tmp/arena-log-usi
 t2=$(date +%s.%N)
 step "summary"
-report "arena" /tmp/arena-net "$(python3 -c "print(round($t1 - $t0, 1))")"
+for v in "${VARIANTS[@]}"; do
+  report "arena ($v threads a GPU)" /tmp/arena-net-$v "${WALL[$v]}"
+  echo "  CPU time $(printf %.0f "${CPU[$v]}") s: $(python3 -c "print(round(${CPU[$v]} / ${WALL[$v]}, 1))") cores busy on average"
+done
 report "USI processes" /tmp/arena-usi "$(python3 -c "print(round($t2 - $t1, 1))")"
-tar czf "$OUT/arena_games.tar.gz" -C /tmp arena-net arena-usi
+echo "  CPU time (the match and the engine processes it waited for) $(awk '{print $2 + $3}' /tmp/arena-time-usi) s"
+tar czf "$OUT/arena_games.tar.gz" -C /tmp arena-net-* arena-usi
