@@ -234,7 +234,7 @@ int cmd_match(int argc, char** argv) {
             "together; a stopped run's finished games), summary.json to --out");
   options::bind_device(args, device, nn::BackendUse::INFERENCE,
                        "networks: the GPUs their games are spread over, e.g. 0,1,2,3");
-  options::bind_threads(args, arena.threads, "networks: worker threads per GPU (0: 8 on a GPU, 1 on the CPU)");
+  options::bind_threads(args, arena.threads, "networks: worker threads per GPU (0: 16 on a GPU, 1 on the CPU)");
   try {
     if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   } catch (const std::exception& e) {

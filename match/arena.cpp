@@ -440,7 +440,7 @@ TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& 
     leaves = std::max(leaves, engines[i].params.batch_size);
   }
 
-  const int per_gpu = settings.threads > 0 ? settings.threads : gpu ? 8 : 1;
+  const int per_gpu = settings.threads > 0 ? settings.threads : gpu ? 16 : 1;
   const int total_games = std::max(1, config.concurrency);
   const int workers_total = std::min<int>(per_gpu * int(settings.gpus.size()), total_games);
   const int call_limit = std::max(leaves, settings.batch > 0 ? settings.batch : gpu ? 512 : 64);

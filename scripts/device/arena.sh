@@ -64,4 +64,4 @@ for v in "${VARIANTS[@]}"; do
 done
 report "USI processes" /tmp/arena-usi "$(python3 -c "print(round($t2 - $t1, 1))")"
 echo "  CPU time (the match and the engine processes it waited for) $(awk '{print $2 + $3}' /tmp/arena-time-usi) s"
-tar czf "$OUT/arena_games.tar.gz" -C /tmp arena-net-* arena-usi
+(cd /tmp && tar czf "$OUT/arena_games.tar.gz" arena-net-* arena-usi)
