@@ -21,6 +21,30 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+namespace {
+// About 0.1 ms of waiting before a thread sleeps: longer than a layer's gap between two loops, short
+// enough that an idle pool leaves its cores soon.
+constexpr int SPIN_ROUNDS = 4000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until done() or SPIN_ROUNDS; true when done.
+template <class Done>
+bool spin_until(const Done& done) {
+  for (int i = 0; i < SPIN_ROUNDS; ++i) {
+    if (done()) return true;
+    cpu_relax();
+  }
+  return done();
+}
+}  // namespace
+
 void ThreadPool::run_chunk(int index) {
   const int64_t parts = size();
   const int64_t begin = task_n_ * index / parts, end = task_n_ * (index + 1) / parts;
@@ -36,16 +60,19 @@ void ThreadPool::run_chunk(int index) {
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    auto started = [&] { return stopping_.load() || generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(started)) {
       std::unique_lock lock(mutex_);
-      start_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+      ++sleeping_workers_;
+      start_cv_.wait(lock, started);
+      --sleeping_workers_;
     }
+    if (stopping_) return;
+    seen = generation_.load(std::memory_order_acquire);
     run_chunk(index);
-    {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mutex_);
-      if (--pending_ == 0) done_cv_.notify_one();
+      if (caller_sleeping_) done_cv_.notify_one();
     }
   }
 }
@@ -56,18 +83,28 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
+  bool wake;
   {
     std::lock_guard lock(mutex_);
     task_ = &fn;
     task_n_ = n;
     pending_ = int(workers_.size());
     error_ = nullptr;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);  // (under the mutex: a worker going to sleep sees it)
+    wake = sleeping_workers_ > 0;
   }
-  start_cv_.notify_all();
+  if (wake) start_cv_.notify_all();
   run_chunk(0);
-  std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  std::unique_lock lock(mutex_, std::defer_lock);
+  if (spin_until(finished)) {
+    lock.lock();
+  } else {
+    lock.lock();
+    caller_sleeping_ = true;
+    done_cv_.wait(lock, finished);
+    caller_sleeping_ = false;
+  }
   task_ = nullptr;
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }

@@ -1,7 +1,11 @@
 // A fixed set of threads that split loops among themselves: the CPU forward pass's (nn/forward.h) and
 // the CPU trainer's only parallelism.
-// The caller takes part, so a pool of one thread runs everything inline.
+// The caller takes part, so a pool of one thread runs everything inline. Waiting threads (workers
+// for the next loop, the caller for the workers) spin a little before they sleep: a forward pass is
+// a loop per layer, a fraction of a millisecond each, and a condition variable's wake-up costs
+// several microseconds on Linux and far more elsewhere (under Wine a round trip to wineserver).
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -35,9 +39,11 @@ class ThreadPool {
   std::condition_variable start_cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* task_ = nullptr;
   int64_t task_n_ = 0;
-  uint64_t generation_ = 0;  // incremented for every parallel_for
-  int pending_ = 0;          // workers still running the current task
-  bool stopping_ = false;
+  std::atomic<uint64_t> generation_{0};  // incremented (under mutex_) for every parallel_for
+  std::atomic<int> pending_{0};          // workers still running the current task
+  std::atomic<bool> stopping_{false};
+  int sleeping_workers_ = 0;      // under mutex_: workers waiting on start_cv_
+  bool caller_sleeping_ = false;  // under mutex_: the caller waits on done_cv_
   std::exception_ptr error_;
 };
 
