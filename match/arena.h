@@ -50,9 +50,11 @@ struct ArenaEngine {
 };
 
 // The search of a model=PATH engine: the USI engine's defaults for `backend` at `go nodes N` with one
-// search thread, changed by the spec's option.NAME=VALUE for the search options the USI engine has
-// (C_init, C_base, C_fpu_reduction, C_fpu_reduction_root, Softmax_Temperature, DrawValueBlack,
-// DrawValueWhite, MaxMovesToDraw, EnteringKingRule, LeafMateSearchPly, RootMateSearch,
+// search thread, except that on a GPU a search step adds 32 leaves where the USI engine's BatchSize
+// 0 adds 128 per thread (at a few hundred playouts a move, 128 would be most of a move's search at
+// once, every leaf chosen under the others' virtual loss); changed by the spec's option.NAME=VALUE for the search
+// options the USI engine has (C_init, C_base, C_fpu_reduction, C_fpu_reduction_root, Softmax_Temperature,
+// DrawValueBlack, DrawValueWhite, MaxMovesToDraw, EnteringKingRule, LeafMateSearchPly, RootMateSearch,
 // RootThreatSearch, BatchSize, Resign_Threshold, ResignValue), in the same units. Options that shape
 // a USI engine's process or clock, not its play at a node limit, are taken and ignored (Threads: the
 // arena searches each tree as one thread; USI_Hash, USI_Ponder, MultiPV, PV_Interval, NetworkDelay,
