@@ -12,11 +12,16 @@ what the step-time model predicts for 2, 4 and 8 GPUs under NCCL and host aggreg
 gnuplot (PNG).
 
 The predictions apply the tuner's own formulas (training/batch_tuner.h: Pollux's step time with
-gamma, McCandlish's efficiency) to the compute model fitted on one H200, with the communication
-cost of N GPUs extrapolated from measured link costs (see --nccl-ms, --host-one-ms, --host-two-ms)."""
+gamma, McCandlish's efficiency) to the compute model fitted on one H200. The communication of N GPUs
+comes from --multi, logs of `jiriki bench train --gpus` on 2 and 4 GPUs (each mode's "comm alone",
+a straight line in N through the measured points, and the gamma that best reproduces the measured
+step times from the measured compute and communication times); without --multi, from link costs
+(--nccl-ms, --host-one-ms, --host-two-ms)."""
 import argparse
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -48,6 +53,50 @@ def step_ms(m, b, t_n=None, gamma=None):
     return hi * (1 + (lo / hi) ** g) ** (1 / g) if hi > 0 else 0.0
 
 
+def combine(tc, tn, g):
+    """Pollux's step time from compute and communication times with overlap exponent g."""
+    hi, lo = max(tc, tn), min(tc, tn)
+    return hi * (1 + (lo / hi) ** g) ** (1 / g) if hi > 0 else 0.0
+
+
+def multi_gpu_rows(path):
+    """The rows of `jiriki bench train --gpus` logs: GPUs, mode, per-GPU batch, step, compute and
+    communication-alone ms, scaling."""
+    rows, n, mode = [], None, None
+    for line in open(path):
+        m = re.match(r"(\d+) GPUs \(.*\), gradients averaged by (the host|NCCL)", line)
+        if m:
+            n, mode = int(m.group(1)), "host" if m.group(2) == "the host" else "nccl"
+            continue
+        f = line.split()
+        if n and len(f) == 8 and f[0].isdigit() and f[-1].endswith("%"):
+            rows.append(dict(n=n, mode=mode, batch=int(f[0]), step=float(f[3]), compute=float(f[4]),
+                             comm=float(f[6]), scaling=float(f[7][:-1])))
+    return rows
+
+
+def fit_multi(rows, mode):
+    """(a, b, gamma, rms): comm alone = a + b N through the mean at each N; the gamma in [1, 10]
+    whose combine() of the measured compute and communication is closest to the measured steps
+    (least squares of the log ratio), and that rms log error."""
+    rs = [r for r in rows if r["mode"] == mode]
+    ns = sorted({r["n"] for r in rs})
+    pts = [(n, sum(r["comm"] for r in rs if r["n"] == n) / sum(1 for r in rs if r["n"] == n)) for n in ns]
+    if len(pts) == 1:
+        a, b = pts[0][1], 0.0
+    else:
+        mx, my = sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
+        b = sum((p[0] - mx) * (p[1] - my) for p in pts) / sum((p[0] - mx) ** 2 for p in pts)
+        a = my - b * mx
+    best = None
+    for k in range(0, 181):
+        g = 1 + k * 0.05
+        err = sum(math.log(combine(r["compute"], r["comm"], g) / r["step"]) ** 2 for r in rs)
+        if best is None or err < best[1]:
+            best = (g, err)
+    return a, b, best[0], math.sqrt(best[1] / len(rs))
+
+
 def gnuplot(script):
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
@@ -59,6 +108,8 @@ def main():
     ap.add_argument("--host-one-ms", type=float, default=None, help="host aggregation, 1 GPU (default: measured t_n)")
     ap.add_argument("--host-two-ms", type=float, default=2.9, help="host aggregation round trip, 2 GPUs (ms)")
     ap.add_argument("--noise", type=float, nargs="+", default=[300, 2000], help="noise scales to predict at")
+    ap.add_argument("--multi", nargs="*", default=[], help="`jiriki bench train --gpus` logs whose communication "
+                    "times (2 and 4 GPUs) the predictions use")
     ap.add_argument("--metric", default="policy_loss", help="held-out metric of the time to target (loss, policy_loss, ...)")
     ap.add_argument("--smooth", type=int, default=5, help="evaluations averaged before comparing with the target")
     ap.add_argument("--note", default="SGD, lr 0.01 b/256", help="the time-to-target runs' rule, for the plot's title")
@@ -240,17 +291,36 @@ plot {", ".join(plots)}
     nccl, host = models["nccl"], models["host"]
     host_one = a.host_one_ms if a.host_one_ms is not None else host["t_n_ms"]
     cands = [8 << k for k in range(8)]
+    rows = [r for path in a.multi for r in multi_gpu_rows(path)]
+    fits = {mode: fit_multi(rows, mode) for mode in ("nccl", "host") if any(r["mode"] == mode for r in rows)}
     print("\n## Predictions for N GPUs (per-GPU batch chosen from 8..1024)\n")
-    print(f"Communication per step: NCCL {a.nccl_ms} ms x (N-1)/(N/2) (ring all-reduce, the measured 2-GPU time "
-          f"at the same bus bandwidth), overlapped with the backward pass (gamma 10); host "
-          f"{host_one:.2f} ms + (N-1) x {a.host_two_ms - host_one:.2f} ms (the 1-GPU copies, then one more "
-          f"gradient summed per GPU), not overlapped (gamma 1).\n")
-    print("| N | aggregation | B_noise | T_n ms | per-GPU batch | step ms | samples/s | efficiency | goodput |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    if fits:
+        print(f"Communication per step from {', '.join(a.multi)}: " + "; ".join(
+            f"{mode} {f[0]:.3f} + {f[1]:.3f} N ms, gamma {f[2]:.2f} (rms error of the measured steps "
+            f"{100 * (math.exp(f[3]) - 1):.1f}%)" for mode, f in fits.items()) + ". Compute: the one-GPU model.\n")
+        print("| N | aggregation | per-GPU batch | measured step ms | compute ms | comm alone ms | "
+              "step from measured parts ms | step from the models ms |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            f = fits[r["mode"]]
+            print(f"| {r['n']} | {r['mode']} | {r['batch']} | {r['step']:.3f} | {r['compute']:.3f} | {r['comm']:.3f} | "
+                  f"{combine(r['compute'], r['comm'], f[2]):.3f} | {step_ms(nccl, r['batch'], f[0] + f[1] * r['n'], f[2]):.3f} |")
+        print()
+    else:
+        print(f"Communication per step: NCCL {a.nccl_ms} ms x (N-1)/(N/2) (ring all-reduce, the measured 2-GPU time "
+              f"at the same bus bandwidth), overlapped with the backward pass (gamma 10); host "
+              f"{host_one:.2f} ms + (N-1) x {a.host_two_ms - host_one:.2f} ms (the 1-GPU copies, then one more "
+              f"gradient summed per GPU), not overlapped (gamma 1).\n")
+    print("| N | aggregation | B_noise | T_n ms | gamma | per-GPU batch | step ms | samples/s | efficiency | goodput |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in (1, 2, 4, 8):
         for mode in ("nccl", "host"):
-            if mode == "nccl":
-                t_n, g = (a.nccl_ms * 2 * (n - 1) / n if n > 1 else 0.0), 10.0
+            if n == 1:  # one GPU: the tuner's own model of the mode
+                t_n, g = (0.0, 10.0) if mode == "nccl" else (host_one, host["gamma"])
+            elif mode in fits:
+                t_n, g = fits[mode][0] + fits[mode][1] * n, fits[mode][2]
+            elif mode == "nccl":
+                t_n, g = a.nccl_ms * 2 * (n - 1) / n, 10.0
             else:
                 t_n, g = host_one + (n - 1) * (a.host_two_ms - host_one), 1.0
             for noise in a.noise:
@@ -262,7 +332,8 @@ plot {", ".join(plots)}
                     if best is None or rate * eff > best[3] * best[4]:
                         best = (b, t, rate, rate, eff)
                 b, t, rate, _, eff = best
-                print(f"| {n} | {mode} | {noise:.0f} | {t_n:.3f} | {b} | {t:.3f} | {rate:.0f} | {eff:.3f} | {rate * eff:.0f} |")
+                print(f"| {n} | {mode} | {noise:.0f} | {t_n:.3f} | {g:.2f} | {b} | {t:.3f} | {rate:.0f} | {eff:.3f} | "
+                      f"{rate * eff:.0f} |")
 
 
 if __name__ == "__main__":
