@@ -293,6 +293,7 @@ class Worker {
   Worker(const Shared& shared, int id, std::vector<search::EvalQueue*> queues, int games, int batch)
       : s_(shared), id_(id), queues_(std::move(queues)), pool_(size_t(games) * 2 * TREE_BYTES) {
     for (size_t e = 0; e < queues_.size(); ++e) batches_.emplace_back(batch);
+    pending_.resize(queues_.size());
     for (int i = 0; i < games; ++i) games_.push_back(std::make_unique<ArenaGame>(s_, pool_, solver_));
   }
 
@@ -328,19 +329,28 @@ class Worker {
       }
       cursor = (cursor + 1) % n;
       if (!any) return;  // no game left to play
+      // Every network's batch in its queue at once, then the answers: the GPU works on them together.
       bool queued = false;
-      for (size_t e = 0; e < batches_.size(); ++e) {
-        search::LeafBatch& lb = batches_[e];
-        if (lb.batch.size() == 0) continue;
-        queued = true;
-        try {
-          queues_[e]->evaluate(lb.batch);
-        } catch (...) {
-          for (size_t f = e; f < batches_.size(); ++f) search::fail_batch(batches_[f]);
-          throw;
+      for (size_t e = 0; e < batches_.size(); ++e)
+        if (batches_[e].batch.size() > 0) {
+          queues_[e]->submit(batches_[e].batch, pending_[e]);
+          queued = true;
         }
-        search::finish_batch(lb);
+      std::exception_ptr error;
+      for (size_t e = 0; e < batches_.size(); ++e)
+        if (batches_[e].batch.size() > 0) {
+          try {
+            queues_[e]->wait(pending_[e]);
+          } catch (...) {
+            if (!error) error = std::current_exception();
+          }
+        }
+      if (error) {
+        for (auto& lb : batches_) search::fail_batch(lb);
+        std::rethrow_exception(error);
       }
+      for (auto& lb : batches_)
+        if (lb.batch.size() > 0) search::finish_batch(lb);
       if (!queued) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the pool is spent: wait for frees
     }
   }
@@ -350,7 +360,8 @@ class Worker {
   std::vector<search::EvalQueue*> queues_;  // by engine index
   search::NodePool pool_;
   MateSolver solver_;
-  std::vector<search::LeafBatch> batches_;  // by engine index
+  std::vector<search::LeafBatch> batches_;           // by engine index
+  std::vector<search::EvalQueue::Pending> pending_;  // by engine index
   std::vector<std::unique_ptr<ArenaGame>> games_;
 };
 

@@ -100,44 +100,51 @@ TEST_CASE("arena: the same games as two jiriki USI processes at the same nodes, 
   INFO(by_usi.error);
   REQUIRE(by_usi.error.empty());
 
-  TournamentConfig in_process = match_config(dir, "arena", 4, 12, 36);
-  for (const char* name : {"a", "b"}) {
-    EngineSpec e;
-    e.name = name;
-    e.model = dir.file(std::string(name) + ".jnn");
-    e.options = {{"BatchSize", "4"}, {"RootMateSearch", "false"}};
-    in_process.engines.push_back(e);
-  }
-  ArenaSettings settings;
-  settings.backend = nn::BackendKind::REFERENCE;
-  settings.gpus = {0, 1};  // two queues of each network, a worker each: the games spread over both
-  settings.threads = 1;
-  const TournamentResult by_arena = run_arena(in_process, settings);
-  INFO(by_arena.error);
-  REQUIRE(by_arena.error.empty());
+  // Twice: a worker and an evaluator of each network per GPU (each worker runs its calls itself),
+  // then two workers per GPU sharing one evaluator (its queue's worker thread merges their calls).
+  for (int workers : {1, 2}) {
+    INFO(workers << " worker(s) a GPU");
+    const std::string out = workers == 1 ? "arena" : "arena-shared";
+    TournamentConfig in_process = match_config(dir, out, 4, 12, 36);
+    for (const char* name : {"a", "b"}) {
+      EngineSpec e;
+      e.name = name;
+      e.model = dir.file(std::string(name) + ".jnn");
+      e.options = {{"BatchSize", "4"}, {"RootMateSearch", "false"}};
+      in_process.engines.push_back(e);
+    }
+    ArenaSettings settings;
+    settings.backend = nn::BackendKind::REFERENCE;
+    settings.gpus = {0, 1};  // two queues of each network: the games spread over both
+    settings.threads = workers;
+    settings.evaluators = workers == 1 ? 2 : 1;
+    const TournamentResult by_arena = run_arena(in_process, settings);
+    INFO(by_arena.error);
+    REQUIRE(by_arena.error.empty());
 
-  REQUIRE(by_arena.games == 4);
-  CHECK(by_arena.pairings[0].wins == by_usi.pairings[0].wins);
-  CHECK(by_arena.pairings[0].draws == by_usi.pairings[0].draws);
-  CHECK(by_arena.pairings[0].losses == by_usi.pairings[0].losses);
-  const auto usi_games = games_by_number(dir.file("usi")), arena_games = games_by_number(dir.file("arena"));
-  REQUIRE(usi_games.size() == 4);
-  REQUIRE(arena_games.size() == 4);
-  int64_t searched = 0;
-  for (const auto& [number, u] : usi_games) {
-    INFO("game " << number);
-    const json& a = arena_games.at(number);
-    for (const char* k : {"black", "white", "opening", "reason", "result", "plies", "moves", "nodes"})
-      CHECK(a[k] == u[k]);
-    // Moves, scores (the comments) and the ending, record for record.
-    CHECK(csa_without_times(dir.file("arena/") + a["csa"].get<std::string>()) ==
-          csa_without_times(dir.file("usi/") + u["csa"].get<std::string>()));
-    searched += a["moves"]["black"].get<int64_t>() + a["moves"]["white"].get<int64_t>();
+    REQUIRE(by_arena.games == 4);
+    CHECK(by_arena.pairings[0].wins == by_usi.pairings[0].wins);
+    CHECK(by_arena.pairings[0].draws == by_usi.pairings[0].draws);
+    CHECK(by_arena.pairings[0].losses == by_usi.pairings[0].losses);
+    const auto usi_games = games_by_number(dir.file("usi")), arena_games = games_by_number(dir.file(out));
+    REQUIRE(usi_games.size() == 4);
+    REQUIRE(arena_games.size() == 4);
+    int64_t searched = 0;
+    for (const auto& [number, u] : usi_games) {
+      INFO("game " << number);
+      const json& a = arena_games.at(number);
+      for (const char* k : {"black", "white", "opening", "reason", "result", "plies", "moves", "nodes"})
+        CHECK(a[k] == u[k]);
+      // Moves, scores (the comments) and the ending, record for record.
+      CHECK(csa_without_times(dir.file(out + "/") + a["csa"].get<std::string>()) ==
+            csa_without_times(dir.file("usi/") + u["csa"].get<std::string>()));
+      searched += a["moves"]["black"].get<int64_t>() + a["moves"]["white"].get<int64_t>();
+    }
+    CHECK(searched > 40);  // the games were played, not ended at once
+    // The summaries agree, but for the thinking time.
+    json su = summary_json(usi, by_usi), sa = summary_json(in_process, by_arena);
+    for (const char* k : {"wins", "losses", "draws", "score", "elo", "penta"}) CHECK(sa[k] == su[k]);
   }
-  CHECK(searched > 40);  // the games were played, not ended at once
-  // The summaries agree, but for the thinking time.
-  json su = summary_json(usi, by_usi), sa = summary_json(in_process, by_arena);
-  for (const char* k : {"wins", "losses", "draws", "score", "elo", "penta"}) CHECK(sa[k] == su[k]);
 }
 
 TEST_CASE("arena: legal games judged by the referee, colours swapped per pair, counts as in the records", "[arena]") {

@@ -58,19 +58,27 @@ void EvalQueue::warm_up() {
     for (int n : sizes) e->evaluate_packed(batch.features_.data(), n, batch.policy_.data(), batch.value_.data());
 }
 
-void EvalQueue::evaluate(EvalBatch& batch) {
+void EvalQueue::submit(EvalBatch& batch, Pending& pending) {
   nn::check_batch_size(batch.size(), max_batch_);
-  if (dispatch_ == Dispatch::CALLER) return evaluate_on_caller(batch);
-  Request req;
-  req.batch = &batch;
-  std::unique_lock lock(mutex_);
-  queue_.push_back(&req);
+  pending = Pending{&batch, false, nullptr};
+  if (dispatch_ == Dispatch::CALLER) return evaluate_on_caller(pending);
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(&pending);
+  }
   work_cv_.notify_one();
-  done_cv_.wait(lock, [&] { return req.done; });
-  if (req.error) std::rethrow_exception(req.error);
 }
 
-void EvalQueue::evaluate_on_caller(EvalBatch& batch) {
+void EvalQueue::wait(Pending& pending) {
+  if (dispatch_ == Dispatch::WORKERS) {
+    std::unique_lock lock(mutex_);
+    done_cv_.wait(lock, [&] { return pending.done; });
+  }
+  if (pending.error) std::rethrow_exception(pending.error);
+}
+
+void EvalQueue::evaluate_on_caller(Pending& pending) {
+  EvalBatch& batch = *pending.batch;
   std::unique_lock lock(mutex_);
   if (free_.empty()) {
     ++waiting_;
@@ -94,13 +102,14 @@ void EvalQueue::evaluate_on_caller(EvalBatch& batch) {
   const bool wake = waiting_ > 0;  // (no notify when none waits: a system call on some platforms)
   lock.unlock();
   if (wake) done_cv_.notify_one();
-  if (error) std::rethrow_exception(error);
+  pending.error = error;
+  pending.done = true;
 }
 
 void EvalQueue::worker_loop(int index) {
   nn::Evaluator& eval = *evaluators_[index];
   EvalBatch staging(max_batch_);  // merged input and output of several small requests
-  std::vector<Request*> taken;
+  std::vector<Pending*> taken;
   std::unique_lock lock(mutex_);
   for (;;) {
     work_cv_.wait(lock, [this] { return quit_ || !queue_.empty(); });
@@ -124,7 +133,7 @@ void EvalQueue::worker_loop(int index) {
         eval.evaluate_packed(b.features_.data(), b.size(), b.policy_.data(), b.value_.data());
       } else {
         int off = 0;
-        for (Request* r : taken) {
+        for (Pending* r : taken) {
           const EvalBatch& b = *r->batch;
           std::memcpy(staging.features_.data() + size_t(off) * nn::PACKED_INPUT_BYTES, b.features_.data(),
                       size_t(b.size()) * nn::PACKED_INPUT_BYTES);
@@ -132,7 +141,7 @@ void EvalQueue::worker_loop(int index) {
         }
         eval.evaluate_packed(staging.features_.data(), total, staging.policy_.data(), staging.value_.data());
         off = 0;
-        for (Request* r : taken) {
+        for (Pending* r : taken) {
           EvalBatch& b = *r->batch;
           std::memcpy(b.policy_.data(), staging.policy_.data() + size_t(off) * nn::POLICY_SIZE,
                       sizeof(float) * size_t(b.size()) * nn::POLICY_SIZE);
@@ -145,7 +154,7 @@ void EvalQueue::worker_loop(int index) {
     }
 
     lock.lock();
-    for (Request* r : taken) {
+    for (Pending* r : taken) {
       r->error = error;
       r->done = true;
     }

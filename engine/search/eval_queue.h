@@ -55,9 +55,24 @@ class EvalQueue {
   EvalQueue(const EvalQueue&) = delete;
   EvalQueue& operator=(const EvalQueue&) = delete;
 
+  // A batch handed over by submit(); it and its batch must live until wait() has returned.
+  struct Pending {
+    EvalBatch* batch = nullptr;
+    bool done = false;
+    std::exception_ptr error;
+  };
   // Evaluates every position of `batch` (1 <= size <= max_batch()); blocks until done. Thread-safe.
   // Rethrows what the evaluator threw.
-  void evaluate(EvalBatch& batch);
+  void evaluate(EvalBatch& batch) {
+    Pending p;
+    submit(batch, p);
+    wait(p);
+  }
+  // evaluate() in two halves, so that one thread can have batches in several queues at once (the
+  // arena's worker: one batch per network): submit() hands `batch` over and returns (CALLER:
+  // once evaluated); wait() blocks until it is done and rethrows what the evaluator threw.
+  void submit(EvalBatch& batch, Pending& pending);
+  void wait(Pending& pending);
   int max_batch() const { return max_batch_; }
   Dispatch dispatch() const { return dispatch_; }
   std::string name() const;  // the evaluators' description
@@ -76,20 +91,15 @@ class EvalQueue {
   void reset_stats();
 
  private:
-  struct Request {
-    EvalBatch* batch = nullptr;
-    bool done = false;
-    std::exception_ptr error;
-  };
   void worker_loop(int index);
-  void evaluate_on_caller(EvalBatch& batch);
+  void evaluate_on_caller(Pending& pending);
 
   std::vector<std::unique_ptr<nn::Evaluator>> evaluators_;
   int max_batch_;
   Dispatch dispatch_;
   mutable std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;  // CALLER: done_cv_ says an evaluator became free
-  std::deque<Request*> queue_;
+  std::deque<Pending*> queue_;
   std::vector<int> free_;  // CALLER: the evaluators no client is running
   int waiting_ = 0;        // CALLER: clients waiting for a free evaluator
   Stats stats_;
