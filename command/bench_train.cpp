@@ -122,8 +122,9 @@ training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainCon
     comm.max(0);
     const training::cuda::GpuTrainer::Timing t = gpu.time_step(reps);
     loader.release(b);
-    const training::cuda::GpuTrainer::Timing worst{comm.max(t.step), comm.max(t.compute), comm.max(t.comm),
-                                                   comm.max(t.copy), comm.max(t.mean)};
+    const training::cuda::GpuTrainer::Timing worst{comm.max(t.step),  comm.max(t.compute), comm.max(t.comm),
+                                                   comm.max(t.copy),  comm.max(t.mean),    comm.max(t.wait),
+                                                   comm.max(t.reduce)};
     if (r == 0) {
       slowest = worst;
       if (gradient_floats) *gradient_floats = gpu.gradient_floats();
@@ -182,8 +183,10 @@ int bench_data_parallel(const training::TrainConfig& base, const std::vector<int
     std::printf(
         "host all-reduce of the %.1f MB gradient (slowest GPU, last batch): copies down and up alone %.3f ms "
         "(%.1f GB/s each way), the mean alone %.3f ms, floor (their sum) %.3f ms; the buckets through the "
-        "host without the backward pass %.3f ms\n",
-        mb, 1e3 * last.copy, 2 * mb / 1e3 / last.copy, 1e3 * last.mean, 1e3 * (last.copy + last.mean), 1e3 * last.comm);
+        "host without the backward pass %.3f ms (its thread waiting for buckets to land %.3f ms, in their mean "
+        "with the other replicas %.3f ms)\n",
+        mb, 1e3 * last.copy, 2 * mb / 1e3 / last.copy, 1e3 * last.mean, 1e3 * (last.copy + last.mean), 1e3 * last.comm,
+        1e3 * last.wait, 1e3 * last.reduce);
   }
   if (nccl && !batches.empty()) {
     const double bytes = double(floats) * sizeof(float), factor = n > 1 ? 2.0 * (n - 1) / n : 1.0;

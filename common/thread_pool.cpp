@@ -1,6 +1,7 @@
 #include "common/thread_pool.h"
 
 #include "common/cpus.h"
+#include "common/spin.h"
 
 #include <algorithm>
 #include <utility>
@@ -20,30 +21,6 @@ ThreadPool::~ThreadPool() {
   start_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
-
-namespace {
-// About 0.1 ms of waiting before a thread sleeps: longer than a layer's gap between two loops, short
-// enough that an idle pool leaves its cores soon.
-constexpr int SPIN_ROUNDS = 4000;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
-
-// Spins until done() or SPIN_ROUNDS; true when done.
-template <class Done>
-bool spin_until(const Done& done) {
-  for (int i = 0; i < SPIN_ROUNDS; ++i) {
-    if (done()) return true;
-    cpu_relax();
-  }
-  return done();
-}
-}  // namespace
 
 void ThreadPool::run_chunk(int index) {
   const int64_t parts = size();

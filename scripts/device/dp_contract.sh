@@ -4,7 +4,7 @@
 #             the same records, seed and settings, NCCL and host aggregation each: are the weights
 #             identical? (the threaded pair first: it says whether the GPU's arithmetic repeats at all)
 #   die       `mpirun -np 2`, rank 1 killed (SIGKILL) in the middle: does rank 0 end, and how long after?
-#   resume    --gpus 0,1, stopped by SIGKILL after its first checkpoint, then --resume: it continues
+#   resume    --gpus 0,1, stopped by SIGKILL as its first checkpoint appears, then --resume: it continues
 #             from the checkpoint's step and ends at the asked step count; its weights against an
 #             uninterrupted run's.
 # The records are made on the machine first (self-play of the shipped GPU network).
@@ -66,13 +66,13 @@ if [[ " ${STEPS:-same die resume} " == *" die "* && -n $MPIRUN ]]; then
 fi
 
 if [[ " ${STEPS:-same die resume} " == *" resume "* ]]; then
-  step "resume: --gpus 0,1, 600 steps, checkpoint every 200, SIGKILL after the first checkpoint, --resume"
-  R=(--steps 600 --gpus 0,1 --checkpoint-every 200 --allreduce nccl)
+  step "resume: --gpus 0,1, 3000 steps, checkpoint every 1000, SIGKILL as the first checkpoint appears, --resume"
+  R=(--steps 3000 --gpus 0,1 --checkpoint-every 1000 --allreduce nccl)
   "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/full.jnn > $W/full.txt 2>&1; echo "uninterrupted: exit $?"
   "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/res.jnn > $W/res1.txt 2>&1 &
   P=$!
-  for _ in $(seq 1 300); do [[ -f $W/res.jnn.ckpt ]] && break; sleep 0.2; done
-  sleep 1; kill -9 $P; wait $P; echo "killed (exit $?) with checkpoint: $(ls -l $W/res.jnn.ckpt 2>&1 | awk '{print $5, $NF}')"
+  for _ in $(seq 1 1200); do [[ -f $W/res.jnn.ckpt ]] && break; sleep 0.05; done
+  kill -9 $P; wait $P; echo "killed (exit $?) with checkpoint: $(ls -l $W/res.jnn.ckpt 2>&1 | awk '{print $5, $NF}')"
   "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/res.jnn --resume > $W/res2.txt 2>&1; echo "resumed: exit $?"
   grep -m2 -iE "resum|from step" $W/res2.txt | cut -c1-160
   grep -E "^step|steps" $W/res2.txt | tail -2 | cut -c1-160

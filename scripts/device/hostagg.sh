@@ -9,13 +9,15 @@
 #              host runs end with the floor: the gradient copied down and up alone, its mean alone
 #   allreduce  `jiriki bench allreduce` (between the two): the host all-reduce of two and four
 #              ranks on threads against one memcpy of the same bytes
+#   ddp        scripts/torch_ddp_reference.py: PyTorch DDP on GPUS at BATCHES beside `jiriki bench
+#              train --gpus` under both modes, in the same run ($OUT/ddp_reference.txt)
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/catch2"]:
 #     bash scripts/device/hostagg.sh [GPUS] [BATCHES]
 # (.carry/catch2: catch2/catch.hpp and cmake/{Catch,CatchAddTests}.cmake, Catch2 2.x's, for the tests.)
 #
 # GPUS (default: every GPU, e.g. 0,1,2,3) and BATCHES per GPU (default 32,256,1024). STEPS (default
-# "tests allreduce bench") picks what runs after the build. Logs: $OUT/hostagg.log (all of it),
+# "tests allreduce bench"; add ddp) picks what runs after the build. Logs: $OUT/hostagg.log (all of it),
 # hostagg_tests.txt, hostagg_bench.txt, build.log, cudnn-choices.txt (carry it back as
 # .carry/cudnn-choices.txt to skip cuDNN's tuning next time).
 set -uo pipefail
@@ -55,6 +57,12 @@ if [[ " $STEPS " == *" allreduce "* ]]; then
   step "bench allreduce"
   build-device/jiriki bench allreduce --ranks 2,4 2>&1
   build-device/jiriki bench allreduce --ranks 2,4 --threads 1 2>&1 | tail -2
+fi
+
+if [[ " $STEPS " == *" ddp "* ]]; then
+  step "PyTorch DDP beside jiriki bench train --gpus $GPUS, both modes, in the same run"
+  timeout 420 python3 scripts/torch_ddp_reference.py --jiriki build-device/jiriki --gpus "$GPUS" --batch "$BATCHES" \
+    2>&1 | grep -v "^\[" | tee "$OUT/ddp_reference.txt"
 fi
 
 if [[ " $STEPS " == *" bench "* && $FIRST_TWO != "$GPUS" ]]; then

@@ -56,11 +56,9 @@ nn::LossTotals GpuTrainer::Impl::read_records(int n) const {
 // bucket's copies: it may not call CUDA, and only signals.
 static void CUDART_CB bucket_landed(void* p) {
   auto* l = static_cast<GpuTrainer::Impl::Landed*>(p);
-  {
-    std::lock_guard lock(l->mutex);
-    ++l->count;
-  }
-  l->cv.notify_all();
+  std::lock_guard lock(l->mutex);
+  l->count.fetch_add(1, std::memory_order_release);
+  if (l->sleeping) l->cv.notify_all();
 }
 
 void GpuTrainer::Impl::enqueue_download(const Bucket& b, cudaStream_t on) {
@@ -70,26 +68,35 @@ void GpuTrainer::Impl::enqueue_download(const Bucket& b, cudaStream_t on) {
   JIRIKI_CUDA_CHECK(cudaLaunchHostFunc(on, bucket_landed, &landed));
 }
 
-int64_t GpuTrainer::Impl::landed_count() {
-  std::lock_guard lock(landed.mutex);
-  return landed.count;
-}
+int64_t GpuTrainer::Impl::landed_count() { return landed.count.load(std::memory_order_acquire); }
 
 void GpuTrainer::Impl::wait_landed(int64_t count) {
+  auto arrived = [&] { return landed.count.load(std::memory_order_acquire) >= count; };
+  // Buckets land a tenth of a millisecond apart: spin first (common/spin.h).
+  if (spin_until(arrived)) return;
   std::unique_lock lock(landed.mutex);
+  landed.sleeping = true;
   // A failed copy or kernel never lands its bucket: look at the streams now and then.
-  while (!landed.cv.wait_for(lock, std::chrono::seconds(1), [&] { return landed.count >= count; }))
+  while (!landed.cv.wait_for(lock, std::chrono::seconds(1), arrived))
     for (cudaStream_t s : {stream, wgrad_stream, comm_stream})
-      if (cudaError_t e = cudaStreamQuery(s); e != cudaSuccess && e != cudaErrorNotReady)
+      if (cudaError_t e = cudaStreamQuery(s); e != cudaSuccess && e != cudaErrorNotReady) {
+        landed.sleeping = false;
         throw std::runtime_error(std::string("GPU trainer: a gradient bucket never reached the host: ") +
                                  cudaGetErrorString(e));
+      }
+  landed.sleeping = false;
 }
 
 void GpuTrainer::Impl::average_buckets(int64_t base) {
+  using Clock = std::chrono::steady_clock;
   float* h = host_grads.get<float>();
   for (size_t k = 0; k < buckets.size(); ++k) {
+    const auto t0 = Clock::now();
     wait_landed(base + int64_t(k) + 1);
+    const auto t1 = Clock::now();
     if (host->size() > 1) host->average_ranges(h, buckets[k].ranges);  // (one replica: the copies alone)
+    host_wait_seconds += std::chrono::duration<double>(t1 - t0).count();
+    host_mean_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
     for (const auto& [offset, count] : buckets[k].ranges)
       JIRIKI_CUDA_CHECK(cudaMemcpyAsync(at<float>(reduced, offset), h + offset, count * sizeof(float),
                                         cudaMemcpyHostToDevice, up_stream));
@@ -405,12 +412,15 @@ GpuTrainer::Timing GpuTrainer::time_step(int reps) {
   if (m.host) {
     // The buckets' way through the host without the backward pass; then the floor: the whole
     // gradient down and back up on one stream, and the mean of it on the host, each alone.
+    const double wait0 = m.host_wait_seconds, mean0 = m.host_mean_seconds;
     t.comm = wall([&] {
       const int64_t base = m.landed_count();
       for (const Bucket& b : m.buckets) m.enqueue_download(b, m.comm_stream);
       m.average_buckets(base);
       JIRIKI_CUDA_CHECK(cudaStreamSynchronize(m.stream));
     });
+    t.wait = (m.host_wait_seconds - wait0) / reps;
+    t.reduce = (m.host_mean_seconds - mean0) / reps;
     float* h = m.host_grads.get<float>();
     const size_t bytes = m.total * sizeof(float);
     t.copy = wall([&] {

@@ -110,6 +110,9 @@ class GpuTrainer {
   struct Timing {
     double step = 0, compute = 0, comm = 0;  // seconds
     double copy = 0, mean = 0;               // host aggregation's floor (seconds), else 0
+    // Of `comm` under host aggregation, per step: the replica's thread waiting for buckets to land,
+    // and in their mean with the other replicas (barriers included).
+    double wait = 0, reduce = 0;
   };
   Timing time_step(int reps);
   double device_seconds_per_step(int reps) { return time_step(reps).step; }

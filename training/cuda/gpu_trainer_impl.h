@@ -49,6 +49,7 @@
 #include <cuda_profiler_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -61,6 +62,7 @@
 #include <vector>
 
 #include "common/fnv1a.h"
+#include "common/spin.h"
 #include "nn/cuda/cuda_util.h"
 #include "nn/cuda/fused_conv.h"
 #include "nn/cuda/kernels.h"
@@ -398,8 +400,12 @@ struct GpuTrainer::Impl {
   struct Landed {
     std::mutex mutex;
     std::condition_variable cv;
-    int64_t count = 0;  // buckets landed since attach_host
+    std::atomic<int64_t> count{0};  // buckets landed since attach_host (advanced under mutex)
+    bool sleeping = false;          // (under mutex) the replica's thread waits on cv
   } landed;
+  // Seconds the replica's thread spent in average_buckets since attach_host: waiting for buckets to
+  // land, and in the mean with the other replicas (their barriers included).
+  double host_wait_seconds = 0, host_mean_seconds = 0;
   void enqueue_download(const Bucket& b, cudaStream_t on);
   int64_t landed_count();
   void wait_landed(int64_t count);
