@@ -509,8 +509,10 @@ TEST_CASE("training: a tiny network overfits a few hundred positions", "[train][
 TEST_CASE("training: a resumed run ends with exactly the weights of an uninterrupted one", "[train][run]") {
   TempDir dir("resume");
   REQUIRE(!write_hcpe_file(dir.file("train.hcpe"), random_game_records(5, 20, 12)));  // 100 positions
-  for (OptimizerKind kind : {OptimizerKind::ADAMW, OptimizerKind::SGD}) {
+  for (const auto& [kind, replicas] :
+       {std::pair{OptimizerKind::ADAMW, 1}, std::pair{OptimizerKind::SGD, 1}, std::pair{OptimizerKind::SGD, 2}}) {
     TrainConfig c = tiny_config(dir.file("train.hcpe"), dir.file("whole.bin"));
+    c.replicas = replicas;  // two replicas: each resumes its share of the stream and its batch-norm statistics
     c.optimizer.kind = kind;
     c.optimizer.weight_decay = 1e-4;
     c.schedule = {.kind = Schedule::COSINE, .lr = kind == OptimizerKind::SGD ? 0.05 : 3e-3, .warmup_steps = 3};
@@ -530,10 +532,12 @@ TEST_CASE("training: a resumed run ends with exactly the weights of an uninterru
     c.resume = true;
     c.checkpoint_every = 3;  // checkpoints written along the way change nothing
     c.threads = 1;           // nor does the number of threads
+    c.test = {dir.file("train.hcpe")};
+    c.eval_every = 2;  // nor do held-out evaluations (under the replicas' mean statistics)
     TrainResult rest = train(c);
     CHECK(!rest.interrupted);
     CHECK(rest.step == 10);
-    CAPTURE(optimizer_name(kind));
+    CAPTURE(optimizer_name(kind), replicas);
     CHECK(same_weights(nn::load_model(dir.file("whole.bin")), nn::load_model(dir.file("parts.bin"))));
 
     // Another batch size is another run: refused, naming the difference.
@@ -547,6 +551,8 @@ TEST_CASE("training: a resumed run ends with exactly the weights of an uninterru
     CHECK_THROWS_WITH(train(c), Catch::Contains("the checkpoint holds a") && Catch::Contains("drop --blocks"));
     c.arch_given = false;
     c.arch.channels /= 2;
+    c.test.clear();
+    c.eval_every = 0;
     fs::remove(c.checkpoint);
     fs::remove(c.model_out);
   }

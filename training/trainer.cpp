@@ -192,17 +192,39 @@ void report_issues(const Dataset& d, const char* what, bool quiet, Log& log) {
               << (d.issues.empty() ? "" : ", " + std::to_string(d.issues.size()) + " problems skipped") << "\n";
 }
 
-// The mean of the replicas' batch-norm running statistics, on every replica (each keeps its own
-// during training): held-out metrics, checkpoints and the export then see the same model on every
-// rank. Collective.
-void average_running_statistics(Device& device, nn::Model& model, HostComm& comm) {
+// Batch-norm running statistics: each replica keeps its own during training (it sees other
+// positions). Held-out metrics, checkpoints and the export see their mean over the replicas; the
+// replicas' own are put back afterwards, and a checkpoint keeps every replica's, so that neither
+// evaluations nor checkpoints change the run and a resumed run continues it exactly.
+
+// The replicas' mean into `model` (and into the device when `to_device`); returns this replica's own
+// for restore_own_statistics. Collective.
+std::vector<float> mean_running_statistics(Device& device, nn::Model& model, HostComm& comm, bool to_device) {
   device.sync_host();
+  std::vector<float> own = flatten(model, false);
+  if (comm.size() == 1) return own;
+  std::vector<float> mean = own;
+  comm.sum(mean.data(), mean.size());
+  for (float& v : mean) v /= float(comm.size());
+  unflatten(mean, model, false);
+  if (to_device) device.load_host();
+  return own;
+}
+
+// Undoes mean_running_statistics(..., to_device) on this replica.
+void restore_own_statistics(Device& device, nn::Model& model, HostComm& comm, const std::vector<float>& own,
+                            bool to_device) {
   if (comm.size() == 1) return;
-  std::vector<float> stats = flatten(model, false);
-  comm.sum(stats.data(), stats.size());
-  for (float& v : stats) v /= float(comm.size());
-  unflatten(stats, model, false);
-  device.load_host();
+  unflatten(own, model, false);
+  if (to_device) device.load_host();
+}
+
+// Every replica's own statistics, rank by rank, on every rank (collective; exact: broadcasts).
+std::vector<std::vector<float>> gather_statistics(const std::vector<float>& own, HostComm& comm) {
+  std::vector<std::vector<float>> all(size_t(comm.size()), std::vector<float>(own.size()));
+  all[size_t(comm.rank())] = own;
+  for (int r = 0; r < comm.size(); ++r) comm.broadcast(all[size_t(r)].data(), own.size() * sizeof(float), r);
+  return all;
 }
 
 // Loss totals summed over the replicas (collective).
@@ -298,6 +320,14 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     step = resumed->meta["step"].get<int64_t>();
     stream = resumed->meta["samples"].get<uint64_t>();
     batch = resumed->meta.value("batch", c.batch);
+    // Each replica's own running statistics (a checkpoint without them: their mean, for every replica).
+    if (const auto own = resumed->meta.find("replica_statistics");
+        own != resumed->meta.end() && own->is_array() && own->size() == size_t(replicas)) {
+      std::vector<float> mine = (*own)[rank].get<std::vector<float>>();
+      if (mine.size() != flatten(model, false).size())
+        throw std::runtime_error(c.checkpoint + ": its replicas' batch-norm statistics do not fit its model");
+      unflatten(mine, model, false);
+    }
     if (c.batch_auto) tuner_state = resumed->meta.value("tuner", json());
     optimizer.set_steps(step);
     resumed.reset();
@@ -356,10 +386,8 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                                                           .allocator = device->allocator()});
   };
 
-  auto save = [&] {
-    if (c.checkpoint.empty()) return;
-    average_running_statistics(*device, model, comm);
-    if (!lead) return;
+  // What a checkpoint says besides the tensors (rank 0).
+  auto checkpoint_meta = [&] {
     json meta = {{"step", step},
                  {"samples", stream},
                  {"batch", batch},
@@ -378,13 +406,27 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
           {"ramp", {{"from", t.ramp_from}, {"to", t.ramp_to}, {"steps", t.ramp_steps}, {"change_step", t.change_step}}},
           {"pending", {{"local", t.pending_local}, {"global", t.pending_global}, {"steps", t.pending_steps}}}};
     }
-    save_checkpoint(c.checkpoint, meta, model, optimizer);
-    log.write({{"type", "checkpoint"}, {"step", step}, {"path", c.checkpoint}});
+    return meta;
+  };
+  auto save = [&] {
+    if (c.checkpoint.empty()) return;
+    // The model file inside: the replicas' mean of the running statistics, as exported; beside it
+    // every replica's own.
+    const std::vector<float> own = mean_running_statistics(*device, model, comm, false);
+    const auto replica_statistics = replicas > 1 ? gather_statistics(own, comm) : std::vector<std::vector<float>>{};
+    if (lead) {
+      json meta = checkpoint_meta();
+      if (replicas > 1) meta["replica_statistics"] = replica_statistics;
+      save_checkpoint(c.checkpoint, meta, model, optimizer);
+      log.write({{"type", "checkpoint"}, {"step", step}, {"path", c.checkpoint}});
+    }
+    restore_own_statistics(*device, model, comm, own, false);
   };
   auto test_metrics = [&] {
     const auto t_eval = Clock::now();
-    average_running_statistics(*device, model, comm);
+    const std::vector<float> own = mean_running_statistics(*device, model, comm, true);
     Metrics m = evaluate(*device, test, c, comm);
+    restore_own_statistics(*device, model, comm, own, true);
     json j = metrics_json(m);
     j["type"] = "test";
     j["step"] = step;
@@ -633,8 +675,9 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
 
   // ---- the end: held-out metrics, the exported model, a final checkpoint -----------------------
   if (!test.positions.empty()) result.test = test_metrics();
-  average_running_statistics(*device, model, comm);
+  const std::vector<float> own = mean_running_statistics(*device, model, comm, false);
   if (lead) export_model(model, c.model_out);
+  restore_own_statistics(*device, model, comm, own, false);
   save();
   log.write({{"type", "done"},
              {"step", step},
