@@ -95,6 +95,11 @@ double gpu_step_seconds(const training::TrainConfig& c, int reps, const std::str
   return seconds;
 }
 
+// The host mean's threads a rank: --threads shared out among the ranks (0: the usable CPUs, as training does).
+int host_threads_per_rank(const training::TrainConfig& c, int ranks) {
+  return c.threads > 0 ? std::max(1, c.threads / ranks) : training::ThreadGroup(ranks).threads_per_rank();
+}
+
 // Data parallelism on the device alone: a fresh network on every GPU of `gpus` (one thread each), each
 // on its slice of the first global batch, gradients averaged by NCCL in buckets (comms), on the host
 // (host), or not at all (a GPU alone: neither). Seconds per step with the average, without it and of
@@ -106,31 +111,34 @@ training::cuda::GpuTrainer::Timing data_parallel_timing(const training::TrainCon
                                                         size_t* gradient_floats = nullptr) {
   const int n = int(gpus.size());
   training::cuda::GpuTrainer::Timing slowest;  // written by rank 0
-  training::run_on_threads(n, [&](int r, training::HostComm& comm) {
-    nn::Model model(c.arch);
-    nn::init_model(model, c.seed);
-    training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, gpus[size_t(r)], c.cuda);
-    if (!comms.empty()) gpu.attach_nccl(comms[size_t(r)], size_t(c.bucket_mb * 1e6));
-    if (host) gpu.attach_host(comm, size_t(c.bucket_mb * 1e6));
-    training::Loader loader(data, {.batch_size = c.batch,
-                                   .seed = c.seed,
-                                   .stride = uint64_t(c.batch) * uint64_t(n),
-                                   .offset = uint64_t(r) * uint64_t(c.batch),
-                                   .allocator = gpu.host_allocator()});
-    const training::Batch* b = loader.acquire();
-    for (int i = 0; i < 3; ++i) gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
-    comm.max(0);
-    const training::cuda::GpuTrainer::Timing t = gpu.time_step(reps);
-    loader.release(b);
-    const training::cuda::GpuTrainer::Timing worst{comm.max(t.step),  comm.max(t.compute), comm.max(t.comm),
-                                                   comm.max(t.copy),  comm.max(t.mean),    comm.max(t.wait),
-                                                   comm.max(t.reduce)};
-    if (r == 0) {
-      slowest = worst;
-      if (gradient_floats) *gradient_floats = gpu.gradient_floats();
-      if (!comms.empty() || host) std::fprintf(stderr, "batch %d: %s\n", c.batch, gpu.bucket_summary().c_str());
-    }
-  });
+  training::run_on_threads(
+      n,
+      [&](int r, training::HostComm& comm) {
+        nn::Model model(c.arch);
+        nn::init_model(model, c.seed);
+        training::cuda::GpuTrainer gpu(model, c.optimizer, c.batch, gpus[size_t(r)], c.cuda);
+        if (!comms.empty()) gpu.attach_nccl(comms[size_t(r)], size_t(c.bucket_mb * 1e6));
+        if (host) gpu.attach_host(comm, size_t(c.bucket_mb * 1e6));
+        training::Loader loader(data, {.batch_size = c.batch,
+                                       .seed = c.seed,
+                                       .stride = uint64_t(c.batch) * uint64_t(n),
+                                       .offset = uint64_t(r) * uint64_t(c.batch),
+                                       .allocator = gpu.host_allocator()});
+        const training::Batch* b = loader.acquire();
+        for (int i = 0; i < 3; ++i) gpu.train_step(*b, c.val_lambda, c.bn_momentum, 0.01, 0.0);
+        comm.max(0);
+        const training::cuda::GpuTrainer::Timing t = gpu.time_step(reps);
+        loader.release(b);
+        const training::cuda::GpuTrainer::Timing worst{comm.max(t.step),  comm.max(t.compute), comm.max(t.comm),
+                                                       comm.max(t.copy),  comm.max(t.mean),    comm.max(t.wait),
+                                                       comm.max(t.reduce)};
+        if (r == 0) {
+          slowest = worst;
+          if (gradient_floats) *gradient_floats = gpu.gradient_floats();
+          if (!comms.empty() || host) std::fprintf(stderr, "batch %d: %s\n", c.batch, gpu.bucket_summary().c_str());
+        }
+      },
+      host_threads_per_rank(c, n));
   return slowest;
 }
 
@@ -159,7 +167,8 @@ int bench_data_parallel(const training::TrainConfig& base, const std::vector<int
         return s;
       }()
           .c_str(),
-      nccl ? "NCCL all-reduce in buckets, overlapped with the backward pass" : "the host (CPU threads)");
+      nccl ? "NCCL all-reduce in buckets, overlapped with the backward pass"
+           : ("the host (" + std::to_string(host_threads_per_rank(base, n)) + " CPU threads a GPU)").c_str());
   std::printf("%8s %14s %14s %10s %11s %13s %11s %10s\n", "batch/GPU", "1 GPU samp/s", "all samp/s", "step ms",
               "compute ms", "exposed comm", "comm alone", "scaling");
   size_t floats = 0;
@@ -238,7 +247,9 @@ int bench_train(int argc, char** argv) {
       .bind("bucket-mb", c.bucket_mb, "with several --gpus: gradient bucket size in MB (NCCL and host)");
   options::bind_device(args, device, nn::BackendUse::TRAINING,
                        "cuda: the GPU; several: data parallelism (device-only timing against one GPU)");
-  options::bind_threads(args, c.threads, "compute threads (0: all)");
+  options::bind_threads(args, c.threads,
+                        "compute threads (0: all); with several --gpus and --allreduce host, the host mean's threads, "
+                        "shared out among the GPUs");
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   // Removed on every way out, errors (no GPU, say) included.
   struct TempDir {

@@ -9,6 +9,9 @@
 #              host runs end with the floor: the gradient copied down and up alone, its mean alone
 #   allreduce  `jiriki bench allreduce` (between the two): the host all-reduce of two and four
 #              ranks on threads against one memcpy of the same bytes
+#   sweep      host aggregation on GPUS at SWEEP_BATCHES (default 256,1024) for every bucket size of
+#              SWEEP_MB (default "2 4 8 16 32") and CPU thread count of SWEEP_THREADS (default
+#              "8 16 32", shared out among the GPUs): $OUT/hostagg_sweep.txt
 #   ddp        scripts/torch_ddp_reference.py: PyTorch DDP on GPUS at BATCHES beside `jiriki bench
 #              train --gpus` under both modes, in the same run ($OUT/ddp_reference.txt)
 #
@@ -63,6 +66,17 @@ if [[ " $STEPS " == *" ddp "* ]]; then
   step "PyTorch DDP beside jiriki bench train --gpus $GPUS, both modes, in the same run"
   timeout 420 python3 scripts/torch_ddp_reference.py --jiriki build-device/jiriki --gpus "$GPUS" --batch "$BATCHES" \
     2>&1 | grep -v "^\[" | tee "$OUT/ddp_reference.txt"
+fi
+
+if [[ " $STEPS " == *" sweep "* ]]; then
+  for mb in ${SWEEP_MB:-2 4 8 16 32}; do
+    for th in ${SWEEP_THREADS:-8 16 32}; do
+      step "sweep: --allreduce host on $GPUS, buckets of $mb MB, $th CPU threads in all" | tee -a "$OUT/hostagg_sweep.txt"
+      timeout 100 build-device/jiriki bench train --backend cuda --blocks 10 --channels 192 --gpus "$GPUS" \
+        --allreduce host --batch "${SWEEP_BATCHES:-256,1024}" --bucket-mb "$mb" --threads "$th" --device-steps 30 \
+        --positions 16384 2>&1 | grep -E "^ +[0-9]|^host all-reduce|averaged by" | tee -a "$OUT/hostagg_sweep.txt"
+    done
+  done
 fi
 
 if [[ " $STEPS " == *" bench "* && $FIRST_TWO != "$GPUS" ]]; then
