@@ -4,9 +4,10 @@
 #             the same records, seed and settings, NCCL and host aggregation each: are the weights
 #             identical? (the threaded pair first: it says whether the GPU's arithmetic repeats at all)
 #   die       `mpirun -np 2`, rank 1 killed (SIGKILL) in the middle: does rank 0 end, and how long after?
-#   resume    --gpus 0,1, stopped by SIGKILL as its first checkpoint appears, then --resume: it continues
-#             from the checkpoint's step and ends at the asked step count; its weights against an
-#             uninterrupted run's.
+#   resume    --gpus 0,1 (then --gpus 0), stopped by SIGKILL as its first checkpoint appears, then
+#             --resume: it continues from the checkpoint's step and ends at the asked step count; its
+#             weights against an uninterrupted run's, and those against a run without checkpoints
+#             (tensor by tensor where they differ).
 # The records are made on the machine first (self-play of the shipped GPU network).
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib"]:  bash scripts/device/dp_contract.sh
@@ -65,17 +66,39 @@ if [[ " ${STEPS:-same die resume} " == *" die "* && -n $MPIRUN ]]; then
   tail -4 $W/die.txt | cut -c1-200
 fi
 
+# Which tensors of two model files differ, and by how much at most.
+model_diff() {
+  python3 - "$1" "$2" << 'PY'
+import sys
+sys.path.insert(0, "scripts")
+import numpy as np
+from torch_reference import read_model
+a, b = read_model(sys.argv[1])[1], read_model(sys.argv[2])[1]
+diff = [(n, float(np.abs(a[n] - b[n]).max())) for n in a if not np.array_equal(a[n], b[n])]
+print("identical" if not diff else f"{len(diff)} of {len(a)} tensors differ: " +
+      ", ".join(f"{n} (max {d:.3g})" for n, d in diff[:8]))
+PY
+}
+
 if [[ " ${STEPS:-same die resume} " == *" resume "* ]]; then
-  step "resume: --gpus 0,1, 3000 steps, checkpoint every 1000, SIGKILL as the first checkpoint appears, --resume"
-  R=(--steps 3000 --gpus 0,1 --checkpoint-every 1000 --allreduce nccl)
-  "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/full.jnn > $W/full.txt 2>&1; echo "uninterrupted: exit $?"
-  "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/res.jnn > $W/res1.txt 2>&1 &
-  P=$!
-  for _ in $(seq 1 1200); do [[ -f $W/res.jnn.ckpt ]] && break; sleep 0.05; done
-  kill -9 $P; wait $P; echo "killed (exit $?) with checkpoint: $(ls -l $W/res.jnn.ckpt 2>&1 | awk '{print $5, $NF}')"
-  "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/res.jnn --resume > $W/res2.txt 2>&1; echo "resumed: exit $?"
-  grep -m2 -iE "resum|from step" $W/res2.txt | cut -c1-160
-  grep -E "^step|steps" $W/res2.txt | tail -2 | cut -c1-160
-  echo "weights sha256 (uninterrupted, resumed): $(sums $W/full.jnn $W/res.jnn)"
+  for gpus in 0,1 0; do
+    step "resume: --gpus $gpus, 3000 steps, checkpoint every 1000, SIGKILL as the first checkpoint appears, --resume"
+    R=(--steps 3000 --gpus $gpus --allreduce nccl)
+    "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/plain.jnn > $W/plain.txt 2>&1; echo "uninterrupted, no checkpoint: exit $?"
+    "$J" "${COMMON[@]}" "${R[@]}" --checkpoint-every 1000 --model-out $W/full.jnn > $W/full.txt 2>&1
+    echo "uninterrupted, checkpoints every 1000 steps: exit $?"
+    rm -f $W/res.jnn $W/res.jnn.ckpt
+    "$J" "${COMMON[@]}" "${R[@]}" --checkpoint-every 1000 --model-out $W/res.jnn > $W/res1.txt 2>&1 &
+    P=$!
+    for _ in $(seq 1 1200); do [[ -f $W/res.jnn.ckpt ]] && break; sleep 0.05; done
+    kill -9 $P; wait $P; echo "killed (exit $?) with checkpoint: $(ls -l $W/res.jnn.ckpt 2>&1 | awk '{print $5, $NF}')"
+    "$J" "${COMMON[@]}" "${R[@]}" --checkpoint-every 1000 --model-out $W/res.jnn --resume > $W/res2.txt 2>&1
+    echo "resumed: exit $?"
+    grep -m2 -iE "resum|from step" $W/res2.txt | cut -c1-160
+    grep -E "^step|steps" $W/res2.txt | tail -2 | cut -c1-160
+    echo "weights sha256 (no checkpoint, checkpoints, resumed): $(sums $W/plain.jnn $W/full.jnn $W/res.jnn)"
+    echo "checkpoints against none: $(model_diff $W/plain.jnn $W/full.jnn)"
+    echo "resumed against uninterrupted: $(model_diff $W/full.jnn $W/res.jnn)"
+  done
 fi
 step "done"
