@@ -30,7 +30,7 @@ import torch.nn as tnn
 import torch.nn.functional as F
 
 INPUT_PLANES, SQUARES, POLICY_SIZE, VALUE_HIDDEN = 119, 81, 2187, 256
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def fail(msg):
@@ -43,8 +43,8 @@ def read_model(path):
     if data[:8] != b"JIRIKINN":
         fail(f"{path}: wrong magic, not a jiriki model file")
     version, payload_size = struct.unpack_from("<IQ", data, 8)
-    if version != FORMAT_VERSION:
-        fail(f"{path}: model format version {version}, this script reads {FORMAT_VERSION}")
+    if version not in (1, FORMAT_VERSION):
+        fail(f"{path}: model format version {version}, this script reads 1 and {FORMAT_VERSION}")
     if len(data) != 20 + payload_size + 8:
         fail(f"{path}: {len(data)} bytes, the header announces {20 + payload_size + 8}")
     # The FNV-1a checksum is left to jiriki, which loaded the same file; a byte-by-byte loop in
@@ -64,8 +64,19 @@ def read_model(path):
         shape = struct.unpack_from(f"<{rank}I", data, off)
         off += 4 * rank
         size = int(np.prod(shape)) if rank else 1
-        tensors[name] = np.frombuffer(data, dtype="<f4", count=size, offset=off).reshape(shape).copy()
-        off += 4 * size
+        storage = 0  # version 2: 0 f32, 1 bf16 (the upper half of an f32)
+        if version >= 2:
+            (storage,) = struct.unpack_from("<I", data, off)
+            off += 4
+        if storage == 1:
+            halves = np.frombuffer(data, dtype="<u2", count=size, offset=off).astype(np.uint32) << 16
+            tensors[name] = halves.view(np.float32).reshape(shape).copy()
+            off += 2 * size
+        elif storage == 0:
+            tensors[name] = np.frombuffer(data, dtype="<f4", count=size, offset=off).reshape(shape).copy()
+            off += 4 * size
+        else:
+            fail(f"{path}: tensor {name}: unknown storage {storage}")
     if off != 20 + payload_size:
         fail(f"{path}: {20 + payload_size - off} bytes left after the last tensor")
     return arch, tensors

@@ -210,7 +210,7 @@ class ThreadComm final : public HostComm {
 ThreadGroup::ThreadGroup(int ranks, int threads_per_rank) {
   if (ranks < 1) throw std::invalid_argument("a thread group needs at least one rank");
   if (threads_per_rank < 0) throw std::invalid_argument("a thread group needs at least one thread per rank");
-  if (threads_per_rank == 0) threads_per_rank = std::clamp(usable_cpus().count / ranks, 1, 16);
+  if (threads_per_rank == 0) threads_per_rank = std::clamp(usable_cpus().count / (2 * ranks), 1, 8);
   shared_ = std::make_unique<Shared>(ranks, threads_per_rank);
   for (int r = 0; r < ranks; ++r) comms_.push_back(std::make_unique<ThreadComm>(*shared_, r));
 }

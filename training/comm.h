@@ -58,7 +58,9 @@ class SoloComm final : public HostComm {
 // `ranks` replicas on threads of this process; comm(r) is rank r's handle, used by its thread only.
 // Every rank must enter each collective, in the same order (as with MPI). Each rank sums its slice
 // of a large buffer on `threads_per_rank` threads (itself and helpers of its own; 0: the usable
-// CPUs of common/cpus.h shared out among the ranks, at most 16 each).
+// CPUs of common/cpus.h, half of them shared out among the ranks, at most 8 each: the GPUs' own
+// threads, the loaders' and the driver's need the rest, and a mean split over every core ran slower
+// inside training steps on 2 H200s, bench/results/batch_size/h200x2/hostagg_sweep_2026-11-29.txt).
 class ThreadGroup {
  public:
   explicit ThreadGroup(int ranks, int threads_per_rank = 0);

@@ -8,6 +8,8 @@
 #             --resume: it continues from the checkpoint's step and ends at the asked step count; its
 #             weights against an uninterrupted run's, and those against a run without checkpoints
 #             (tensor by tensor where they differ).
+#   checkpoints  (only when named in STEPS) two GPUs, 3000 steps, twice with checkpoints every 1000
+#             steps and twice without, under each mode: do checkpoints change the weights?
 # The records are made on the machine first (self-play of the shipped GPU network).
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib"]:  bash scripts/device/dp_contract.sh
@@ -99,6 +101,18 @@ if [[ " ${STEPS:-same die resume} " == *" resume "* ]]; then
     echo "weights sha256 (no checkpoint, checkpoints, resumed): $(sums $W/plain.jnn $W/full.jnn $W/res.jnn)"
     echo "checkpoints against none: $(model_diff $W/plain.jnn $W/full.jnn)"
     echo "resumed against uninterrupted: $(model_diff $W/full.jnn $W/res.jnn)"
+  done
+fi
+if [[ " ${STEPS:-same die resume} " == *" checkpoints "* ]]; then
+  for mode in nccl host; do
+    step "checkpoints: --gpus 0,1 --allreduce $mode, 3000 steps, twice with a checkpoint every 1000 steps, twice without"
+    R=(--steps 3000 --gpus 0,1 --allreduce $mode)
+    for k in 1 2; do
+      "$J" "${COMMON[@]}" "${R[@]}" --model-out $W/plain$k.jnn > /dev/null 2>&1 || echo "plain $k failed"
+      "$J" "${COMMON[@]}" "${R[@]}" --checkpoint-every 1000 --model-out $W/ck$k.jnn > /dev/null 2>&1 || echo "ck $k failed"
+    done
+    echo "weights sha256 (without 1, 2; with 1, 2): $(sums $W/plain1.jnn $W/plain2.jnn $W/ck1.jnn $W/ck2.jnn)"
+    echo "with against without: $(model_diff $W/plain1.jnn $W/ck1.jnn)"
   done
 fi
 step "done"
