@@ -25,6 +25,11 @@ MPIRUN=$(command -v mpirun || true)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 W=/tmp/dpc; rm -rf $W; mkdir -p $W
 
+# cuDNN's choices: the carried file, and every shape used below timed once (a warm-up run on both
+# GPUs) before any comparison. A run that times a shape may pick another engine than the next run,
+# which reads the file, and another engine rounds differently: compared runs must read the same choices.
+use_carried_cudnn_choices
+
 step "records: self-play of networks/gpu.jnn on GPU 0"
 "$J" selfplay --backend cuda --gpus 0 --model networks/gpu.jnn --positions 12000 --playouts 32 \
   --out $W/data --name dpc --report-seconds 30 2>&1 | tail -2
@@ -32,6 +37,8 @@ step "records: self-play of networks/gpu.jnn on GPU 0"
 COMMON=(train --backend cuda --data $W/data --blocks 4 --channels 64 --batch 128 --lr 0.05 --schedule constant
         --check-every 10 --log-every 100 --loader-threads 2)
 sums() { sha256sum "$@" | awk '{print substr($1, 1, 16)}' | tr '\n' ' '; echo; }
+step "warm-up: cuDNN's choices for this network on both GPUs"
+"$J" "${COMMON[@]}" --steps 20 --gpus 0,1 --model-out $W/warm.jnn > $W/warm.txt 2>&1; echo "exit $?"
 
 if [[ " ${STEPS:-same die resume} " == *" same "* ]]; then
   for mode in nccl host; do
@@ -115,4 +122,5 @@ if [[ " ${STEPS:-same die resume} " == *" checkpoints "* ]]; then
     echo "with against without: $(model_diff $W/plain1.jnn $W/ck1.jnn)"
   done
 fi
+cp "$JIRIKI_CUDNN_CACHE" "$OUT/cudnn-choices.txt" 2>/dev/null
 step "done"
