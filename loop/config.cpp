@@ -94,6 +94,9 @@ const std::vector<ConfigKey>& config_keys() {
       {"anchor_games", 0, "games of each candidate against the anchor (0: none)"},
       {"anchor_tc", "movetime=100", "the anchor matches' time control, for both engines (jiriki match --tc)"},
       {"anchor_args", "", "more `jiriki match` options for the anchor matches, e.g. \"--margin 200\""},
+      {"anchor_every", 1,
+       "the anchor and anchors play every K-th generation's candidates only (K, 2K, ...; 1: every generation), "
+       "for shorter generations; `jiriki loop eval` plays the others' later"},
       {"anchors", json::array(),
        "more fixed references, each played by every generation: a JSON array of {\"name\", "
        "\"engine\" (as anchor) or \"model\" (a jiriki network file, e.g. the shipped one), "
@@ -199,7 +202,7 @@ void Config::check() const {
   for (const char* k :
        {"selfplay_positions", "selfplay_playouts", "train_steps", "blocks", "channels", "max_plies",
         "window_expand_per_row", "window_taper_exponent", "gate_nodes", "gate_games", "gate_concurrency",
-        "teacher_games", "teacher_concurrency", "teacher_train_steps", "worker_positions"})
+        "teacher_games", "teacher_concurrency", "teacher_train_steps", "worker_positions", "anchor_every"})
     positive(k);
   for (const char* k :
        {"generations", "holdout_positions", "selfplay_playout_cap_full", "window_min_rows", "window_taper_scale",

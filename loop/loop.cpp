@@ -899,6 +899,7 @@ class Loop {
 
   std::string step_eval_anchor(const std::string& kp) {
     json& c = current();
+    if (generation() % config_.integer("anchor_every") != 0) return "promote";
     for (const Anchor& x : anchors()) {
       const json::json_pointer at(x.record);
       const json* k = network_record(c, x.network);

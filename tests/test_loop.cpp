@@ -1092,6 +1092,27 @@ TEST_CASE(
   CHECK(late.find("name=candidate option.ModelFile=" + dir + "/models/small/gen0001.jnn") != std::string::npos);
 }
 
+TEST_CASE("loop: anchor_every plays the anchors in every K-th generation only, and loop eval the others later",
+          "[loop][cli]") {
+  const TempDir tmp("loop_anchor_every");
+  json c = tiny_config(fake_match(tmp), 2);
+  c["plots"] = false;
+  c["anchors"] = json::array({{{"name", "gps"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}}});
+  c["anchor_every"] = 2;
+  const std::string dir = run_to_end(tmp, c);
+  check_finished_run(dir, 2);
+  const json h = read_json_file(dir + "/state.json")["history"];
+  CHECK(!h[0].contains("anchors"));  // generation 1
+  CHECK(h[1]["anchors"]["gps"]["games"] == 4);
+  CHECK(!h[0]["seconds"].contains("anchor-gps"));
+  CHECK(h[1]["seconds"].contains("anchor-gps"));
+  const std::string bin = JIRIKI_BINARY;
+  REQUIRE(std::system((bin + " loop eval --dir " + dir + " > " + tmp.file("eval.out") + " 2>&1").c_str()) == 0);
+  INFO(read_bytes(tmp.file("eval.out")));
+  CHECK(read_json_file(dir + "/state.json")["history"][0]["anchors"]["gps"]["games"] == 4);
+  CHECK_THROWS_WITH(Config(json{{"anchor_every", 0}}), Catch::Contains("'anchor_every'"));
+}
+
 TEST_CASE("loop: self-play records left behind count as pruned, and the next self-play plays the window's share again",
           "[loop][cli]") {
   const TempDir tmp("loop_refill");
