@@ -89,14 +89,21 @@ void GpuTrainer::Impl::wait_landed(int64_t count) {
 
 void GpuTrainer::Impl::average_buckets(int64_t base) {
   using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
   float* h = host_grads.get<float>();
+  const auto start = Clock::now();
+  host_trip.assign(buckets.size(), {0.0, 0.0});
   for (size_t k = 0; k < buckets.size(); ++k) {
     const auto t0 = Clock::now();
     wait_landed(base + int64_t(k) + 1);
     const auto t1 = Clock::now();
     if (host->size() > 1) host->average_ranges(h, buckets[k].ranges);  // (one replica: the copies alone)
-    host_wait_seconds += std::chrono::duration<double>(t1 - t0).count();
-    host_mean_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
+    const auto t2 = Clock::now();
+    host_wait_seconds += seconds(t0, t1);
+    host_mean_seconds += seconds(t1, t2);
+    host_trip[k] = {seconds(start, t1), seconds(start, t2)};
     for (const auto& [offset, count] : buckets[k].ranges)
       JIRIKI_CUDA_CHECK(cudaMemcpyAsync(at<float>(reduced, offset), h + offset, count * sizeof(float),
                                         cudaMemcpyHostToDevice, up_stream));
@@ -421,6 +428,16 @@ GpuTrainer::Timing GpuTrainer::time_step(int reps) {
     });
     t.wait = (m.host_wait_seconds - wait0) / reps;
     t.reduce = (m.host_mean_seconds - mean0) / reps;
+    if (m.settings.verbose) {
+      std::string line;
+      char buf[96];
+      for (size_t k = 0; k < m.host_trip.size(); ++k) {
+        std::snprintf(buf, sizeof buf, " %zu: %.3f/%.3f;", k, 1e3 * m.host_trip[k].first, 1e3 * m.host_trip[k].second);
+        line += buf;
+      }
+      std::fprintf(stderr, "[cuda train] host trip of the last rep, bucket: ms landed/averaged since the launch:%s\n",
+                   line.c_str());
+    }
     float* h = m.host_grads.get<float>();
     const size_t bytes = m.total * sizeof(float);
     t.copy = wall([&] {

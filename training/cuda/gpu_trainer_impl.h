@@ -59,6 +59,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "common/fnv1a.h"
@@ -406,6 +407,9 @@ struct GpuTrainer::Impl {
   // Seconds the replica's thread spent in average_buckets since attach_host: waiting for buckets to
   // land, and in the mean with the other replicas (their barriers included).
   double host_wait_seconds = 0, host_mean_seconds = 0;
+  // The latest step's timeline there, per bucket: seconds from entering average_buckets to the
+  // bucket seen landed, and to its mean done (time_step prints it under JIRIKI_CUDA_VERBOSE).
+  std::vector<std::pair<double, double>> host_trip;
   void enqueue_download(const Bucket& b, cudaStream_t on);
   int64_t landed_count();
   void wait_landed(int64_t count);
