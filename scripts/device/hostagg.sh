@@ -12,6 +12,8 @@
 #   sweep      host aggregation on GPUS at SWEEP_BATCHES (default 256,1024) for every bucket size of
 #              SWEEP_MB (default "2 4 8 16 32") and CPU thread count of SWEEP_THREADS (default
 #              "8 16 32", shared out among the GPUs): $OUT/hostagg_sweep.txt
+#   trace      (only when named) host aggregation on GPUS at BATCHES with JIRIKI_CUDA_VERBOSE: each
+#              GPU's last timed trip through the host, bucket by bucket ($OUT/hostagg_trace.txt)
 #   ddp        scripts/torch_ddp_reference.py: PyTorch DDP on GPUS at BATCHES beside `jiriki bench
 #              train --gpus` under both modes, in the same run ($OUT/ddp_reference.txt)
 #
@@ -60,6 +62,13 @@ if [[ " $STEPS " == *" allreduce "* ]]; then
   step "bench allreduce"
   build-device/jiriki bench allreduce --ranks 2,4 2>&1
   build-device/jiriki bench allreduce --ranks 2,4 --threads 1 2>&1 | tail -2
+fi
+
+if [[ " $STEPS " == *" trace "* ]]; then
+  step "trace: the host trip's timeline per bucket, --gpus $GPUS --allreduce host"
+  JIRIKI_CUDA_VERBOSE=1 timeout 150 build-device/jiriki bench train --backend cuda --blocks 10 --channels 192 \
+    --gpus "$GPUS" --allreduce host --batch "$BATCHES" --device-steps 30 --positions 16384 2>&1 |
+    grep -E "host trip|^ +[0-9]|^host all-reduce|averaged by" | tee -a "$OUT/hostagg_trace.txt"
 fi
 
 if [[ " $STEPS " == *" ddp "* ]]; then
