@@ -41,8 +41,11 @@ const std::vector<ConfigKey>& config_keys() {
       {"train_steps", 200, "training steps per generation"},
       {"train_epochs", 0,
        "instead of train_steps: passes over the generation's window (steps = epochs x window / "
-       "(train_batch x GPUs); needs a numeric train_batch)"},
+       "(train_batch x GPUs); under train_batch auto, steps of train_batch_start, counted in positions)"},
       {"train_batch", "auto", "positions per step per replica, or auto (tuned for goodput)"},
+      {"train_batch_start", 64,
+       "train_batch auto: the per-replica batch the tuner starts from (jiriki train --batch-start), which "
+       "train_lr is given for"},
       {"train_lr", "auto", "peak learning rate (auto: jiriki train's default)"},
       {"train_fresh_every", 0,
        "every K-th generation (K, 2K, ...) trains a fresh network (blocks x channels) on the "
@@ -53,7 +56,7 @@ const std::vector<ConfigKey>& config_keys() {
        "and the better one that passes is promoted (the cycles' choice, made by measurement)"},
       {"train_fresh_epochs", 0,
        "passes over the window of a fresh candidate (0: as a fine-tuned one, train_epochs or "
-       "train_steps); needs a numeric train_batch"},
+       "train_steps)"},
       {"train_fresh_args", "",
        "more `jiriki train` options for fresh candidates, after train_args (the last of an option "
        "counts), e.g. \"--lr 0.1 --warmup-steps 200\""},
@@ -199,10 +202,10 @@ void Config::check() const {
   auto non_negative = [&](const char* key) {
     if (real(key) < 0) throw std::invalid_argument(std::string("loop config key '") + key + "' must not be negative");
   };
-  for (const char* k :
-       {"selfplay_positions", "selfplay_playouts", "train_steps", "blocks", "channels", "max_plies",
-        "window_expand_per_row", "window_taper_exponent", "gate_nodes", "gate_games", "gate_concurrency",
-        "teacher_games", "teacher_concurrency", "teacher_train_steps", "worker_positions", "anchor_every"})
+  for (const char* k : {"selfplay_positions", "selfplay_playouts", "train_steps", "blocks", "channels", "max_plies",
+                        "window_expand_per_row", "window_taper_exponent", "gate_nodes", "gate_games",
+                        "gate_concurrency", "teacher_games", "teacher_concurrency", "teacher_train_steps",
+                        "worker_positions", "anchor_every", "train_batch_start"})
     positive(k);
   for (const char* k :
        {"generations", "holdout_positions", "selfplay_playout_cap_full", "window_min_rows", "window_taper_scale",
@@ -245,13 +248,11 @@ void Config::check() const {
     if (!n.empty() && std::find(networks.begin(), networks.end(), n) == networks.end())
       throw std::invalid_argument(where + "its network \"" + n + "\" is not one of the key 'networks'");
   }
-  bool epochs = real("train_epochs") > 0 || real("train_fresh_epochs") > 0;
-  for (const json& e : values_["networks"]) epochs = epochs || e.value("train_epochs", 0.0) > 0;
-  if (epochs) {
-    const std::string b = str("train_batch");
-    if (b.empty() || b.find_first_not_of("0123456789") != std::string::npos || std::stoll(b) < 1)
-      throw std::invalid_argument("loop config key 'train_epochs' needs a numeric 'train_batch', not \"" + b + "\"");
-  }
+  const std::string batch = str("train_batch");
+  if (batch != "auto" &&
+      (batch.empty() || batch.find_first_not_of("0123456789") != std::string::npos || std::stoll(batch) < 1))
+    throw std::invalid_argument("loop config key 'train_batch' must be a positive number or auto, not \"" + batch +
+                                "\"");
   if (real("val_lambda") > 1 || real("teacher_val_lambda") > 1)
     throw std::invalid_argument("loop config keys 'val_lambda' and 'teacher_val_lambda' must be between 0 and 1");
   const std::string b = str("backend");

@@ -493,6 +493,8 @@ class Loop {
                        config_.backend(),
                        "--log-every",
                        std::to_string(std::max<int64_t>(1, steps / 20))});
+    if (config_.str("train_batch") == "auto")
+      a.insert(a.end(), {"--batch-start", std::to_string(config_.integer("train_batch_start"))});
     if (config_.str("train_lr") != "auto") a.insert(a.end(), {"--lr", config_.str("train_lr")});
     if (config_.backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
     if (fs::exists(ckpt)) {
@@ -648,7 +650,10 @@ class Loop {
   int64_t train_steps(int64_t window, double epochs) const {
     if (epochs <= 0) return config_.integer("train_steps");
     const int64_t gpus = config_.backend() == "cuda" ? int64_t(split_list(config_.str("gpus")).size()) : 1;
-    const double per_step = double(std::stoll(config_.str("train_batch"))) * double(std::max<int64_t>(1, gpus));
+    // Under auto: steps of the starting batch, which the trainer counts in positions whatever it tunes.
+    const std::string b = config_.str("train_batch");
+    const double per_replica = b == "auto" ? double(config_.integer("train_batch_start")) : double(std::stoll(b));
+    const double per_step = per_replica * double(std::max<int64_t>(1, gpus));
     return std::max<int64_t>(1, int64_t(std::ceil(epochs * double(window) / per_step)));
   }
 

@@ -855,8 +855,28 @@ TEST_CASE("loop train_epochs: each generation trains that many passes over its w
   }
   CHECK(history[1]["window"].get<int64_t>() > history[0]["window"].get<int64_t>());  // the steps follow the window
 
+  c["train_batch"] = "x16";
+  CHECK_THROWS_WITH(Config(c), Catch::Contains("'train_batch' must be a positive number or auto, not \"x16\""));
+}
+
+TEST_CASE("loop train_epochs under train_batch auto: steps of train_batch_start, the tuner starting there",
+          "[loop][cli]") {
+  const TempDir tmp("loop_epochs_auto");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["plots"] = false;
+  c["train_epochs"] = 2;
   c["train_batch"] = "auto";
-  CHECK_THROWS_WITH(Config(c), Catch::Contains("'train_epochs' needs a numeric 'train_batch', not \"auto\""));
+  c["train_batch_start"] = 8;
+  c["train_args"] = "--tune-min 8 --tune-max 16";
+  const std::string dir = run_to_end(tmp, c);
+  check_finished_run(dir, 1, 0);
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  const int64_t steps = (2 * r["window"].get<int64_t>() + 7) / 8;  // ceil(2 x window / 8)
+  CHECK(r["train_steps"] == steps);
+  const std::string log = read_bytes(dir + "/logs/gen0001-train.log");
+  CHECK(log.find("--steps " + std::to_string(steps) + " ") != std::string::npos);
+  CHECK(log.find("--batch auto ") != std::string::npos);
+  CHECK(log.find("--batch-start 8 ") != std::string::npos);
 }
 
 TEST_CASE("loop gate with the real jiriki match: a worsened candidate loses and is not promoted", "[loop][cli]") {
@@ -890,7 +910,7 @@ TEST_CASE("loop config: how generations train, more networks, more anchors; the 
   CHECK_THROWS_WITH(Config(json{{"train_both", true}, {"train_fresh_every", 2}, {"gate", false}}),
                     Catch::Contains("'train_both' needs"));
   CHECK_NOTHROW(Config(json{{"train_both", true}, {"train_fresh_every", 2}}));
-  CHECK_THROWS_WITH(Config(json{{"train_fresh_epochs", 2}}), Catch::Contains("needs a numeric 'train_batch'"));
+  CHECK_NOTHROW(Config(json{{"train_fresh_epochs", 2}}));  // (under train_batch auto: steps of train_batch_start)
   CHECK_THROWS_WITH(Config(json{{"networks", "cpu"}}), Catch::Contains("'networks' takes a array"));
   CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"blocks", 2}}})}}), Catch::Contains("with a \"name\""));
   CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"name", "a/b"}}})}}), Catch::Contains("not a plain name"));
@@ -902,8 +922,7 @@ TEST_CASE("loop config: how generations train, more networks, more anchors; the 
                     Catch::Contains("'channels' must be positive"));
   CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"name", "a"}, {"size", 6}}})}}),
                     Catch::Contains("unknown field 'size'"));
-  CHECK_THROWS_WITH(Config(json{{"networks", json::array({{{"name", "a"}, {"train_epochs", 2}}})}}),
-                    Catch::Contains("needs a numeric 'train_batch'"));
+  CHECK_NOTHROW(Config(json{{"networks", json::array({{{"name", "a"}, {"train_epochs", 2}}})}}));
   CHECK_THROWS_WITH(Config(json{{"anchors", json::array({{{"name", "x"}, {"games", 2}}})}}),
                     Catch::Contains("needs an \"engine\" or a \"model\""));
   CHECK_THROWS_WITH(Config(json{{"anchors", json::array({{{"name", "x"}, {"engine", "a"}, {"model", "b"}}})}}),
