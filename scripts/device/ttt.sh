@@ -2,8 +2,8 @@
 # On the GPU machine: one time-to-target run of docs/batch-size.md. Trains a 10x192 network on the
 # self-play records carried in .carry/tt.tar.xz (train/ and heldout/), evaluating the held-out set
 # every 250,000 samples, for SECONDS (default 500, start-up included), and logs to $OUT/ttt_NAME.jsonl.
-# The same rule for every run: SGD (Nesterov 0.9), learning rate BASE_LR x b / 256 for a global
-# batch b (BASE_LR 0.05 unless set; linear scaling; under --batch auto the starting batch 64's, which
+# GPUS=0,1,... trains data parallel on those GPUs (BATCH is per GPU). The same rule for every run:
+# SGD (Nesterov 0.9), learning rate BASE_LR x b / 256 for a global batch b (BASE_LR 0.05 unless set; linear scaling; under --batch auto the starting batch 64's, which
 # the trainer scales the same way at each change), warm-up over the first 51,200 samples, then
 # constant.
 #
@@ -45,7 +45,11 @@ if ((${#UNTUNED[@]})); then
 fi
 if [[ -n "${TUNE_ONLY:-}" ]]; then cp "$JIRIKI_CUDNN_CACHE" "$OUT/cudnn-choices.txt"; exit 0; fi
 B=$BATCH; [[ $BATCH == auto ]] && B=64
-LR=$(python3 -c "print(${BASE_LR:-0.05} * $B / 256)")
+# GPUS (default 0): the replicas; every figure below is of the global batch, N x B.
+GPUS=${GPUS:-0}
+N=$(echo "$GPUS" | tr ',' '\n' | wc -l)
+G=$((B * N))
+LR=$(python3 -c "print(${BASE_LR:-0.05} * $G / 256)")
 if [[ -n "${TEACHER:-}" ]]; then
   CONC=${CONC:-12} NICE=19 bash scripts/device/teacher_games.sh "$SECS" build-device/jiriki > "$OUT/teacher_games.txt" 2>&1 &
   BESIDE=$!
@@ -53,10 +57,10 @@ elif [[ -n "${FUZZ:-}" ]]; then
   bash scripts/device/fuzz.sh "$FUZZ" "$SECS" "${FUZZ_JOBS:-14}" > /dev/null 2>&1 &
   BESIDE=$!
 fi
-step "train $NAME: batch $BATCH, --allreduce $MODE, lr $LR at batch $B, for $SECS s"
-timeout -s INT "$SECS" build-device/jiriki train --backend cuda --data /tmp/tt/train --test /tmp/tt/heldout \
-  --blocks 10 --channels 192 --optimizer sgd --lr "$LR" --schedule constant --warmup-steps $((51200 / B)) \
-  --eval-every $((250000 / B)) --batch "$BATCH" --batch-start 64 --allreduce "$MODE" --steps 100000000 \
+step "train $NAME: batch $BATCH a GPU on GPUs $GPUS, --allreduce $MODE, lr $LR at global batch $G, for $SECS s"
+timeout -s INT "$SECS" build-device/jiriki train --backend cuda --gpus "$GPUS" --data /tmp/tt/train --test /tmp/tt/heldout \
+  --blocks 10 --channels 192 --optimizer sgd --lr "$LR" --schedule constant --warmup-steps $((51200 / G)) \
+  --eval-every $((250000 / G)) --batch "$BATCH" --batch-start 64 --allreduce "$MODE" --steps 100000000 \
   ${NOISE_EVERY:+--noise-every "$NOISE_EVERY"} \
   --loader-threads 8 --log-every 1000 --model-out /tmp/ttt.jnn --checkpoint /tmp/ttt.ckpt \
   --log "$OUT/ttt_$NAME.jsonl" 2>&1 | grep -E "^test|^tuner at|^training|stopped|backend" | cut -c1-200
