@@ -6,11 +6,12 @@ For each per-GPU batch it times PyTorch's training step on one GPU alone and on 
 under DDP (NCCL, gradients in DDP's buckets overlapped with the backward pass), with the inputs on
 the GPUs: bf16 autocast, channels_last, cudnn.benchmark, fused SGD with Nesterov momentum and weight
 decay on the weights of rank >= 2, jiriki's loss (scripts/torch_train_reference.py's step, wrapped in
-DDP). With --jiriki it first runs `jiriki bench train --gpus` under both aggregation modes on the
+DDP), in each of --variants (eager, torch.compile), the fastest kept per batch and GPU count. With
+--jiriki it first runs `jiriki bench train --gpus` under both aggregation modes on the
 same GPUs, batches and network, and prints the ratios.
 
 usage: torch_ddp_reference.py [--jiriki build/jiriki] [--gpus 0,1] [--batch 32,256,1024]
-                              [--blocks 10 --channels 192] [--compile]
+                              [--blocks 10 --channels 192] [--variants eager,compile]
 """
 import argparse
 import os
@@ -117,11 +118,14 @@ def replica(rank, args, gpus, port, results):
     dist.init_process_group("nccl", rank=rank, world_size=len(gpus), device_id=dev)
     torch.backends.cudnn.benchmark = True
     for b in args.batches:
-        torch.manual_seed(0)
-        step = step_fn(Net(arch_of(args)), b, dev, args.compile, True)
-        s = seconds_per_step(step, args.seconds, True)
-        if rank == 0:
-            results[b] = s
+        for variant in args.variants:
+            torch.manual_seed(0)
+            if variant == "compile":
+                torch._dynamo.reset()
+            step = step_fn(Net(arch_of(args)), b, dev, variant == "compile", True)
+            s = seconds_per_step(step, args.seconds, True)
+            if rank == 0:
+                results[(b, variant)] = s
     dist.destroy_process_group()
 
 
@@ -149,9 +153,13 @@ def main():
     ap.add_argument("--blocks", type=int, default=10)
     ap.add_argument("--channels", type=int, default=192)
     ap.add_argument("--seconds", type=float, default=2.0, help="timing per batch and variant")
-    ap.add_argument("--compile", action="store_true", help="torch.compile the model (DDP's optimizer splits it)")
+    ap.add_argument("--variants", default="eager", help="eager and/or compile (torch.compile, whose DDP optimizer "
+                    "splits the graph at the buckets), comma-separated; the fastest is kept")
     args = ap.parse_args()
     args.batches = [int(b) for b in args.batch.split(",")]
+    args.variants = args.variants.split(",")
+    if not args.variants or any(v not in ("eager", "compile") for v in args.variants):
+        sys.exit("torch_ddp_reference.py: --variants takes eager and/or compile")
     gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else list(range(torch.cuda.device_count()))
     if len(gpus) < 2:
         sys.exit("torch_ddp_reference.py: data parallelism needs at least two GPUs")
@@ -159,7 +167,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, NCCL "
           f"{'.'.join(map(str, torch.cuda.nccl.version()))}, {len(gpus)} x {torch.cuda.get_device_name(gpus[0])}, "
-          f"network {args.blocks}x{args.channels}, {'torch.compile' if args.compile else 'eager'}", flush=True)
+          f"network {args.blocks}x{args.channels}, variants {','.join(args.variants)}", flush=True)
 
     ours = {}
     if args.jiriki:
@@ -179,11 +187,14 @@ def main():
     torch.backends.cudnn.benchmark = True
     single = {}
     for b in args.batches:
-        torch.manual_seed(0)
-        dev = torch.device("cuda", gpus[0])
-        step = step_fn(Net(arch_of(args)), b, dev, args.compile, False)
-        single[b] = seconds_per_step(step, args.seconds, False)
-        print(f"  one GPU, batch {b}: {b / single[b]:,.0f} samples/s", flush=True)
+        for variant in args.variants:
+            torch.manual_seed(0)
+            if variant == "compile":
+                torch._dynamo.reset()
+            dev = torch.device("cuda", gpus[0])
+            step = step_fn(Net(arch_of(args)), b, dev, variant == "compile", False)
+            single[(b, variant)] = seconds_per_step(step, args.seconds, False)
+            print(f"  one GPU, batch {b}, {variant}: {b / single[(b, variant)]:,.0f} samples/s", flush=True)
     torch.cuda.empty_cache()
 
     results = mp.Manager().dict()
@@ -192,13 +203,16 @@ def main():
     print(f"  DDP on {len(gpus)} GPUs: {time.time() - t0:.0f} s", flush=True)
 
     n = len(gpus)
-    head = f"\n{'batch/GPU':>9} {'PyTorch 1 GPU':>14} {'DDP all':>10} {'DDP scaling':>11}"
+    head = f"\n{'batch/GPU':>9} {'PyTorch 1 GPU':>14} {'DDP all':>10} {'DDP scaling':>11} {'variants':>16}"
     if ours:
         head += f" {'jiriki NCCL':>12} {'x DDP':>6} {'jiriki host':>12} {'x DDP':>6}"
     print(head)
     for b in args.batches:
-        one, ddp = b / single[b], n * b / results[b]
-        line = f"{b:>9} {one:>14,.0f} {ddp:>10,.0f} {100 * ddp / (n * one):>10.1f}%"
+        # The fastest variant on one GPU and under DDP, each.
+        v1 = min(args.variants, key=lambda v: single[(b, v)])
+        vn = min(args.variants, key=lambda v: results[(b, v)])
+        one, ddp = b / single[(b, v1)], n * b / results[(b, vn)]
+        line = f"{b:>9} {one:>14,.0f} {ddp:>10,.0f} {100 * ddp / (n * one):>10.1f}% {v1 + '/' + vn:>16}"
         for mode in ("nccl", "host"):
             if mode in ours and b in ours[mode]:
                 line += f" {ours[mode][b][1]:>12,.0f} {ours[mode][b][1] / ddp:>6.2f}"

@@ -15,7 +15,8 @@
 #   trace      (only when named) host aggregation on GPUS at BATCHES with JIRIKI_CUDA_VERBOSE: each
 #              GPU's last timed trip through the host, bucket by bucket ($OUT/hostagg_trace.txt)
 #   ddp        scripts/torch_ddp_reference.py: PyTorch DDP on GPUS at BATCHES beside `jiriki bench
-#              train --gpus` under both modes, in the same run ($OUT/ddp_reference.txt)
+#              train --gpus` under both modes, in the same run ($OUT/ddp_reference.txt); PyTorch eager
+#              and compiled, the faster kept (DDP_VARIANTS, default eager,compile)
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/catch2"]:
 #     bash scripts/device/hostagg.sh [GPUS] [BATCHES]
@@ -73,7 +74,8 @@ fi
 
 if [[ " $STEPS " == *" ddp "* ]]; then
   step "PyTorch DDP beside jiriki bench train --gpus $GPUS, both modes, in the same run"
-  timeout 420 python3 scripts/torch_ddp_reference.py --jiriki build-device/jiriki --gpus "$GPUS" --batch "$BATCHES" \
+  timeout 480 python3 scripts/torch_ddp_reference.py --jiriki build-device/jiriki --gpus "$GPUS" --batch "$BATCHES" \
+    --variants "${DDP_VARIANTS:-eager,compile}" \
     2>&1 | grep -v "^\[" | tee "$OUT/ddp_reference.txt"
 fi
 
