@@ -87,6 +87,9 @@ int cmd_train(int argc, char** argv) {
       .bind("noise-every", c.noise_every,
             "steps between gradient-noise-scale samples (several replicas: each replica's gradient against the "
             "average; one replica with --batch auto: the first half of a batch against the whole)")
+      .flag("noise-halves", c.noise_halves,
+            "several replicas: also estimate the noise scale from each replica's batch halves (one more pass every "
+            "--noise-every steps), logged as noise_scale_halves beside the replicas' noise_scale")
       .bind("lr-ramp-steps", c.lr_ramp_steps,
             "--batch auto: steps over which the learning rate moves to a new batch's");
   options::bind_device(args, device, nn::BackendUse::TRAINING,

@@ -147,6 +147,59 @@ TEST_CASE("tuner: the micro-batch estimate (halves of one batch) recovers a know
   }
 }
 
+// Several replicas with compare_halves: each replica's BatchTuner gets its step's norms (its whole
+// batch, its first half, the all-reduced gradient), the caller sums the pending sums over the
+// replicas, and both estimates (across replicas, and from the halves) recover the known B_noise.
+TEST_CASE("tuner: several replicas estimate the noise scale across replicas and from their halves alike", "[tuner]") {
+  std::mt19937_64 rng(20261129);
+  const Synthetic s = make_synthetic(400, 50, rng);
+  constexpr int REPLICAS = 2, B = 32, STEPS = 1000;
+  const size_t dim = s.G.size();
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<BatchTuner> tuners;
+  for (int r = 0; r < REPLICAS; ++r)
+    tuners.emplace_back(
+        BatchTuner::Config{.candidates = {}, .replicas = REPLICAS, .noise_every = 1, .compare_halves = true}, B, 0);
+  std::vector<double> first(dim), local(dim), global(dim);
+  for (int step = 0; step < STEPS; ++step) {
+    std::fill(global.begin(), global.end(), 0.0);
+    std::vector<double> local_n2(REPLICAS), half_n2(REPLICAS);
+    for (int r = 0; r < REPLICAS; ++r) {
+      // The means of the batch's two halves (Gaussian samples: each half's mean drawn directly).
+      const double shrink = 1 / std::sqrt(double(B / 2));
+      for (size_t k = 0; k < dim; ++k) {
+        first[k] = s.G[k] + s.sd[k] * shrink * normal(rng);
+        local[k] = (first[k] + s.G[k] + s.sd[k] * shrink * normal(rng)) / 2;
+        global[k] += local[k] / REPLICAS;
+        local_n2[size_t(r)] += local[k] * local[k];
+        half_n2[size_t(r)] += first[k] * first[k];
+      }
+    }
+    double big = 0;
+    for (double x : global) big += x * x;
+    double sums[3] = {0, 0, 0};
+    for (int r = 0; r < REPLICAS; ++r) {
+      BatchTuner& t = tuners[size_t(r)];
+      REQUIRE(t.measure_half(step, B));
+      t.add_step(local_n2[size_t(r)], std::sqrt(big), half_n2[size_t(r)], true, B);
+      REQUIRE(t.sample_due());
+      sums[0] += t.pending_local(), sums[1] += t.pending_half(), sums[2] += t.pending_half_local();
+    }
+    for (BatchTuner& t : tuners) t.add_sample(sums[0], B, sums[1], sums[2]);
+  }
+  for (const BatchTuner& t : tuners) {
+    REQUIRE(t.noise().ready());
+    REQUIRE(t.halves().ready());
+    CHECK(t.halves().samples() == STEPS);
+    CAPTURE(t.noise().noise_scale(), t.halves().noise_scale(), s.true_noise_scale);
+    CHECK(std::abs(t.noise().noise_scale() / s.true_noise_scale - 1) < 0.10);
+    CHECK(std::abs(t.halves().noise_scale() / s.true_noise_scale - 1) < 0.10);
+  }
+  // Without compare_halves, several replicas measure no halves.
+  BatchTuner plain({.candidates = {}, .replicas = REPLICAS, .noise_every = 1}, B, 0);
+  CHECK(!plain.measure_half(0, B));
+}
+
 TEST_CASE("tuner: the noise-scale estimator's contract", "[tuner]") {
   NoiseScaleEstimator est(0.9, 3);
   CHECK(std::isnan(est.noise_scale()));

@@ -456,6 +456,43 @@ TEST_CASE("one replica waits for its noise scale before the tuner's first decisi
   }
 }
 
+TEST_CASE("data parallel: --noise-halves logs the halves' noise scale beside the replicas' and trains the same weights",
+          "[dp][tuner]") {
+  TempDir dir("noise_halves");
+  REQUIRE(!write_hcpe_file(dir.file("d.hcpe"), random_game_records(12, 40, 13)));
+  std::vector<nn::Model> trained;
+  for (const bool halves : {false, true}) {
+    INFO("noise_halves " << halves);
+    TrainConfig c = dp_config(dir.file("d.hcpe"), dir.file(halves ? "h.bin" : "p.bin"));
+    c.log = dir.file(halves ? "h.jsonl" : "p.jsonl");
+    c.replicas = 2;
+    c.batch = 16;
+    c.noise_every = 2;
+    c.noise_halves = halves;
+    c.log_every = 10;
+    c.steps = 120;
+    train(c);
+    trained.push_back(nn::load_model(c.model_out));
+    std::ifstream log(c.log);
+    int both = 0, halves_logged = 0;
+    for (std::string line; std::getline(log, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["type"] != "train") continue;
+      halves_logged += j.contains("noise_scale_halves");
+      both +=
+          j.contains("noise_scale_halves") && j.contains("noise_scale") && j["noise_scale_halves"].get<double>() > 0;
+    }
+    if (halves) CHECK(both >= 3);  // ready after 20 samples (step 40), logged every 10 steps
+    else CHECK(halves_logged == 0);
+  }
+  // The halves' pass changes nothing: no update, batch-norm momentum 0.
+  auto ta = trained[0].tensors(), tb = trained[1].tensors();
+  for (size_t t = 0; t < ta.size(); ++t) {
+    CAPTURE(ta[t].name);
+    CHECK(ta[t].tensor->data == tb[t].tensor->data);
+  }
+}
+
 TEST_CASE("data parallel: bad options are refused with a message", "[dp][run]") {
   TempDir dir("options");
   REQUIRE(!write_hcpe_file(dir.file("d.hcpe"), random_game_records(1, 20, 2)));

@@ -244,7 +244,10 @@ double LrRamp::at(int64_t steps_since_change) const {
 // BatchTuner
 
 BatchTuner::BatchTuner(const Config& config, int batch, int64_t step)
-    : config_(config), half_noise_(config.replicas == 1 && config.enabled), change_step_(step) {
+    : config_(config),
+      half_noise_(config.replicas == 1 && config.enabled),
+      change_step_(step),
+      compare_halves_(config.compare_halves && config.replicas > 1) {
   if (config_.enabled && config_.candidates.empty()) throw std::invalid_argument("batch tuner: no candidate batches");
   ramp_ = LrRamp(lr_scale(batch), lr_scale(batch), 0);
 }
@@ -254,20 +257,32 @@ double BatchTuner::lr_scale(int batch) const {
 }
 
 bool BatchTuner::measure_half(int64_t step, int size) const {
-  return half_noise_ && (step + 1) % config_.noise_every == 0 && size % 2 == 0;
+  return (half_noise_ || compare_halves_) && (step + 1) % config_.noise_every == 0 && size % 2 == 0;
 }
 
 void BatchTuner::add_step(double local_norm2, double grad_norm, double half_norm2, bool measured_half, int size) {
-  if (measured_half) {
-    if (std::isnan(half_norm2)) half_noise_ = false;
-    else noise_.add(half_norm2, double(size / 2), grad_norm * grad_norm, double(size));
+  if (measured_half && std::isnan(half_norm2)) {
+    half_noise_ = compare_halves_ = false;  // the device cannot measure halves
+  } else if (measured_half && config_.replicas == 1) {
+    noise_.add(half_norm2, double(size / 2), grad_norm * grad_norm, double(size));
+  } else if (measured_half) {
+    pending_half_ += half_norm2;
+    pending_half_local_ += local_norm2;
+    ++pending_halves_;
   }
   pending_local_ += local_norm2;
   pending_global_ += grad_norm * grad_norm;
   ++pending_steps_;
 }
 
-void BatchTuner::add_sample(double local_sum_over_replicas, int batch) {
+void BatchTuner::add_sample(double local_sum_over_replicas, int batch, double half_sum_over_replicas,
+                            double half_local_sum_over_replicas) {
+  if (pending_halves_ > 0 && batch % 2 == 0) {
+    const double n = double(config_.replicas) * double(pending_halves_);
+    halves_.add(half_sum_over_replicas / n, batch / 2, half_local_sum_over_replicas / n, batch);
+  }
+  pending_half_ = pending_half_local_ = 0;
+  pending_halves_ = 0;
   if (pending_steps_ == 0) return;
   const double steps = double(pending_steps_);
   noise_.add(local_sum_over_replicas / (config_.replicas * steps), batch, pending_global_ / steps,
@@ -297,6 +312,8 @@ void BatchTuner::switched(int64_t step, int batch) {
   change_step_ = step;
   pending_local_ = pending_global_ = 0;
   pending_steps_ = 0;
+  pending_half_ = pending_half_local_ = 0;
+  pending_halves_ = 0;
 }
 
 BatchTuner::State BatchTuner::state() const {

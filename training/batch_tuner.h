@@ -187,6 +187,10 @@ class BatchTuner {
     int64_t tune_every = 200;           // steps between decisions
     int64_t noise_every = 50;           // steps between noise samples
     int64_t lr_ramp_steps = 50;         // the ramp after a batch change
+    // Several replicas: also estimate the noise scale from each replica's batch halves, as one replica
+    // does, logged beside the replicas' estimate (halves()) as a check of it; decisions keep the
+    // replicas'. Costs one more pass every noise_every steps; not kept in checkpoints.
+    bool compare_halves = false;
   };
   // At `step` on per-replica batch `batch`; throws std::invalid_argument on an enabled tuner without
   // candidates.
@@ -195,7 +199,8 @@ class BatchTuner {
   // The learning-rate factor at `step`: the current batch's scaling, ramped after a change.
   double lr_factor(int64_t step) const { return ramp_.at(step - change_step_); }
   // Whether the step that completes `step` + 1 should also measure the first half of its batch of
-  // `size` positions (one replica: the small batch of the noise scale's two-batch estimate).
+  // `size` positions (one replica: the small batch of the noise scale's two-batch estimate; several
+  // with compare_halves: the halves' estimate).
   bool measure_half(int64_t step, int size) const;
   // One step's measurements: this replica's squared gradient norm (batch `size`), the averaged
   // gradient's norm, and the first half's squared norm when measured (NaN: the device cannot, and
@@ -206,12 +211,20 @@ class BatchTuner {
   // the caller); and the sample, from that sum over the replicas at per-replica batch `batch`.
   bool sample_due() const { return pending_steps_ >= config_.noise_every; }
   double pending_local() const { return pending_local_; }
-  void add_sample(double local_sum_over_replicas, int batch);
+  // compare_halves: this replica's sums since the last sample over its steps that measured halves,
+  // of the first half's squared norm and of the whole local batch's (summed over the replicas by the
+  // caller, and given to add_sample with the rest).
+  double pending_half() const { return pending_half_; }
+  double pending_half_local() const { return pending_half_local_; }
+  void add_sample(double local_sum_over_replicas, int batch, double half_sum_over_replicas = 0,
+                  double half_local_sum_over_replicas = 0);
 
   // The step-time model, from the measured steps of timed_batches() (enabled only).
   void set_cost(const StepTimeModel& cost) { cost_ = cost; }
   const StepTimeModel& cost() const { return cost_; }
   const NoiseScaleEstimator& noise() const { return noise_; }
+  // compare_halves: the noise scale from the replicas' batch halves (per-replica batch b/2 against b).
+  const NoiseScaleEstimator& halves() const { return halves_; }
 
   // Whether a decision is due after `step` on per-replica batch `batch`: every tune_every steps, once
   // the noise scale is measured. One replica measuring batch halves keeps its starting batch until
@@ -252,6 +265,10 @@ class BatchTuner {
   int64_t change_step_;
   double pending_local_ = 0, pending_global_ = 0;  // sums over the steps since the last sample
   int64_t pending_steps_ = 0;
+  NoiseScaleEstimator halves_;                        // compare_halves
+  double pending_half_ = 0, pending_half_local_ = 0;  // ... over the steps that measured halves
+  int64_t pending_halves_ = 0;
+  bool compare_halves_;
 };
 
 }  // namespace jiriki::training

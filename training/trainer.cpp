@@ -343,7 +343,8 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                     .adam = c.optimizer.kind == OptimizerKind::ADAMW,
                     .tune_every = c.tune_every,
                     .noise_every = c.noise_every,
-                    .lr_ramp_steps = c.lr_ramp_steps},
+                    .lr_ramp_steps = c.lr_ramp_steps,
+                    .compare_halves = c.noise_halves},
                    batch, step);
 
   // One device per batch size in use (the tuner switches between them; each keeps its buffers, and
@@ -563,9 +564,10 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     if (replicas == 1) {
       stop = stop || (c.stop && c.stop->load());
     } else if (tuner.sample_due() || stream >= total_samples || stop) {
-      double v[2] = {tuner.pending_local(), lead && c.stop && c.stop->load() ? 1.0 : 0.0};
-      comm.sum(v, 2);
-      tuner.add_sample(v[0], batch);
+      double v[4] = {tuner.pending_local(), lead && c.stop && c.stop->load() ? 1.0 : 0.0, tuner.pending_half(),
+                     tuner.pending_half_local()};
+      comm.sum(v, 4);
+      tuner.add_sample(v[0], batch, v[2], v[3]);
       stop = stop || v[1] > 0;
     }
 
@@ -590,6 +592,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                 {"data_wait_fraction", interval_wait / elapsed},
                 {"elapsed_seconds", seconds_since(run_start)}});
       if (tuner.noise().ready()) j["noise_scale"] = tuner.noise().noise_scale();
+      if (tuner.halves().ready()) j["noise_scale_halves"] = tuner.halves().noise_scale();
       log.write(j);
       if (!quiet) {
         const Metrics& m = result.last_train;

@@ -71,6 +71,7 @@ struct TrainConfig {
   int tune_min = 8, tune_max = 1024;  // the candidate batches: tune_min, 2 tune_min, ... <= tune_max
   int64_t tune_every = 200;           // steps between decisions
   int64_t noise_every = 50;           // steps between gradient-noise samples (one replica: each costs a pass)
+  bool noise_halves = false;          // several replicas: also the noise scale from batch halves, logged beside
   int64_t lr_ramp_steps = 50;         // steps over which the learning rate moves to a new batch's
   int tune_reps = 10;                 // timed steps per candidate batch
   int threads = 0;                    // compute threads (0: every hardware thread)
