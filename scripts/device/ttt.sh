@@ -12,6 +12,7 @@
 #     bash scripts/device/ttt.sh NAME BATCH MODE [SECONDS]      BATCH: 8..1024 or auto; MODE: nccl or host
 # TEACHER=1: teacher games (scripts/device/teacher_games.sh, CONC 12 at nice 19) on the cores the
 # run leaves idle, for as long as it trains; their records come back in $OUT.
+# NOISE_HALVES=1: --noise-halves (several GPUs: the halves' noise scale logged beside the replicas').
 # NOISE_EVERY: auto's --noise-every (default: the trainer's, 50; each sample costs one more full-batch
 # pass on one GPU; the first auto runs of docs/batch-size.md took 10).
 # FUZZ=NAME: instead, scripts/device/fuzz.sh NAME with FUZZ_JOBS (default 14, as in the lr 0.05 series) processes at nice 19 for
@@ -61,7 +62,7 @@ step "train $NAME: batch $BATCH a GPU on GPUs $GPUS, --allreduce $MODE, lr $LR a
 timeout -s INT "$SECS" build-device/jiriki train --backend cuda --gpus "$GPUS" --data /tmp/tt/train --test /tmp/tt/heldout \
   --blocks 10 --channels 192 --optimizer sgd --lr "$LR" --schedule constant --warmup-steps $((51200 / G)) \
   --eval-every $((250000 / G)) --batch "$BATCH" --batch-start 64 --allreduce "$MODE" --steps 100000000 \
-  ${NOISE_EVERY:+--noise-every "$NOISE_EVERY"} \
+  ${NOISE_EVERY:+--noise-every "$NOISE_EVERY"} ${NOISE_HALVES:+--noise-halves} \
   --loader-threads 8 --log-every 1000 --model-out /tmp/ttt.jnn --checkpoint /tmp/ttt.ckpt \
   --log "$OUT/ttt_$NAME.jsonl" 2>&1 | grep -E "^test|^tuner at|^training|stopped|backend" | cut -c1-200
 # Only that job: a bare `wait` would also wait for start's tee, which outlives the script's output.
