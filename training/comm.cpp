@@ -80,14 +80,13 @@ class Barrier {
     }
     lock.unlock();
     auto passed = [&] { return generation_.load(std::memory_order_acquire) != generation || broken_.load(); };
-    const bool spun = spin_until(passed);
-    lock.lock();
-    if (!spun) {
+    if (!spin_until(passed)) {
+      lock.lock();
       ++sleeping_;
       cv_.wait(lock, passed);
       --sleeping_;
     }
-    if (generation_.load(std::memory_order_relaxed) == generation) throw std::runtime_error("another replica failed");
+    if (generation_.load(std::memory_order_acquire) == generation) throw std::runtime_error("another replica failed");
   }
   void abort() {
     std::lock_guard lock(mutex_);
