@@ -12,7 +12,8 @@
 #             steps and twice without, under each mode: do checkpoints change the weights?
 # The records are made on the machine first (self-play of the shipped GPU network).
 #
-#   run with carry [".carry/include.tar.xz", ".carry/lib"]:  bash scripts/device/dp_contract.sh
+#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/cudnn-choices.txt"]:
+#     [STEPS="same die resume checkpoints"] bash scripts/device/dp_contract.sh
 set -uo pipefail
 source scripts/device/env.sh
 start dp_contract.log
