@@ -59,8 +59,19 @@ int cmd_train(int argc, char** argv) {
       .bind("clip-grad-norm", c.clip_grad_norm, "clip the global gradient norm to this (0: off)")
       .bind("val-lambda", c.val_lambda, "weight of the eval target in the value loss (dlshogi)")
       .flag("mirror", c.mirror, "train on left-right mirror images of half the positions (the rules are symmetric)")
+      .bind("teacher", c.teacher,
+            "distillation: a teacher network's model file (e.g. a larger network); its policy over the legal moves "
+            "and its value become targets, mixed by --teacher-weight")
+      .bind("teacher-weight", c.teacher_weight,
+            "the teacher's share in the policy and eval targets of positions that have their own", 0.0, 1.0)
+      .flag("teacher-recorded-only", c.teacher_every_move,
+            "with --teacher, only the moves the records hold as training targets (by default every move of hcpe3 "
+            "games is a position, those without a target of their own taking the teacher's)",
+            false)
       .bind("bn-momentum", c.bn_momentum, "batch-norm running statistics momentum")
-      .bind("window", c.window, "train on the newest N positions only (0: all)")
+      .bind("window", c.window,
+            "train on the newest N positions with a target of their own only (0: all; with --teacher, the moves "
+            "between them too)")
       .bind("test", c.test, "held-out data for metrics")
       .bind("test-positions", c.test_positions, "held-out positions to evaluate (0: all)")
       .bind(

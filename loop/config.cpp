@@ -64,7 +64,9 @@ const std::vector<ConfigKey>& config_keys() {
        "more network shapes trained each generation on the same window, each gated against "
        "its own best, kept in models/NAME/ and recorded under networks.NAME (self-play uses "
        "the main network): a JSON array of {\"name\", \"init_model\" or \"blocks\", "
-       "\"channels\", \"activation\", and optionally \"train_epochs\", \"train_args\"}"},
+       "\"channels\", \"activation\", and optionally \"train_epochs\", \"train_args\", \"distill\" (the main "
+       "network's share in the targets, e.g. 0.5: distillation from the network of the generation's self-play, "
+       "which also makes every self-play move a training position; 0: none)}"},
       {"val_lambda", 0.333,
        "self-play training: weight of the search's eval in the value target (the rest: the result)"},
       {"train_launcher", "",
@@ -221,12 +223,16 @@ void Config::check() const {
                  {"channels", json::value_t::number_integer},
                  {"activation", json::value_t::string},
                  {"train_epochs", json::value_t::number_float},
-                 {"train_args", json::value_t::string}},
+                 {"train_args", json::value_t::string},
+                 {"distill", json::value_t::number_float}},
                 names);
     for (const char* f : {"blocks", "channels"})
       if (e.contains(f) && e[f].get<double>() < 1)
         throw std::invalid_argument("loop config key 'networks', entry \"" + e["name"].get<std::string>() + "\": '" +
                                     f + "' must be positive");
+    if (e.contains("distill") && !(e["distill"].get<double>() >= 0 && e["distill"].get<double>() <= 1))
+      throw std::invalid_argument("loop config key 'networks', entry \"" + e["name"].get<std::string>() +
+                                  "\": 'distill' must be in [0, 1]");
   }
   const std::vector<std::string> networks = names;
   names.clear();

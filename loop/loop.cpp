@@ -138,6 +138,7 @@ struct Network {
   std::string init_model;  // its generation 0 ("": a fresh network)
   double train_epochs;     // a fine-tuned candidate's passes over the window (0: train_steps)
   std::string train_args;  // more `jiriki train` options, after the config's
+  double distill = 0;      // the main network's share in its targets (training/teacher.h; 0: none)
 };
 
 class Loop {
@@ -665,7 +666,8 @@ class Loop {
                                   {"activation", config_.str("activation")}},
                                  config_.str("init_model"),
                                  config_.real("train_epochs"),
-                                 ""}};
+                                 "",
+                                 0.0}};
     for (const json& e : config_.values()["networks"])
       out.push_back({e["name"],
                      {{"blocks", e.value("blocks", config_.integer("blocks"))},
@@ -673,7 +675,8 @@ class Loop {
                       {"activation", e.value("activation", config_.str("activation"))}},
                      e.value("init_model", std::string()),
                      e.value("train_epochs", config_.real("train_epochs")),
-                     e.value("train_args", std::string())});
+                     e.value("train_args", std::string()),
+                     e.value("distill", 0.0)});
     return out;
   }
   static std::string prefix(const std::string& network) { return network.empty() ? "" : network + "/"; }
@@ -764,6 +767,8 @@ class Loop {
                              fresh ? "" : run_ + "/" + best_of(network), n->shape,
                              (fresh ? config_.str("train_fresh_args") + " " : "") + n->train_args);
       a.insert(a.end(), {"--window", std::to_string(c["window"].get<int64_t>())});
+      if (n->distill > 0)  // the teacher: the network whose self-play this generation trains on
+        a.insert(a.end(), {"--teacher", run_ + "/" + best_of(""), "--teacher-weight", std::to_string(n->distill)});
       if (config_.integer("holdout_positions") > 0)
         a.insert(a.end(), {"--test", run_ + "/holdout/" + gen_name(generation())});
       if (phase(a, k["step"], kp) < 0) return "";

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -857,6 +858,32 @@ TEST_CASE("loop train_epochs: each generation trains that many passes over its w
 
   c["train_batch"] = "x16";
   CHECK_THROWS_WITH(Config(c), Catch::Contains("'train_batch' must be a positive number or auto, not \"x16\""));
+}
+
+TEST_CASE("loop distill: a network of `networks` learns from the self-play network's outputs on every move",
+          "[loop][cli]") {
+  const TempDir tmp("loop_distill");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["plots"] = false;
+  c["selfplay_playouts"] = 2;
+  c["selfplay_playout_cap_full"] = 4;  // a quarter of the moves searched fully: the rest have no target of their own
+  c["networks"] = json::array({{{"name", "pupil"}, {"blocks", 1}, {"channels", 8}, {"distill", 0.75}},
+                               {{"name", "plain"}, {"blocks", 1}, {"channels", 8}}});
+  const std::string dir = run_to_end(tmp, c);
+  check_finished_run(dir, 1, 0);
+  const std::string pupil = read_bytes(dir + "/logs/gen0001-train-pupil.log");
+  INFO(pupil);
+  CHECK(pupil.find("--teacher " + dir + "/models/gen0000.jnn --teacher-weight 0.75") != std::string::npos);
+  // The trainer read the moves between the searched ones too, with the teacher's targets alone.
+  const std::regex counts(R"((\d+) positions with their own targets, (\d+) with the teacher's alone)");
+  std::smatch m;
+  REQUIRE(std::regex_search(pupil, m, counts));
+  CHECK(std::stoll(m[1]) > 0);
+  CHECK(std::stoll(m[2]) > std::stoll(m[1]));  // three moves in four have none
+  CHECK(read_bytes(dir + "/logs/gen0001-train-plain.log").find("--teacher") == std::string::npos);
+  CHECK(read_bytes(dir + "/logs/gen0001-train.log").find("--teacher") == std::string::npos);
+  c["networks"] = json::array({{{"name", "pupil"}, {"distill", 1.5}}});
+  CHECK_THROWS_WITH(Config(c), Catch::Contains("'distill' must be in [0, 1]"));
 }
 
 TEST_CASE("loop train_epochs under train_batch auto: steps of train_batch_start, the tuner starting there",

@@ -19,12 +19,14 @@
 #include "shogi/hcpe.h"
 #include "shogi/hcpe3.h"
 #include "shogi/movegen.h"
+#include "tests/nn_random.h"
 #include "tests/temp_dir.h"
 #include "tests/train_configs.h"
 #include "training/checkpoint.h"
 #include "training/data.h"
 #include "training/loader.h"
 #include "training/network.h"
+#include "training/teacher.h"
 #include "training/trainer.h"
 
 using namespace jiriki;
@@ -680,4 +682,157 @@ TEST_CASE("train command: options, errors and a short run", "[train][command]") 
     CHECK(c.meta["samples"].get<int64_t>() == 8 * c.meta["step"].get<int64_t>());
     CHECK(!fs::exists(model));  // no model exported from an interrupted run
   }
+}
+
+// ---- distillation (training/teacher.h) ------------------------------------------------------------
+
+namespace {
+
+// The legal moves' labels of `pos` (mirrored when asked), and a softmax of `logits` over them,
+// computed here from the move generator and the label map.
+std::map<int, double> legal_softmax(const Position& pos, const float* logits, bool mirror) {
+  std::map<int, double> p;
+  const MoveList moves = legal_moves(pos);
+  for (int i = 0; i < moves.size(); ++i) {
+    const int label = nn::move_to_label(moves.moves[i], pos.side_to_move());
+    p[mirror ? nn::mirror_policy_index(label) : label] = 0;
+  }
+  double sum = 0;
+  for (auto& [k, v] : p) sum += v = std::exp(double(logits[k]));
+  for (auto& [k, v] : p) v /= sum;
+  return p;
+}
+
+nn::BackendOptions reference_backend(int max_batch) {
+  nn::BackendOptions o;
+  o.kind = nn::BackendKind::REFERENCE;
+  o.max_batch = max_batch;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("data: every move of hcpe3 games for a teacher, flagged, and a window that counts the others",
+          "[train][data][distill]") {
+  TempDir dir("every_move");
+  std::mt19937_64 rng(21);
+  std::vector<Hcpe3Game> games = {random_hcpe3_game(rng, 12, BLACK_WIN), random_hcpe3_game(rng, 9, DRAW)};
+  REQUIRE(!write_hcpe3_file(dir.file("a.hcpe3"), games));
+
+  const Dataset recorded = load_dataset({dir.file("a.hcpe3")}, {});
+  const Dataset every = load_dataset({dir.file("a.hcpe3")}, {.every_move = true});
+  CHECK(recorded.positions.size() == 8 + 6);
+  REQUIRE(every.positions.size() == 12 + 9);
+  size_t k = 0;
+  for (const Hcpe3Game& g : games) {
+    Position pos;
+    for (const Hcpe3Move& m : g.moves) {
+      const TrainingPosition& tp = every.positions[k++];
+      CHECK(tp.record.hcp == encode_hcp(pos));
+      CHECK(has_own_target(tp) == !m.candidates.empty());
+      CHECK(tp.candidate_count == m.candidates.size());
+      pos.do_move(m.move);
+    }
+  }
+  // A window of 5 keeps the newest 5 positions with their own targets and the moves between them:
+  // plies 1 to 8 of the second game (its plies 2, 5 and 8 have none).
+  const Dataset windowed = load_dataset({dir.file("a.hcpe3")}, {.window = 5, .every_move = true});
+  REQUIRE(windowed.positions.size() == 8);
+  CHECK(std::count_if(windowed.positions.begin(), windowed.positions.end(), has_own_target) == 5);
+  CHECK(windowed.positions.front().record == every.positions[every.positions.size() - 8].record);
+  // Those positions have no target without a teacher.
+  CHECK_THROWS_WITH(Loader(every, {.batch_size = 4}), Catch::Contains("need a teacher"));
+}
+
+TEST_CASE("loader: a teacher's policy over the legal moves and its value become the targets",
+          "[train][data][distill]") {
+  TempDir dir("teacher_targets");
+  std::mt19937_64 rng(22);
+  REQUIRE(!write_hcpe3_file(dir.file("a.hcpe3"), {random_hcpe3_game(rng, 30, WHITE_WIN)}));
+  const Dataset data = load_dataset({dir.file("a.hcpe3")}, {.every_move = true});
+  REQUIRE(data.positions.size() == 30);
+  const nn::Model teacher = nn::testing::random_model(1, 8, nn::Activation::RELU, 5);
+  const float weight = 0.25f;
+  const nn::BackendOptions reference = reference_backend(1);
+  // Mirror images too: the teacher sees the mirrored planes, and the targets are of the mirrored moves.
+  Loader loader(data, {.batch_size = 30, .shuffle = false, .mirror = true, .teacher = [&] {
+                         // A batch of 30 in five calls of 7 at most.
+                         return std::make_unique<Teacher>(teacher, reference_backend(7), weight);
+                       }});
+  const Batch* b = loader.acquire();
+  REQUIRE(b->size == 30);
+  auto oracle = nn::make_evaluator(teacher, reference);
+  Batch own;  // the same rows without a teacher
+  own.allocate(1);
+  Position pos;
+  int mirrored = 0;
+  for (int row = 0; row < 30; ++row) {
+    const TrainingPosition& tp = data.positions[size_t(row)];
+    REQUIRE(!decode_hcp(tp.record.hcp, pos));
+    std::vector<float> planes(nn::INPUT_SIZE), logits(nn::POLICY_SIZE);
+    nn::encode_features(pos, planes.data());
+    const bool mirror = !std::equal(planes.begin(), planes.end(), b->features + int64_t(row) * nn::INPUT_SIZE);
+    if (mirror) nn::mirror_features(planes.data()), ++mirrored;
+    REQUIRE(std::equal(planes.begin(), planes.end(), b->features + int64_t(row) * nn::INPUT_SIZE));
+    float value = 0;
+    oracle->evaluate(planes.data(), 1, logits.data(), &value);
+    const auto p = legal_softmax(pos, logits.data(), mirror);
+    build_sample(data, uint32_t(row), own, 0, pos, mirror);
+    const double w = has_own_target(tp) ? weight : 1.0;
+    const float* target = b->policy_target + int64_t(row) * nn::POLICY_SIZE;
+    double sum = 0;
+    for (int i = 0; i < nn::POLICY_SIZE; ++i) {
+      const double want = (1 - w) * own.policy_target[i] + w * (p.count(i) ? p.at(i) : 0.0);
+      CHECK(target[i] == Approx(want).margin(1e-6));
+      sum += target[i];
+    }
+    CHECK(sum == Approx(1.0).epsilon(1e-5));
+    CHECK(b->value_eval[row] == Approx((1 - w) * own.value_eval[0] + w * value).margin(1e-6));
+    CHECK(b->value_result[row] == own.value_result[0]);  // the game's result stays
+  }
+  CHECK(mirrored > 5);
+  CHECK(mirrored < 25);
+}
+
+TEST_CASE("training: a student distilled from a teacher learns the teacher's policy", "[train][run][distill]") {
+  // The records' own targets are random moves; the teacher is a fixed random network. A student
+  // trained on the teacher's targets must come much closer to the teacher's policy (in KL divergence
+  // over the legal moves of the positions) than one trained on the records alone.
+  TempDir dir("distill");
+  std::mt19937_64 rng(23);
+  std::vector<Hcpe3Game> games;
+  for (int g = 0; g < 8; ++g) games.push_back(random_hcpe3_game(rng, 30, uint8_t(g % 3)));
+  REQUIRE(!write_hcpe3_file(dir.file("a.hcpe3"), games));
+  const nn::Model teacher = nn::testing::random_model(1, 8, nn::Activation::RELU, 6);
+  nn::save_model(teacher, dir.file("teacher.jnn"));
+
+  auto kl_to_teacher = [&](const std::string& student_file) {
+    const Dataset data = load_dataset({dir.file("a.hcpe3")}, {.every_move = true});
+    auto t = nn::make_evaluator(teacher, reference_backend(1));
+    auto s = nn::make_evaluator(nn::load_model(student_file), reference_backend(1));
+    Position pos;
+    double kl = 0;
+    for (const TrainingPosition& tp : data.positions) {
+      REQUIRE(!decode_hcp(tp.record.hcp, pos));
+      std::vector<float> planes(nn::INPUT_SIZE), tl(nn::POLICY_SIZE), sl(nn::POLICY_SIZE);
+      nn::encode_features(pos, planes.data());
+      float v;
+      t->evaluate(planes.data(), 1, tl.data(), &v);
+      s->evaluate(planes.data(), 1, sl.data(), &v);
+      const auto pt = legal_softmax(pos, tl.data(), false), ps = legal_softmax(pos, sl.data(), false);
+      for (auto& [k, p] : pt) kl += p * std::log(p / ps.at(k)) / double(data.positions.size());
+    }
+    return kl;
+  };
+  TrainConfig c = tiny_config(dir.file("a.hcpe3"), dir.file("plain.jnn"));
+  c.arch.channels = 16;
+  c.steps = 150;
+  train(c);
+  c.model_out = dir.file("student.jnn");
+  c.teacher = dir.file("teacher.jnn");
+  c.teacher_weight = 1.0f;
+  train(c);
+  const double plain = kl_to_teacher(dir.file("plain.jnn")), student = kl_to_teacher(dir.file("student.jnn"));
+  INFO("KL to the teacher: trained on the records " << plain << ", distilled " << student);
+  CHECK(student < 0.5 * plain);
 }

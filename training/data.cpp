@@ -94,8 +94,9 @@ FileData read_hcpe(const std::string& path) {
 }
 
 // hcpe3: parse_hcpe3 checks the framing, the start positions and the legality of every move and
-// candidate; here each move with candidates becomes a position.
-FileData read_hcpe3(const std::string& path) {
+// candidate; here each move with candidates becomes a position, and with `every_move` each other move
+// too, flagged NO_OWN_TARGET.
+FileData read_hcpe3(const std::string& path, bool every_move) {
   FileData d;
   const std::vector<uint8_t> bytes = read_bytes(path);
   std::vector<Hcpe3Game> games;
@@ -110,12 +111,13 @@ FileData read_hcpe3(const std::string& path) {
       for (const auto& c : m.candidates) visits += c.visits;
       if (!m.candidates.empty() && visits == 0) {
         d.issues.push_back({path, offset, "a training move whose candidates have no visits; position skipped"});
-      } else if (!m.candidates.empty()) {
+      } else if (!m.candidates.empty() || every_move) {
         TrainingPosition tp;
         tp.record.hcp = encode_hcp(pos);
         tp.record.eval = m.eval;
         tp.record.move16 = m.move;
         tp.record.result = g.winner();
+        if (m.candidates.empty()) tp.record.pad = NO_OWN_TARGET;
         tp.candidate_count = uint16_t(m.candidates.size());
         tp.candidate_begin = d.candidates.size();
         d.candidates.insert(d.candidates.end(), m.candidates.begin(), m.candidates.end());
@@ -129,17 +131,24 @@ FileData read_hcpe3(const std::string& path) {
   return d;
 }
 
-FileData read_file(const std::string& path) { return is_hcpe3(path) ? read_hcpe3(path) : read_hcpe(path); }
+FileData read_file(const std::string& path, bool every_move) {
+  return is_hcpe3(path) ? read_hcpe3(path, every_move) : read_hcpe(path);
+}
+
+int64_t own_targets(const std::vector<TrainingPosition>& positions) {
+  return std::count_if(positions.begin(), positions.end(), has_own_target);
+}
 
 // Reads files[i] for every i in `which`, `threads` files at a time.
-std::vector<FileData> read_files(const std::vector<std::string>& files, const std::vector<size_t>& which, int threads) {
+std::vector<FileData> read_files(const std::vector<std::string>& files, const std::vector<size_t>& which, int threads,
+                                 bool every_move) {
   std::vector<FileData> out(which.size());
   std::vector<std::exception_ptr> errors(which.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t k; (k = next++) < which.size();) {
       try {
-        out[k] = read_file(files[which[k]]);
+        out[k] = read_file(files[which[k]], every_move);
       } catch (...) {
         errors[k] = std::current_exception();
       }
@@ -197,7 +206,7 @@ Dataset load_dataset(const std::vector<std::string>& paths, const LoadOptions& o
   if (options.window <= 0) {
     std::vector<size_t> all(files.size());
     for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-    auto read = read_files(files, all, threads);
+    auto read = read_files(files, all, threads, options.every_move);
     for (size_t i = 0; i < all.size(); ++i) data[i] = std::move(read[i]), used[i] = true;
   } else {
     int64_t have = 0;
@@ -205,10 +214,10 @@ Dataset load_dataset(const std::vector<std::string>& paths, const LoadOptions& o
       size_t begin = end > size_t(threads) ? end - threads : 0;
       std::vector<size_t> group;
       for (size_t i = begin; i < end; ++i) group.push_back(i);
-      auto read = read_files(files, group, threads);
+      auto read = read_files(files, group, threads, options.every_move);
       // Newest first, so that the count stops where the window is full.
       for (size_t k = group.size(); k-- > 0 && have < options.window;) {
-        have += int64_t(read[k].positions.size());
+        have += own_targets(read[k].positions);
         data[group[k]] = std::move(read[k]);
         used[group[k]] = true;
       }
@@ -229,8 +238,11 @@ Dataset load_dataset(const std::vector<std::string>& paths, const LoadOptions& o
     ds.issues.insert(ds.issues.end(), d.issues.begin(), d.issues.end());
     d = FileData{};
   }
-  if (options.window > 0 && int64_t(ds.positions.size()) > options.window)  // drop the oldest
-    ds.positions.erase(ds.positions.begin(), ds.positions.end() - options.window);
+  if (options.window > 0 && own_targets(ds.positions) > options.window) {  // drop the oldest
+    auto first = ds.positions.end();
+    for (int64_t kept = 0; kept < options.window;) kept += has_own_target(*--first);
+    ds.positions.erase(ds.positions.begin(), first);
+  }
   if (ds.positions.empty()) throw std::runtime_error("no training positions in the data given");
 
   const uint64_t hp =

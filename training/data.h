@@ -26,6 +26,12 @@ struct TrainingPosition {
 };
 static_assert(sizeof(TrainingPosition) == 48, "no padding: the dataset fingerprint hashes the bytes");
 
+// HcpeRecord::pad of a position without a target of its own: a move of an hcpe3 game played
+// without a full search (the playout cap), read (LoadOptions::every_move) only for a teacher
+// network's targets (training/teacher.h).
+constexpr uint8_t NO_OWN_TARGET = 1;
+inline bool has_own_target(const TrainingPosition& tp) { return !(tp.record.pad & NO_OWN_TARGET); }
+
 // A problem found in a data file.
 struct DataIssue {
   std::string file;
@@ -50,10 +56,13 @@ struct Dataset {
 std::vector<std::string> expand_data_paths(const std::vector<std::string>& paths);
 
 struct LoadOptions {
-  // Keep only the newest `window` positions (0: all). Files are ordered by modification time
-  // (then name); records within a file are in the order they were appended.
+  // Keep only the newest `window` positions with a target of their own (0: all), and the positions
+  // without one among them. Files are ordered by modification time (then name); records within a
+  // file are in the order they were appended.
   int64_t window = 0;
   int threads = 1;  // files are read and checked in parallel
+  // hcpe3: also every move without candidates, flagged NO_OWN_TARGET: more positions for a teacher.
+  bool every_move = false;
 };
 
 // Reads and checks every position of the files `paths` names. Issues are collected, not thrown;

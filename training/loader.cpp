@@ -57,6 +57,8 @@ Loader::Loader(const Dataset& data, const LoaderOptions& options) : data_(data),
   if (opt_.stride == 0) opt_.stride = uint64_t(opt_.batch_size);
   if (opt_.offset + uint64_t(opt_.batch_size) > opt_.stride)
     throw std::invalid_argument("a replica's slice reaches past its global batch");
+  if (!opt_.teacher && !opt_.timing_only && !std::all_of(data.positions.begin(), data.positions.end(), has_own_target))
+    throw std::invalid_argument("positions without a target of their own need a teacher network");
   const int threads = std::max(1, opt_.threads);
   batches_ = opt_.end == UINT64_MAX ? UINT64_MAX : (opt_.end - opt_.start + opt_.stride - 1) / opt_.stride;
   slots_.resize(opt_.queue > 0 ? opt_.queue : 2 * threads + 1);
@@ -106,15 +108,29 @@ void Loader::positions_of(uint64_t job, std::vector<uint32_t>& out, std::vector<
 }
 
 void Loader::build(const std::vector<uint32_t>& positions, const std::vector<uint8_t>& mirrored, Batch& batch,
-                   Position& scratch) {
+                   Position& scratch, Teacher* teacher) {
   for (size_t i = 0; i < positions.size(); ++i) build_sample(data_, positions[i], batch, int(i), scratch, mirrored[i]);
   batch.size = int(positions.size());
+  if (teacher) teacher->apply(data_, positions, mirrored, batch, scratch);
 }
 
 void Loader::worker_loop() {
   Position scratch;
   std::vector<uint32_t> positions;
   std::vector<uint8_t> mirrored;
+  std::unique_ptr<Teacher> teacher;
+  if (opt_.teacher) {
+    try {
+      teacher = opt_.teacher();
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+      slot_filled_.notify_all();
+      return;
+    }
+  }
   for (;;) {
     uint64_t job;
     Slot* slot;
@@ -129,7 +145,7 @@ void Loader::worker_loop() {
     }
     auto t0 = std::chrono::steady_clock::now();
     try {
-      build(positions, mirrored, slot->batch, scratch);
+      build(positions, mirrored, slot->batch, scratch, teacher.get());
     } catch (...) {
       std::lock_guard lock(mutex_);
       if (!error_) error_ = std::current_exception();

@@ -14,7 +14,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "shogi/position.h"
 #include "training/batch.h"
 #include "training/data.h"
+#include "training/teacher.h"
 
 namespace jiriki::training {
 
@@ -42,6 +45,10 @@ struct LoaderOptions {
   bool mirror = false;
   int queue = 0;                       // batches built ahead (0: 2 x threads + 1)
   HostAllocator* allocator = nullptr;  // memory of the batches (null: the heap); must outlive the loader
+  // Distillation: makes each worker's teacher, whose targets are blended into every batch (null:
+  // none). Data with positions without a target of their own (LoadOptions::every_move) needs one.
+  std::function<std::unique_ptr<Teacher>()> teacher = nullptr;
+  bool timing_only = false;  // the batch tuner's probes: targets are not read, so no teacher is needed
 };
 
 class Loader {
@@ -73,7 +80,7 @@ class Loader {
   void positions_of(uint64_t job, std::vector<uint32_t>& out, std::vector<uint8_t>& mirrored);
   const std::vector<uint32_t>& permutation(uint64_t epoch);  // under mutex_
   void build(const std::vector<uint32_t>& positions, const std::vector<uint8_t>& mirrored, Batch& batch,
-             Position& scratch);
+             Position& scratch, Teacher* teacher);
 
   const Dataset& data_;
   LoaderOptions opt_;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "training/data.h"
 #include "training/device.h"
 #include "training/loader.h"
+#include "training/teacher.h"
 
 namespace jiriki::training {
 
@@ -94,6 +96,7 @@ void check_config(const TrainConfig& c) {
   if (c.schedule.kind == Schedule::STEP && c.schedule.step_every < 1)
     fail("--schedule step needs --lr-step-every K >= 1");
   if (!(c.val_lambda >= 0 && c.val_lambda <= 1)) fail("--val-lambda must be in [0, 1]");
+  if (!(c.teacher_weight >= 0 && c.teacher_weight <= 1)) fail("--teacher-weight must be in [0, 1]");
   if (c.clip_grad_norm < 0) fail("--clip-grad-norm must not be negative");
   if (c.resume && c.checkpoint.empty()) fail("--resume needs --checkpoint FILE");
   if (c.resume && !c.init.empty()) fail("--resume takes the model from the checkpoint: drop --init");
@@ -145,6 +148,10 @@ json run_signature(const TrainConfig& c) {
               {"bn_momentum", c.bn_momentum},
               {"window", c.window}};
   if (c.mirror) sig["mirror"] = true;  // (absent when off: checkpoints from before the option resume)
+  if (!c.teacher.empty()) {            // (the same)
+    sig["teacher_weight"] = c.teacher_weight;
+    sig["teacher_every_move"] = c.teacher_every_move;
+  }
   return sig;
 }
 
@@ -280,8 +287,22 @@ void export_model(const nn::Model& model, const std::string& path) {
 // Every replica runs this same loop on its own model copy, device and slice of each global batch;
 // the collectives (step's average, the log's totals, the noise samples, checkpoints) happen at the
 // same steps on every replica. Rank 0 alone prints, logs and writes files.
-TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset& test, int64_t total_steps,
-                        HostComm& comm, const ReplicaPlace& place, ThreadPool& pool) {
+// What makes each loader worker's teacher (null without one): on the replica's GPU, else on the
+// CPU with the worker's own thread.
+std::function<std::unique_ptr<Teacher>()> teacher_maker(const TrainConfig& c, const nn::Model* teacher,
+                                                        const ReplicaPlace& place) {
+  if (!teacher) return nullptr;
+  nn::BackendOptions o;
+  o.kind = c.backend == nn::BackendKind::CUDA ? nn::BackendKind::CUDA : nn::default_cpu_backend();
+  o.gpu = place.gpu;
+  o.threads = 1;
+  o.cuda = c.cuda;
+  o.cuda.cudnn_sweep = 0;  // a teacher's batches are the loader's: cuDNN's heuristics, no sweep at start-up
+  return [teacher, o, weight = c.teacher_weight] { return std::make_unique<Teacher>(*teacher, o, weight); };
+}
+
+TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset& test, const nn::Model* teacher,
+                        int64_t total_steps, HostComm& comm, const ReplicaPlace& place, ThreadPool& pool) {
   const auto replica_start = Clock::now();
   double evaluating = 0;  // seconds of held-out evaluations
   const bool lead = comm.rank() == 0, quiet = c.quiet || !lead;
@@ -384,7 +405,8 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                                                           .offset = rank * uint64_t(batch),
                                                           .threads = c.loader_threads,
                                                           .mirror = c.mirror,
-                                                          .allocator = device->allocator()});
+                                                          .allocator = device->allocator(),
+                                                          .teacher = teacher_maker(c, teacher, place)});
   };
 
   // What a checkpoint says besides the tensors (rank 0).
@@ -475,7 +497,8 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
                           .stride = uint64_t(b) * uint64_t(replicas),
                           .offset = rank * uint64_t(b),
                           .threads = 1,
-                          .allocator = d.allocator()});
+                          .allocator = d.allocator(),
+                          .timing_only = true});
       const Batch* first = probe.acquire();
       StepSample s = d.time_step(*first, c.tune_reps);
       probe.release(first);
@@ -717,13 +740,25 @@ TrainResult train(const TrainConfig& config) {
   // ---- data, read once per process and shared by its replicas -----------------------------------
   Log log(lead_process ? c.log : "");  // data problems; the run's own records come from rank 0
   const int read_threads = std::max(threads * local, c.loader_threads);
-  const Dataset data = load_dataset(c.data, {.window = c.window, .threads = read_threads});
+  const bool every_move = !c.teacher.empty() && c.teacher_every_move;
+  const Dataset data = load_dataset(c.data, {.window = c.window, .threads = read_threads, .every_move = every_move});
   report_issues(data, "training", c.quiet, log);
   Dataset test;
   if (!c.test.empty()) {
     test = load_dataset(c.test, {.threads = read_threads});
     report_issues(test, "held-out", c.quiet, log);
   }
+  std::optional<nn::Model> teacher;
+  if (!c.teacher.empty()) {
+    teacher = nn::load_model(c.teacher);
+    if (lead_process && !c.quiet) {
+      const int64_t own = std::count_if(data.positions.begin(), data.positions.end(), has_own_target);
+      std::cerr << "teacher " << c.teacher << " (" << teacher->arch.blocks << "x" << teacher->arch.channels
+                << "), weight " << c.teacher_weight << ": " << own << " positions with their own targets, "
+                << int64_t(data.positions.size()) - own << " with the teacher's alone\n";
+    }
+  }
+  const nn::Model* teacher_model = teacher ? &*teacher : nullptr;
   const int64_t replicas = mpi ? mpi->size() : local;
   const int64_t total_steps =
       c.steps > 0 ? c.steps
@@ -738,7 +773,7 @@ TrainResult train(const TrainConfig& config) {
     const NcclComms comms = nccl ? NcclComms::for_process(*mpi, place.gpu) : NcclComms();
     place.nccl = comms.at(0);
     ThreadPool pool(threads);
-    return run_replica(c, data, test, total_steps, *mpi, place, pool);
+    return run_replica(c, data, test, teacher_model, total_steps, *mpi, place, pool);
   }
   if (local == 1) {
     // One GPU with `--allreduce nccl` asked for explicitly still runs the all-reduce (of one rank):
@@ -747,7 +782,7 @@ TrainResult train(const TrainConfig& config) {
     ThreadPool pool(threads);
     const NcclComms comms = cuda && config.allreduce == AllReduce::NCCL ? NcclComms::for_gpus(c.gpus) : NcclComms();
     const ReplicaPlace place{.gpu = c.gpus[0], .nccl = comms.at(0)};
-    return run_replica(c, data, test, total_steps, solo, place, pool);
+    return run_replica(c, data, test, teacher_model, total_steps, solo, place, pool);
   }
 
   // Several replicas on threads: one per GPU, or CPU replicas sharing the cores.
@@ -756,7 +791,7 @@ TrainResult train(const TrainConfig& config) {
   run_on_threads(local, [&](int r, HostComm& comm) {
     const ReplicaPlace place{.gpu = cuda ? c.gpus[size_t(r)] : 0, .nccl = comms.at(size_t(r))};
     ThreadPool pool(threads);
-    results[size_t(r)] = run_replica(c, data, test, total_steps, comm, place, pool);
+    results[size_t(r)] = run_replica(c, data, test, teacher_model, total_steps, comm, place, pool);
   });
   return results[0];
 }

@@ -39,6 +39,11 @@ struct TrainConfig {
   float bn_momentum = 0.1f;     // batch-norm running statistics (PyTorch's default)
   bool mirror = false;          // left-right mirror images of half the positions (training/loader.h)
 
+  // ---- distillation (training/teacher.h) ------------------------------------------------------
+  std::string teacher;             // a teacher network's model file: its outputs become targets ("": none)
+  float teacher_weight = 0.5f;     // its share in the targets of positions that have their own
+  bool teacher_every_move = true;  // with a teacher, also every hcpe3 move self-play did not record for training
+
   int64_t window = 0;          // train on the newest N positions only (0: all)
   int64_t test_positions = 0;  // evaluate on the first N held-out positions (0: all)
   int64_t eval_every = 0;      // held-out metrics every K steps of the starting batch, in samples (0: only at the end)
