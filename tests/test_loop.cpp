@@ -960,7 +960,7 @@ TEST_CASE("loop config: how generations train, more networks, more anchors; the 
       Config(json{{"anchors", json::array({{{"name", "x"}, {"engine", "a"}, {"games", 2}, {"network", "cpu"}}})}}),
       Catch::Contains("its network \"cpu\" is not one of"));
   // The GPU machine's configs are valid.
-  for (const char* f : {"loop.json", "loop_rl.json", "loop_teacher.json", "loop_x4.json"}) {
+  for (const char* f : {"loop.json", "loop_rl.json", "loop_teacher.json", "loop_x4.json", "loop_distill.json"}) {
     INFO(f);
     CHECK_NOTHROW(Config::load(std::string(JIRIKI_SOURCE_DIR) + "/scripts/device/" + f));
   }

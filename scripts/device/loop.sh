@@ -46,6 +46,7 @@ machine
 step "build"
 build jiriki
 J=$PWD/build-device/jiriki
+use_carried_cudnn_choices
 # gpsshogi and fairy-stockfish in /tmp/gps when the config names an anchor or a teacher (carry .carry/debs).
 if [[ -d .carry/debs ]] && grep -qE '"(anchor|teacher|engine)": *"[^"]' "$CONFIG"; then
   source scripts/device/engines.sh
