@@ -76,7 +76,7 @@ CARRIED_MODELS=$(cd "$RUN/models" 2>/dev/null && find . -name '*.jnn' | sed 's|^
 LOOP_SECONDS=$((SECONDS_LIMIT - SECONDS - 60))  # (bash's SECONDS: the time since the script started)
 step "loop for at most $LOOP_SECONDS s"
 ARGS=(--dir "$RUN")
-[[ -f "$RUN/state.json" ]] || ARGS+=(--config "$CONFIG")
+[[ -f "$RUN/state.json" && -z "${NEW_CONFIG:-}" ]] || ARGS+=(--config "$CONFIG")  # NEW_CONFIG=1: the config replaces the run's
 [[ -n "${TEACHER:-}" && ! -f "$RUN/state.json" ]] && ARGS+=(--teacher "$TEACHER")
 # --foreground: the signal goes to the loop alone, which passes it on to the phase as SIGINT (training
 # then writes its checkpoint); its phases die with it if it must be killed after 30 s more.
