@@ -554,7 +554,7 @@ TEST_CASE("score: win rate to centipawns", "[search]") {
 }
 
 TEST_CASE("search: the root threat search turns away from moves that allow a mate", "[search]") {
-  // Stop 40, a game lost to gpsshogi: jiriki (Black) played a move here at a score of +296 and was
+  // 2026-11-28, a game lost to gpsshogi: jiriki (Black) played a move here at a score of +296 and was
   // mated in 5. Of Black's 175 moves, 145 allow White a mate within 5 plies (the fixed-depth
   // mate_in_ply, not the df-pn solver that the threat search uses, says which).
   const std::string sfen = "lns1g3+B/4k4/p1pppp1pp/9/7b1/2P6/P2PPPP1P/1Sg3S2/LN2KG1NL b RNL3Prgsp 57";

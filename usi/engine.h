@@ -59,7 +59,7 @@ struct EngineSettings {
   int resign_cp = 99999;
   int resign_permille = 0;
   // LeafMateSearchPly, AUTO_PLIES: 3 plies on a CPU backend (+54 [+8, +102] Elo against 1 at
-  // byoyomi 300 ms, 200 games, stop 36), 1 on the GPU, where the search threads set the pace and 3
+  // byoyomi 300 ms, 200 games, 2026-11-27), 1 on the GPU, where the search threads set the pace and 3
   // was not measured.
   static constexpr int AUTO_PLIES = -1;
   int leaf_mate_plies = AUTO_PLIES;
