@@ -7,7 +7,7 @@
 namespace jiriki {
 
 // One line: "jiriki 0.1.0 (git v0.1.0-3-gabcdef0) built with oneDNN 2.6.3, CUDA 13.0.88, ...;
-// networks cpu.jnn 9ed706c22529a108, gpu.jnn ...".
+// networks cpu.jnn 93ba40b4f5b13784, gpu.jnn ...".
 std::string build_info();
 
 }  // namespace jiriki
