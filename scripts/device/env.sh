@@ -51,11 +51,21 @@ fi
 CATCH2_FLAG=-UJIRIKI_CATCH2_INCLUDE_DIR  # (a warm machine's cache may name one from an earlier run)
 [[ -f .carry/catch2/catch2/catch.hpp ]] && CATCH2_FLAG=-DJIRIKI_CATCH2_INCLUDE_DIR="$PWD/.carry/catch2"
 
+# oneDNN (the CPU backend of the CPU bar's matches) when carried: Debian's .debs unpacked there.
+DNNL_FLAGS=()
+if compgen -G ".carry/dnnl/libdnnl2_*.deb" > /dev/null; then
+  DNNL_ROOT=/tmp/dnnl-root
+  for d in .carry/dnnl/*.deb; do dpkg -x "$d" "$DNNL_ROOT"; done
+  DNNL_LIBDIR=$DNNL_ROOT/usr/lib/x86_64-linux-gnu
+  export LD_LIBRARY_PATH=$DNNL_LIBDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  DNNL_FLAGS=(-DDNNL_LIBRARY="$DNNL_LIBDIR/libdnnl.so" -DDNNL_INCLUDE_DIR="$DNNL_ROOT/usr/include")
+fi
+
 configure() {
   cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DCUDNN_INCLUDE_DIR="$CUDNN_INC" -DCUDNN_LIBRARY="$CUDNN_LIB" \
     "$CATCH2_FLAG" \
-    ${NCCL_INC:+-DNCCL_INCLUDE_DIR="$NCCL_INC"} ${NCCL_LIB:+-DNCCL_LIBRARY="$NCCL_LIB"} "${BOOST_FLAGS[@]}" \
+    ${NCCL_INC:+-DNCCL_INCLUDE_DIR="$NCCL_INC"} ${NCCL_LIB:+-DNCCL_LIBRARY="$NCCL_LIB"} "${BOOST_FLAGS[@]}" "${DNNL_FLAGS[@]}" \
     | grep -E "jiriki|Error|error"
 }
 

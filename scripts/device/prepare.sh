@@ -7,12 +7,15 @@
 #                      nlohmann-json and Catch2, for the CUDA build there; also as include.tar.xz
 #                      (scripts/device/env.sh unpacks it there when the folder is not carried)
 #   .carry/lib/        libboost_filesystem (static), for the same build
+#   .carry/dnnl/       Debian's oneDNN (libdnnl2, libdnnl-dev and the OpenCL loader it links, .debs, 7 MB): with it carried, the
+#                      build there has the oneDNN CPU backend, as the CPU bar's matches need
 #   .carry/bin/jiriki-cpu  a CPU-only jiriki built here with no shared dependencies beyond libstdc++
 #                      and glibc: the match runner for teacher games, which starts at once there
 #                      while the CUDA build compiles
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mkdir -p .carry/debs .carry/include .carry/lib .carry/bin
+mkdir -p .carry/debs .carry/include .carry/lib .carry/bin .carry/dnnl
+(cd .carry/dnnl && apt-get download libdnnl2 libdnnl-dev ocl-icd-libopencl1 2>/dev/null)
 (cd .carry/debs && apt-get download gpsshogi gpsshogi-data libosl1v5 libtcmalloc-minimal4 \
   libboost-program-options1.74.0 libboost-filesystem1.74.0 libboost-serialization1.74.0 \
   libboost-iostreams1.74.0 fairy-stockfish 2>/dev/null)

@@ -4,7 +4,8 @@
 # nproc/2 matches side by side, each pinned (taskset) to 2 cores of its own that both of its engines
 # share, as on a 2-core machine; each match plays GAMES/(nproc/2) games (pairs of colours) and starts
 # no pair after START_WITHIN seconds (default: none). The matches' games are then counted together.
-#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/debs"]:
+#   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/debs", ".carry/dnnl"] (oneDNN: without it the
+#   build has only the own kernels, several times slower on that machine's Intel Xeon):
 #     SEED=S START_WITHIN=300 bash scripts/device/strength_cpu.sh NETWORK.jnn GAMES
 set -uo pipefail
 source scripts/device/env.sh
