@@ -11,6 +11,7 @@ SECS=${1:-5}
 start cpu_speed.log
 step "machine"; machine
 lscpu | grep -E "Model name|Thread|Core|Socket|^CPU\(s\)|MHz"
+echo "vector flags: $(grep -m1 -o -E 'avx512[a-z_0-9]*|amx[a-z_0-9]*|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 for c in /sys/devices/system/cpu/cpu[0-9]*; do
   echo "$(basename "$c"): core $(cat "$c/topology/core_id"), siblings $(cat "$c/topology/thread_siblings_list")"
 done | sort -V
@@ -25,6 +26,6 @@ for backend in cpu simd; do
   for cpus in "$SIB" "$OTHER"; do
     [[ $cpus == *,* ]] || continue
     step "$backend, pinned to CPUs $cpus"
-    taskset -c "$cpus" "$J" bench search --model networks/cpu.jnn --backend "$backend" --threads 2 --seconds "$SECS" 2>&1 | tail -3
+    taskset -c "$cpus" "$J" bench search --model networks/cpu.jnn --backend "$backend" --threads 2 --seconds "$SECS" 2>&1 | grep -E "^backend|^playouts|^network calls"
   done
 done
