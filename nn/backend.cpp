@@ -3,13 +3,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
 #include "nn/cpu_kernels.h"
 #include "nn/features.h"
+#include "shogi/movegen.h"
 
 namespace jiriki::nn {
 
@@ -96,7 +99,8 @@ Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::FP32;
   if (name == "fp16") return Precision::FP16;
   if (name == "bf16") return Precision::BF16;
-  throw std::invalid_argument("unknown precision '" + name + "' (expected auto, fp32, fp16 or bf16)");
+  if (name == "int8") return Precision::INT8;
+  throw std::invalid_argument("unknown precision '" + name + "' (expected auto, fp32, fp16, bf16 or int8)");
 }
 
 const char* precision_name(Precision p) {
@@ -105,8 +109,51 @@ const char* precision_name(Precision p) {
     case Precision::FP32: return "fp32";
     case Precision::FP16: return "fp16";
     case Precision::BF16: return "bf16";
+    case Precision::INT8: return "int8";
   }
   return "?";
+}
+
+std::vector<uint8_t> self_play_positions(Evaluator& net, int games, int plies, uint64_t seed) {
+  std::vector<Position> board(games);
+  std::vector<bool> over(games, false);
+  std::vector<uint8_t> out, batch(size_t(games) * PACKED_INPUT_BYTES);
+  std::vector<float> logits(size_t(games) * POLICY_SIZE), value(games);
+  std::vector<MoveList> moves(games);
+  std::mt19937_64 rng(seed);
+  for (int ply = 0; ply < plies; ++ply) {
+    std::vector<int> live;
+    for (int g = 0; g < games; ++g) {
+      if (over[g]) continue;
+      moves[g] = legal_moves(board[g]);
+      if (moves[g].size() == 0) {
+        over[g] = true;
+        continue;
+      }
+      encode_packed_features(board[g], batch.data() + live.size() * PACKED_INPUT_BYTES);
+      live.push_back(g);
+    }
+    if (live.empty()) break;
+    const int n = int(live.size());
+    net.evaluate_packed(batch.data(), n, logits.data(), value.data());
+    out.insert(out.end(), batch.begin(), batch.begin() + size_t(n) * PACKED_INPUT_BYTES);
+    for (int k = 0; k < n; ++k) {
+      Position& pos = board[live[k]];
+      const MoveList& legal = moves[live[k]];
+      const float* l = logits.data() + size_t(k) * POLICY_SIZE;
+      std::vector<double> weight(legal.size());
+      double most = -1e30, total = 0;
+      for (int i = 0; i < legal.size(); ++i)
+        most = std::max(most, double(l[move_to_label(legal.moves[i], pos.side_to_move())]));
+      for (int i = 0; i < legal.size(); ++i)
+        total += weight[i] = std::exp(double(l[move_to_label(legal.moves[i], pos.side_to_move())]) - most);
+      double r = double(rng() >> 11) * 0x1.0p-53 * total;
+      int pick = 0;
+      while (pick + 1 < legal.size() && (r -= weight[pick]) > 0) ++pick;
+      pos.do_move(legal.moves[pick]);
+    }
+  }
+  return out;
 }
 
 void check_batch_size(int n, int max_batch) {

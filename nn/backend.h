@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/model.h"
 
@@ -51,9 +52,9 @@ int64_t backend_resolutions();
 int cuda_device_count(std::string* why = nullptr);
 
 // Arithmetic the backend computes in. AUTO: bf16 on the GPU; on the CPU bf16 where it has AVX-512
-// bf16 instructions, else fp32.
-enum class Precision { AUTO, FP32, FP16, BF16 };
-Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16"; throws
+// bf16 instructions, else fp32. INT8: the onednn backend only (ReLU networks; nn/cpu_backend.cpp).
+enum class Precision { AUTO, FP32, FP16, BF16, INT8 };
+Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16" | "int8"; throws
 const char* precision_name(Precision p);
 // Whether this CPU computes bf16 natively (AVX-512 BF16, as the simd kernels and oneDNN use it;
 // oneDNN's emulation elsewhere is slower than fp32).
@@ -132,6 +133,12 @@ std::unique_ptr<Evaluator> make_onednn_evaluator(const FoldedModel& model, const
 // own layout and precision.
 std::unique_ptr<Evaluator> make_cuda_evaluator(const FoldedModel& model, const BackendOptions& options);
 #endif
+
+// Positions of `games` games the network plays against itself from the start, each move drawn from
+// its policy over the legal moves (softmax of the logits), at most `plies` a game, as packed planes
+// (nn/features.h): positions like those a search shows it, for calibrating int8 and for tests.
+// Deterministic for a given evaluator and seed; games * plies positions at most.
+std::vector<uint8_t> self_play_positions(Evaluator& net, int games, int plies, uint64_t seed);
 
 // Shared by the backends: throws std::invalid_argument unless 1 <= n <= max_batch.
 void check_batch_size(int n, int max_batch);

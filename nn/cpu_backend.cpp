@@ -5,6 +5,16 @@
 // AVX-512 bf16 instructions (AMD Zen 4, Intel Cooper Lake and later); AUTO takes bf16 there, fp32
 // elsewhere.
 //
+// int8 (ReLU networks only): weights in s8 with a scale per output channel, the trunk's activations
+// in u8 with one scale per convolution's output, accumulation in s32, the heads' outputs in fp32.
+// The activation scales are calibrated when the evaluator is made: the network plays a few games
+// against itself in fp32 (each move drawn from its policy) and the largest value each convolution of
+// the trunk writes over those positions maps to 255. The input planes are 0 or 1, exact in u8. A
+// convolution then computes dst = relu(out_scale[oc] * (acc + bias'[oc]) + sum_scale * dst), with
+// bias' = bias * src_scale * weight_scale[oc] and out_scale = dst_scale / (src_scale *
+// weight_scale[oc]); the in-place skip of a block is rescaled from the block input's scale to its
+// output's (sum_scale).
+//
 // Each convolution carries its bias and activation as post-ops, and the second convolution of a
 // residual block adds the skip with a sum post-op: it writes into the buffer that holds the block's
 // input, so a block is two primitive calls and no extra pass over memory. oneDNN chooses the
@@ -20,7 +30,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -32,6 +44,7 @@
 
 #include "common/cpus.h"
 #include "nn/backend.h"
+#include "nn/features.h"
 #include "nn/layers.h"
 
 namespace jiriki::nn {
@@ -45,11 +58,19 @@ constexpr auto F32 = DataType::f32;
 
 memory::desc md(const memory::dims& dims, Tag tag, DataType type = F32) { return memory::desc(dims, type, tag); }
 
+enum class Arith { FP32, BF16, INT8 };
+
 // Weights and bias of one layer in their file layout, plus copies in the layouts primitives chose.
+// In int8, `user` holds the s8 weights, `bias` the rescaled bias and out_scales the output scales.
 struct LayerWeights {
   memory user, bias;
   std::vector<std::pair<memory::desc, memory>> by_layout;
+  std::vector<int8_t> quantized;
+  std::vector<float> scaled_bias, out_scales;
 };
+
+// 255 over the largest value an activation takes (u8 units per unit).
+float u8_scale(float max_value) { return max_value > 0 ? 255.0f / max_value : 1.0f; }
 
 // The primitives of one batch size, with their arguments bound.
 struct Plan {
@@ -57,25 +78,41 @@ struct Plan {
   std::vector<memory> scratch;  // scratchpads, all on the evaluator's one scratch buffer
   size_t scratch_bytes = 0;
   std::vector<std::pair<dnnl::primitive, std::unordered_map<int, memory>>> steps;
+  std::vector<size_t> trunk_steps;  // the steps of the trunk's convolutions: stem, then each block's two
 };
+
+class CpuEvaluator;
+std::vector<float> calibrated_trunk_maxima(const FoldedModel& m, int threads);
 
 class CpuEvaluator : public Evaluator {
  public:
   CpuEvaluator(const FoldedModel& m, const BackendOptions& o)
       : m_(m), eng_(dnnl::engine::kind::cpu, 0), stream_(eng_), max_batch_(o.max_batch) {
     if (o.precision == Precision::FP16)
-      throw std::invalid_argument("the onednn backend computes in fp32 or bf16, not fp16");
-    bf16_ = o.precision == Precision::BF16 || (o.precision == Precision::AUTO && cpu_has_native_bf16());
-    act_type_ = bf16_ ? DataType::bf16 : F32;
+      throw std::invalid_argument("the onednn backend computes in fp32, bf16 or int8, not fp16");
+    if (o.precision == Precision::INT8 && m_.arch.activation != Activation::RELU)
+      throw std::invalid_argument("the onednn backend computes int8 only for ReLU networks");
+    arith_ = o.precision == Precision::INT8 ? Arith::INT8
+             : o.precision == Precision::BF16 || (o.precision == Precision::AUTO && cpu_has_native_bf16())
+                 ? Arith::BF16
+                 : Arith::FP32;
+    act_type_ = arith_ == Arith::INT8 ? DataType::u8 : arith_ == Arith::BF16 ? DataType::bf16 : F32;
     threads_ = o.threads > 0 ? o.threads : usable_cpus().count;
     const int c = m_.arch.channels;
-    stem_ = conv_weights(m_.stem);
-    for (int b = 0; b < m_.arch.blocks; ++b) {
-      conv1_.push_back(conv_weights(m_.block_conv1[b]));
-      conv2_.push_back(conv_weights(m_.block_conv2[b]));
+    // Activation scales: the trunk's outputs are h0 (stem), then t_b and h_b+1 for each block b.
+    std::vector<float> scale(1 + 2 * m_.arch.blocks, 1.0f);
+    if (arith_ == Arith::INT8) {
+      const std::vector<float> maxima = calibrated_trunk_maxima(m_, threads_);
+      for (size_t i = 0; i < scale.size(); ++i) scale[i] = u8_scale(maxima[i]);
     }
-    policy_ = conv_weights(m_.policy_conv);
-    value_ = conv_weights(m_.value_conv);
+    stem_ = conv_weights(m_.stem, 1.0f, scale[0]);
+    for (int b = 0; b < m_.arch.blocks; ++b) {
+      conv1_.push_back(conv_weights(m_.block_conv1[b], scale[2 * b], scale[2 * b + 1]));
+      conv2_.push_back(conv_weights(m_.block_conv2[b], scale[2 * b + 1], scale[2 * b + 2]));
+      skip_scale_.push_back(scale[2 * b + 2] / scale[2 * b]);
+    }
+    policy_ = conv_weights(m_.policy_conv, scale.back(), 1.0f);
+    value_ = conv_weights(m_.value_conv, scale.back(), 1.0f);
     fc1_.user = memory(md({VALUE_HIDDEN, POLICY_SIZE}, Tag::oi), eng_, m_.value_fc1_weight.data());
     fc1_.bias = memory(md({VALUE_HIDDEN}, Tag::x), eng_, m_.value_fc1_bias.data());
     // Room for any blocked layout: channels padded to a multiple of 16.
@@ -90,6 +127,40 @@ class CpuEvaluator : public Evaluator {
   }
 
   void evaluate(const float* features, int n, float* policy_logits, float* value) override {
+    Plan& p = bound_plan(features, n, policy_logits);
+    for (auto& [prim, args] : p.steps) prim.execute(stream_, args);
+    stream_.wait();
+    finish_heads(n, policy_logits, value);
+  }
+
+  // fp32 only: the largest value each convolution of the trunk writes (stem, then each block's two)
+  // over `count` positions of packed planes.
+  std::vector<float> trunk_maxima(const uint8_t* packed, int count) {
+    std::vector<float> maxima(1 + 2 * size_t(m_.arch.blocks), 0.0f);
+    std::vector<float> planes(size_t(max_batch_) * INPUT_SIZE), policy(size_t(max_batch_) * POLICY_SIZE);
+    for (int start = 0; start < count; start += max_batch_) {
+      const int n = std::min(max_batch_, count - start);
+      unpack_features(packed + size_t(start) * PACKED_INPUT_BYTES, n, planes.data());
+      Plan& p = bound_plan(planes.data(), n, policy.data());
+      for (size_t i = 0, next = 0; i < p.steps.size(); ++i) {
+        p.steps[i].first.execute(stream_, p.steps[i].second);
+        if (next < p.trunk_steps.size() && p.trunk_steps[next] == i) {
+          stream_.wait();
+          const memory& dst = p.steps[i].second.at(DNNL_ARG_DST);
+          const float* v = static_cast<const float*>(dst.get_data_handle());
+          const float most = *std::max_element(v, v + dst.get_desc().get_size() / sizeof(float));
+          maxima[next] = std::max(maxima[next], most);
+          ++next;
+        }
+      }
+      stream_.wait();
+    }
+    return maxima;
+  }
+
+ private:
+  // The plan of batch size n with this call's input, policy output and scratchpad bound.
+  Plan& bound_plan(const float* features, int n, float* policy_logits) {
     check_batch_size(n, max_batch_);
 #ifdef _OPENMP
     omp_set_num_threads(threads_);  // per calling thread; also read when primitives are created
@@ -101,9 +172,11 @@ class CpuEvaluator : public Evaluator {
     for (memory& m : p.scratch) m.set_data_handle(scratch_.data());
     p.input.set_data_handle(const_cast<float*>(features));
     p.policy_out.set_data_handle(policy_logits);
-    for (auto& [prim, args] : p.steps) prim.execute(stream_, args);
-    stream_.wait();
+    return p;
+  }
 
+  // The per-logit policy bias and the value head's last layer, on the host.
+  void finish_heads(int n, float* policy_logits, float* value) const {
     for (int b = 0; b < n; ++b) {
       float* logits = policy_logits + int64_t(b) * POLICY_SIZE;
       for (int i = 0; i < POLICY_SIZE; ++i) logits[i] += m_.policy_bias[i];
@@ -114,19 +187,42 @@ class CpuEvaluator : public Evaluator {
     }
   }
 
+ public:
   int max_batch() const override { return max_batch_; }
   std::string name() const override {
     const dnnl_version_t* v = dnnl_version();
+    const char* arith = arith_ == Arith::INT8 ? "int8" : arith_ == Arith::BF16 ? "bf16" : "fp32";
     return "onednn (oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + ", " +
-           std::to_string(threads_) + " threads, " + (bf16_ ? "bf16" : "fp32") + ")";
+           std::to_string(threads_) + " threads, " + arith + ")";
   }
 
  private:
-  LayerWeights conv_weights(FoldedConv& conv) {
+  // A layer's weights and bias; in int8 quantized for an input at src_scale and an output at
+  // dst_scale (u8 units per unit; 1 for the heads' fp32 outputs).
+  LayerWeights conv_weights(FoldedConv& conv, float src_scale, float dst_scale) {
     LayerWeights w;
-    w.user = memory(md({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::oihw), eng_,
-                    conv.weight.data());
-    w.bias = memory(md({conv.out_channels}, Tag::x), eng_, conv.bias.data());
+    const memory::dims dims{conv.out_channels, conv.in_channels, conv.kernel, conv.kernel};
+    if (arith_ != Arith::INT8) {
+      w.user = memory(md(dims, Tag::oihw), eng_, conv.weight.data());
+      w.bias = memory(md({conv.out_channels}, Tag::x), eng_, conv.bias.data());
+      return w;
+    }
+    const size_t per_output = conv.weight.size() / size_t(conv.out_channels);
+    w.quantized.resize(conv.weight.size());
+    w.scaled_bias.resize(conv.out_channels);
+    w.out_scales.resize(conv.out_channels);
+    for (int oc = 0; oc < conv.out_channels; ++oc) {
+      const float* row = conv.weight.data() + oc * per_output;
+      float largest = 0.0f;
+      for (size_t i = 0; i < per_output; ++i) largest = std::max(largest, std::abs(row[i]));
+      const float weight_scale = largest > 0 ? 127.0f / largest : 1.0f;
+      for (size_t i = 0; i < per_output; ++i)
+        w.quantized[oc * per_output + i] = int8_t(std::lround(row[i] * weight_scale));
+      w.scaled_bias[oc] = conv.bias[oc] * src_scale * weight_scale;
+      w.out_scales[oc] = dst_scale / (src_scale * weight_scale);
+    }
+    w.user = memory(md(dims, Tag::oihw, DataType::s8), eng_, w.quantized.data());
+    w.bias = memory(md({conv.out_channels}, Tag::x), eng_, w.scaled_bias.data());
     return w;
   }
 
@@ -149,36 +245,42 @@ class CpuEvaluator : public Evaluator {
     return memory(desc, eng_, buf.data());
   }
 
-  dnnl::post_ops activation_ops(bool add_skip) const {
+  // The activation, after adding the skip (times skip_scale) when asked.
+  dnnl::post_ops activation_ops(bool add_skip, float skip_scale = 1.0f) const {
     dnnl::post_ops ops;
-    if (add_skip) ops.append_sum(1.0f);
+    if (add_skip) ops.append_sum(skip_scale);
     auto alg = m_.arch.activation == Activation::SWISH ? dnnl::algorithm::eltwise_swish : dnnl::algorithm::eltwise_relu;
     ops.append_eltwise(1.0f, alg, m_.arch.activation == Activation::SWISH ? 1.0f : 0.0f, 0.0f);
     return ops;
   }
 
   // The primitive descriptor of a convolution between the given layouts (Tag::any: oneDNN chooses),
-  // its weights in the precision of the activations.
-  dnnl::convolution_forward::primitive_desc conv_pd(const FoldedConv& conv, const memory::desc& src,
-                                                    const memory::desc& dst, const dnnl::post_ops* ops) {
+  // its weights in the precision of the activations (s8 in int8, with w's output scales).
+  dnnl::convolution_forward::primitive_desc conv_pd(const FoldedConv& conv, const LayerWeights& w,
+                                                    const memory::desc& src, const memory::desc& dst,
+                                                    const dnnl::post_ops* ops) {
     const memory::dim pad = conv.kernel / 2;
+    const DataType weight_type = arith_ == Arith::INT8 ? DataType::s8 : act_type_;
     dnnl::convolution_forward::desc d(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-        md({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::any, act_type_),
+        md({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::any, weight_type),
         md({conv.out_channels}, Tag::x), dst, {1, 1}, {pad, pad}, {pad, pad});
     try {
-      return dnnl::convolution_forward::primitive_desc(d, attrs(ops), eng_);
+      return dnnl::convolution_forward::primitive_desc(d, attrs(ops, w.out_scales), eng_);
     } catch (const dnnl::error& e) {
-      if (!bf16_) throw;
-      throw std::runtime_error(std::string("onednn backend: oneDNN has no bf16 convolution on this CPU (") + e.what() +
+      if (arith_ == Arith::FP32) throw;
+      throw std::runtime_error(std::string("onednn backend: oneDNN has no ") +
+                               (arith_ == Arith::INT8 ? "int8" : "bf16") + " convolution on this CPU (" + e.what() +
                                "); use fp32");
     }
   }
 
-  static dnnl::primitive_attr attrs(const dnnl::post_ops* ops) {
+  // User scratchpad, the post-ops, and per-output-channel scales when given (int8).
+  static dnnl::primitive_attr attrs(const dnnl::post_ops* ops, const std::vector<float>& out_scales = {}) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (ops) attr.set_post_ops(*ops);
+    if (!out_scales.empty()) attr.set_output_scales(1 << 1, out_scales);  // dimension 1: output channels
     return attr;
   }
 
@@ -194,7 +296,8 @@ class CpuEvaluator : public Evaluator {
   }
 
   void add_conv(Plan& p, const dnnl::convolution_forward::primitive_desc& pd, LayerWeights& w, const memory& src,
-                const memory& dst) {
+                const memory& dst, bool trunk = false) {
+    if (trunk) p.trunk_steps.push_back(p.steps.size());
     add_step(p, pd,
              {{DNNL_ARG_SRC, src},
               {DNNL_ARG_WEIGHTS, weights_as(w, pd.weights_desc())},
@@ -211,11 +314,11 @@ class CpuEvaluator : public Evaluator {
     const memory::dim c = m_.arch.channels;
     const memory::dims in_dims{n, INPUT_PLANES, 9, 9}, h_dims{n, c, 9, 9};
     const memory::dims policy_dims{n, POLICY_LABELS, 9, 9}, value_dims{n, VALUE_CHANNELS, 9, 9};
-    const auto act = activation_ops(false), act_skip = activation_ops(true);
+    const auto act = activation_ops(false);
 
     p.input = memory(md(in_dims, Tag::nchw), eng_, nullptr);
     // The residual stream (and the stem's input) in the activations' precision; the heads' outputs in fp32.
-    auto stem_pd = conv_pd(m_.stem, md(in_dims, Tag::any, act_type_), md(h_dims, Tag::any, act_type_), &act);
+    auto stem_pd = conv_pd(m_.stem, stem_, md(in_dims, Tag::any, act_type_), md(h_dims, Tag::any, act_type_), &act);
     memory stem_src = p.input;
     if (stem_pd.src_desc() != p.input.get_desc()) {
       stem_src = on_buffer(stem_pd.src_desc(), input_);
@@ -223,14 +326,15 @@ class CpuEvaluator : public Evaluator {
     }
     const memory::desc hd = stem_pd.dst_desc();  // the layout of the residual stream
     memory h = on_buffer(hd, h_), t = on_buffer(hd, t_);
-    add_conv(p, stem_pd, stem_, stem_src, h);
+    add_conv(p, stem_pd, stem_, stem_src, h, true);
     for (int b = 0; b < m_.arch.blocks; ++b) {
-      add_conv(p, conv_pd(m_.block_conv1[b], hd, hd, &act), conv1_[b], h, t);
-      add_conv(p, conv_pd(m_.block_conv2[b], hd, hd, &act_skip), conv2_[b], t, h);  // h += conv(t)
+      const auto act_skip = activation_ops(true, skip_scale_[b]);
+      add_conv(p, conv_pd(m_.block_conv1[b], conv1_[b], hd, hd, &act), conv1_[b], h, t, true);
+      add_conv(p, conv_pd(m_.block_conv2[b], conv2_[b], hd, hd, &act_skip), conv2_[b], t, h, true);  // h += conv(t)
     }
 
     p.policy_out = memory(md(policy_dims, Tag::nchw), eng_, nullptr);
-    auto policy_pd = conv_pd(m_.policy_conv, hd, md(policy_dims, Tag::any), nullptr);
+    auto policy_pd = conv_pd(m_.policy_conv, policy_, hd, md(policy_dims, Tag::any), nullptr);
     if (policy_pd.dst_desc() == p.policy_out.get_desc()) {
       add_conv(p, policy_pd, policy_, h, p.policy_out);
     } else {
@@ -240,7 +344,7 @@ class CpuEvaluator : public Evaluator {
     }
 
     memory value_flat = on_buffer(md(value_dims, Tag::nchw), value_flat_);
-    auto value_pd = conv_pd(m_.value_conv, hd, md(value_dims, Tag::any), &act);
+    auto value_pd = conv_pd(m_.value_conv, value_, hd, md(value_dims, Tag::any), &act);
     if (value_pd.dst_desc() == value_flat.get_desc()) {
       add_conv(p, value_pd, value_, h, value_flat);
     } else {
@@ -268,14 +372,37 @@ class CpuEvaluator : public Evaluator {
   dnnl::engine eng_;
   dnnl::stream stream_;
   int max_batch_, threads_ = 1;
-  bool bf16_ = false;
-  DataType act_type_ = F32;
+  Arith arith_ = Arith::FP32;
+  DataType act_type_ = F32;  // the trunk's activations
   LayerWeights stem_, policy_, value_, fc1_;
   std::vector<LayerWeights> conv1_, conv2_;
+  std::vector<float> skip_scale_;  // per block: the output's scale over the input's (1 but in int8)
   std::vector<float> input_, h_, t_, policy_buf_, value_buf_, value_flat_, hidden_;
   std::vector<uint8_t> scratch_;
   std::map<int, Plan> plans_;
 };
+
+// The largest value each convolution of the trunk writes, from an fp32 evaluator on positions the
+// network plays itself; computed once per network and process (every search thread makes an evaluator).
+std::vector<float> calibrated_trunk_maxima(const FoldedModel& m, int threads) {
+  constexpr int GAMES = 8, PLIES = 160;
+  static std::mutex mutex;
+  static std::map<std::vector<float>, std::vector<float>> known;  // keyed by the stem's weights and biases
+  std::vector<float> key = m.stem.weight;
+  key.insert(key.end(), m.stem.bias.begin(), m.stem.bias.end());
+  for (const FoldedConv& c : m.block_conv2) key.insert(key.end(), c.bias.begin(), c.bias.end());
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  BackendOptions o;
+  o.precision = Precision::FP32;
+  o.threads = threads;
+  o.max_batch = 64;
+  CpuEvaluator fp32(m, o);
+  const std::vector<uint8_t> packed = self_play_positions(fp32, GAMES, PLIES, 1);
+  std::vector<float> maxima = fp32.trunk_maxima(packed.data(), int(packed.size() / PACKED_INPUT_BYTES));
+  known.emplace(std::move(key), maxima);
+  return maxima;
+}
 
 }  // namespace
 

@@ -86,8 +86,9 @@ class SimdEvaluator : public Evaluator {
         max_batch_(o.max_batch),
         channels_(round_up(m.arch.channels, kernels::CHANNEL_ALIGN)),
         pool_(o.threads > 0 ? o.threads : usable_cpus().count) {
-    if (o.precision == Precision::FP16)
-      throw std::invalid_argument("the simd backend computes in fp32 or bf16, not fp16");
+    if (o.precision == Precision::FP16 || o.precision == Precision::INT8)
+      throw std::invalid_argument(std::string("the simd backend computes in fp32 or bf16, not ") +
+                                  precision_name(o.precision));
     if (o.precision == Precision::BF16 && !set_.conv_bf16)
       throw std::runtime_error(std::string("simd backend: no bf16 convolution on this CPU (") +
                                kernels::isa_name(set_.isa) + "; bf16 needs AVX-512 BF16); use fp32");

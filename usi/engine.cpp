@@ -67,6 +67,13 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
            {"onednn", "onednn"},
            {"reference", "reference"}},
           "where the network runs (auto: the GPU when one is usable, else the CPU)");
+  o.combo("Precision", e.precision,
+          {{"auto", nn::Precision::AUTO},
+           {"fp32", nn::Precision::FP32},
+           {"bf16", nn::Precision::BF16},
+           {"int8", nn::Precision::INT8}},
+          "the network's arithmetic (auto: bf16 on the GPU, on a CPU bf16 where it has AVX-512 bf16, else fp32; "
+          "int8: the onednn backend)");
   o.spin("GPU", e.gpu, 0, 15, "the CUDA device");
   o.spin("BatchSize", e.batch, 0, 1024, "leaves per network call per thread (0: 16 on a CPU backend, 128 on the GPU)");
   o.spin("MultiPV", p.multipv, 1, 100, "best moves reported");
@@ -252,7 +259,8 @@ std::optional<std::string> Engine::set_option(const std::string& name, const std
   if (auto err = options_.set(name, value)) return err;
   // These shape the evaluators: the network is made again at the next isready or go.
   const std::string c = *options_.canonical(name);
-  if (c == "ModelFile" || c == "Backend" || c == "GPU" || c == "BatchSize" || c == "Threads") network_dirty_ = true;
+  if (c == "ModelFile" || c == "Backend" || c == "Precision" || c == "GPU" || c == "BatchSize" || c == "Threads")
+    network_dirty_ = true;
   return std::nullopt;
 }
 
@@ -331,6 +339,7 @@ bool Engine::ensure_network() {
     engine::NetworkSettings settings;
     settings.model = e.model;
     settings.backend = e.backend;
+    settings.precision = e.precision;
     settings.gpu = e.gpu;
     settings.batch = e.batch;
     settings.evaluators = e.threads;

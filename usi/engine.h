@@ -51,6 +51,7 @@ struct EngineSettings {
   int threads = 0;         // 0: 8 on the GPU, 2 on a CPU backend (fewer CPUs usable: that many)
   std::string model = engine::DEFAULT_MODEL;
   std::string backend = "auto";
+  nn::Precision precision = nn::Precision::AUTO;
   int gpu = 0;
   int batch = 0;  // leaves per network call per thread; 0: 16 on a CPU backend, 128 on the GPU
   // Resigning, in the units of the family each name comes from: ResignValue as YaneuraOu's (resign
