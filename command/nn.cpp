@@ -49,7 +49,8 @@ struct NetworkOptions {
 static void bind_network_options(Args& args, NetworkOptions& o) {
   options::bind_device(args, o.device, BackendUse::INFERENCE, "the CUDA device");
   options::bind_threads(args, o.threads, "CPU backend: threads (0: all)");
-  args.bind("precision", o.precision, "auto, fp32, fp16, bf16 or int8 (int8: onednn only)", parse_precision, precision_name);
+  args.bind("precision", o.precision, "auto, fp32, fp16, bf16 or int8 (int8: onednn only)", parse_precision,
+            precision_name);
 }
 
 // The backend the options ask for, resolved, as one evaluator with all the CPU threads (--threads 0).
