@@ -228,7 +228,8 @@ int cmd_match(int argc, char** argv) {
       .bind("hcpe3", config.records.hcpe3, "append every game to this hcpe3 file (evals: the engines' own scores)")
       .bind("hcpe", config.records.hcpe, "append every engine move to this hcpe file (evals: the engines' own scores)")
       .bind("log", config.log, "write every line to and from the engines, time-stamped, to this file")
-      .bind("precision", arena.precision, "networks: auto, fp32, fp16 or bf16", nn::parse_precision, nn::precision_name)
+      .bind("precision", arena.precision, "networks: auto, fp32, fp16, bf16 or int8", nn::parse_precision,
+            nn::precision_name)
       .bind("summarize", summarize_files,
             "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: several runs "
             "together; a stopped run's finished games), summary.json to --out");

@@ -164,6 +164,7 @@ void check_batch_size(int n, int max_batch) {
 
 #if !JIRIKI_HAVE_DNNL
 bool cpu_has_native_bf16() { return kernels::cpu_supports(kernels::Isa::AVX512_BF16); }
+bool cpu_has_native_int8() { return false; }
 #endif
 
 void Evaluator::evaluate_packed(const uint8_t* packed, int n, float* policy_logits, float* value) {

@@ -51,14 +51,18 @@ int64_t backend_resolutions();
 // the reason in `why` (when given).
 int cuda_device_count(std::string* why = nullptr);
 
-// Arithmetic the backend computes in. AUTO: bf16 on the GPU; on the CPU bf16 where it has AVX-512
-// bf16 instructions, else fp32. INT8: the onednn backend only (ReLU networks; nn/cpu_backend.cpp).
+// Arithmetic the backend computes in. AUTO: bf16 on the GPU; on the onednn backend int8 where the CPU
+// has AVX-512 VNNI or AMX instructions (ReLU networks), else bf16 where it has AVX-512 bf16 instructions, else
+// fp32; on the simd backend bf16 or fp32 likewise. INT8: the onednn backend only (nn/cpu_backend.cpp).
 enum class Precision { AUTO, FP32, FP16, BF16, INT8 };
 Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16" | "int8"; throws
 const char* precision_name(Precision p);
 // Whether this CPU computes bf16 natively (AVX-512 BF16, as the simd kernels and oneDNN use it;
 // oneDNN's emulation elsewhere is slower than fp32).
 bool cpu_has_native_bf16();
+// Whether oneDNN computes int8 convolutions with AVX-512 VNNI or AMX instructions on this CPU (false
+// in a build without oneDNN): where the onednn backend's AUTO is int8.
+bool cpu_has_native_int8();
 
 // The widest instruction set the simd backend may use: BEST is the processor's widest (AVX-512 where
 // it has it); AVX2 and SCALAR cap it, so that tests run every path on one machine.
