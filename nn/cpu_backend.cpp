@@ -5,15 +5,15 @@
 // AVX-512 bf16 instructions (AMD Zen 4, Intel Cooper Lake and later); AUTO takes bf16 there, fp32
 // elsewhere.
 //
-// int8 (ReLU networks only): weights in s8 with a scale per output channel, the trunk's activations
-// in u8 with one scale per convolution's output, accumulation in s32, the heads' outputs in fp32.
-// The activation scales are calibrated when the evaluator is made: the network plays a few games
-// against itself in fp32 (each move drawn from its policy) and the largest value each convolution of
-// the trunk writes over those positions maps to 255. The input planes are 0 or 1, exact in u8. A
-// convolution then computes dst = relu(out_scale[oc] * (acc + bias'[oc]) + sum_scale * dst), with
-// bias' = bias * src_scale * weight_scale[oc] and out_scale = dst_scale / (src_scale *
-// weight_scale[oc]); the in-place skip of a block is rescaled from the block input's scale to its
-// output's (sum_scale).
+// int8 (ReLU networks only): weights in s8 with a scale per output channel, the activations of the
+// trunk and the value head's planes in u8 with one scale per convolution's output, accumulation in
+// s32, the policy logits and the value head's hidden layer in fp32. The activation scales are
+// calibrated when the evaluator is made: the network plays a few games against itself in fp32 (each
+// move drawn from its policy) and the largest value each of those convolutions writes over those
+// positions maps to 255. The input planes are 0 or 1, exact in u8. A layer then computes dst = relu(out_scale[oc] *
+// (acc + bias'[oc]) + sum_scale * dst), with bias' = bias * src_scale * weight_scale[oc] and out_scale = dst_scale /
+// (src_scale * weight_scale[oc]); the in-place skip of a block is rescaled from the block input's scale to its output's
+// (sum_scale).
 //
 // Each convolution carries its bias and activation as post-ops, and the second convolution of a
 // residual block adds the skip with a sum post-op: it writes into the buffer that holds the block's
@@ -30,7 +30,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -78,11 +80,12 @@ struct Plan {
   std::vector<memory> scratch;  // scratchpads, all on the evaluator's one scratch buffer
   size_t scratch_bytes = 0;
   std::vector<std::pair<dnnl::primitive, std::unordered_map<int, memory>>> steps;
-  std::vector<size_t> trunk_steps;  // the steps of the trunk's convolutions: stem, then each block's two
+  std::vector<size_t> u8_steps;  // the convolutions with u8 outputs in int8: stem, each block's two, value head
+  bool u8_nhwc_input = false;    // steps[0] reorders the input to u8 NHWC on the input buffer (int8)
 };
 
 class CpuEvaluator;
-std::vector<float> calibrated_trunk_maxima(const FoldedModel& m, int threads);
+std::vector<float> calibrated_maxima(const FoldedModel& m, int threads);
 
 class CpuEvaluator : public Evaluator {
  public:
@@ -99,22 +102,25 @@ class CpuEvaluator : public Evaluator {
     act_type_ = arith_ == Arith::INT8 ? DataType::u8 : arith_ == Arith::BF16 ? DataType::bf16 : F32;
     threads_ = o.threads > 0 ? o.threads : usable_cpus().count;
     const int c = m_.arch.channels;
-    // Activation scales: the trunk's outputs are h0 (stem), then t_b and h_b+1 for each block b.
-    std::vector<float> scale(1 + 2 * m_.arch.blocks, 1.0f);
+    // Activation scales of the u8 outputs: h0 (stem), then t_b and h_b+1 for each block b, then the
+    // value head's planes.
+    const int blocks = m_.arch.blocks;
+    std::vector<float> scale(2 + 2 * blocks, 1.0f);
     if (arith_ == Arith::INT8) {
-      const std::vector<float> maxima = calibrated_trunk_maxima(m_, threads_);
+      const std::vector<float> maxima = calibrated_maxima(m_, threads_);
       for (size_t i = 0; i < scale.size(); ++i) scale[i] = u8_scale(maxima[i]);
     }
+    const float trunk_out = scale[2 * blocks], value_planes = scale.back();
     stem_ = conv_weights(m_.stem, 1.0f, scale[0]);
     for (int b = 0; b < m_.arch.blocks; ++b) {
       conv1_.push_back(conv_weights(m_.block_conv1[b], scale[2 * b], scale[2 * b + 1]));
       conv2_.push_back(conv_weights(m_.block_conv2[b], scale[2 * b + 1], scale[2 * b + 2]));
       skip_scale_.push_back(scale[2 * b + 2] / scale[2 * b]);
     }
-    policy_ = conv_weights(m_.policy_conv, scale.back(), 1.0f);
-    value_ = conv_weights(m_.value_conv, scale.back(), 1.0f);
-    fc1_.user = memory(md({VALUE_HIDDEN, POLICY_SIZE}, Tag::oi), eng_, m_.value_fc1_weight.data());
-    fc1_.bias = memory(md({VALUE_HIDDEN}, Tag::x), eng_, m_.value_fc1_bias.data());
+    policy_ = conv_weights(m_.policy_conv, trunk_out, 1.0f);
+    value_ = conv_weights(m_.value_conv, trunk_out, value_planes);
+    fc1_ =
+        layer_weights({VALUE_HIDDEN, POLICY_SIZE}, Tag::oi, m_.value_fc1_weight, m_.value_fc1_bias, value_planes, 1.0f);
     // Room for any blocked layout: channels padded to a multiple of 16.
     auto room = [&](int channels) { return size_t(max_batch_) * ((channels + 15) / 16 * 16) * SQUARES; };
     input_.resize(room(INPUT_PLANES));
@@ -133,10 +139,35 @@ class CpuEvaluator : public Evaluator {
     finish_heads(n, policy_logits, value);
   }
 
-  // fp32 only: the largest value each convolution of the trunk writes (stem, then each block's two)
-  // over `count` positions of packed planes.
-  std::vector<float> trunk_maxima(const uint8_t* packed, int count) {
-    std::vector<float> maxima(1 + 2 * size_t(m_.arch.blocks), 0.0f);
+  // In int8, where the stem reads u8 NHWC, the bits go straight there (only the set ones written),
+  // in place of expanding them to floats and reordering.
+  void evaluate_packed(const uint8_t* packed, int n, float* policy_logits, float* value) override {
+    Plan& p = bound_plan(nullptr, n, policy_logits);
+    if (!p.u8_nhwc_input) return Evaluator::evaluate_packed(packed, n, policy_logits, value);
+    uint8_t* planes = reinterpret_cast<uint8_t*>(input_.data());
+    std::fill(planes, planes + size_t(n) * INPUT_SIZE, uint8_t(0));
+    for (int b = 0; b < n; ++b) {
+      const uint8_t* bits = packed + size_t(b) * PACKED_INPUT_BYTES;
+      uint8_t* out = planes + size_t(b) * INPUT_SIZE;
+      for (int w = 0; w < PACKED_INPUT_BYTES / 8; ++w) {
+        uint64_t word;
+        static_assert(std::endian::native == std::endian::little, "bit i of the planes is bit i % 64 of word i / 64");
+        std::memcpy(&word, bits + 8 * w, 8);
+        for (; word; word &= word - 1) {
+          const int i = 64 * w + std::countr_zero(word);  // plane i / 81, square i % 81 (pad bits are zero)
+          out[(i % SQUARES) * INPUT_PLANES + i / SQUARES] = 1;
+        }
+      }
+    }
+    for (size_t i = 1; i < p.steps.size(); ++i) p.steps[i].first.execute(stream_, p.steps[i].second);
+    stream_.wait();
+    finish_heads(n, policy_logits, value);
+  }
+
+  // fp32 only: the largest value each convolution with a u8 output in int8 writes (the stem, each
+  // block's two, the value head's) over `count` positions of packed planes.
+  std::vector<float> u8_output_maxima(const uint8_t* packed, int count) {
+    std::vector<float> maxima(2 + 2 * size_t(m_.arch.blocks), 0.0f);
     std::vector<float> planes(size_t(max_batch_) * INPUT_SIZE), policy(size_t(max_batch_) * POLICY_SIZE);
     for (int start = 0; start < count; start += max_batch_) {
       const int n = std::min(max_batch_, count - start);
@@ -144,7 +175,7 @@ class CpuEvaluator : public Evaluator {
       Plan& p = bound_plan(planes.data(), n, policy.data());
       for (size_t i = 0, next = 0; i < p.steps.size(); ++i) {
         p.steps[i].first.execute(stream_, p.steps[i].second);
-        if (next < p.trunk_steps.size() && p.trunk_steps[next] == i) {
+        if (next < p.u8_steps.size() && p.u8_steps[next] == i) {
           stream_.wait();
           const memory& dst = p.steps[i].second.at(DNNL_ARG_DST);
           const float* v = static_cast<const float*>(dst.get_data_handle());
@@ -197,33 +228,39 @@ class CpuEvaluator : public Evaluator {
   }
 
  private:
-  // A layer's weights and bias; in int8 quantized for an input at src_scale and an output at
-  // dst_scale (u8 units per unit; 1 for the heads' fp32 outputs).
-  LayerWeights conv_weights(FoldedConv& conv, float src_scale, float dst_scale) {
+  // A layer's weights (`outputs` rows of `dims` in layout `tag`) and bias; in int8 quantized for an
+  // input at src_scale and an output at dst_scale (u8 units per unit; 1 for fp32 outputs).
+  LayerWeights layer_weights(const memory::dims& dims, Tag tag, std::vector<float>& weight, std::vector<float>& bias,
+                             float src_scale, float dst_scale) {
     LayerWeights w;
-    const memory::dims dims{conv.out_channels, conv.in_channels, conv.kernel, conv.kernel};
+    const size_t outputs = bias.size();
     if (arith_ != Arith::INT8) {
-      w.user = memory(md(dims, Tag::oihw), eng_, conv.weight.data());
-      w.bias = memory(md({conv.out_channels}, Tag::x), eng_, conv.bias.data());
+      w.user = memory(md(dims, tag), eng_, weight.data());
+      w.bias = memory(md({memory::dim(outputs)}, Tag::x), eng_, bias.data());
       return w;
     }
-    const size_t per_output = conv.weight.size() / size_t(conv.out_channels);
-    w.quantized.resize(conv.weight.size());
-    w.scaled_bias.resize(conv.out_channels);
-    w.out_scales.resize(conv.out_channels);
-    for (int oc = 0; oc < conv.out_channels; ++oc) {
-      const float* row = conv.weight.data() + oc * per_output;
+    const size_t per_output = weight.size() / outputs;
+    w.quantized.resize(weight.size());
+    w.scaled_bias.resize(outputs);
+    w.out_scales.resize(outputs);
+    for (size_t o = 0; o < outputs; ++o) {
+      const float* row = weight.data() + o * per_output;
       float largest = 0.0f;
       for (size_t i = 0; i < per_output; ++i) largest = std::max(largest, std::abs(row[i]));
       const float weight_scale = largest > 0 ? 127.0f / largest : 1.0f;
       for (size_t i = 0; i < per_output; ++i)
-        w.quantized[oc * per_output + i] = int8_t(std::lround(row[i] * weight_scale));
-      w.scaled_bias[oc] = conv.bias[oc] * src_scale * weight_scale;
-      w.out_scales[oc] = dst_scale / (src_scale * weight_scale);
+        w.quantized[o * per_output + i] = int8_t(std::lround(row[i] * weight_scale));
+      w.scaled_bias[o] = bias[o] * src_scale * weight_scale;
+      w.out_scales[o] = dst_scale / (src_scale * weight_scale);
     }
-    w.user = memory(md(dims, Tag::oihw, DataType::s8), eng_, w.quantized.data());
-    w.bias = memory(md({conv.out_channels}, Tag::x), eng_, w.scaled_bias.data());
+    w.user = memory(md(dims, tag, DataType::s8), eng_, w.quantized.data());
+    w.bias = memory(md({memory::dim(outputs)}, Tag::x), eng_, w.scaled_bias.data());
     return w;
+  }
+
+  LayerWeights conv_weights(FoldedConv& conv, float src_scale, float dst_scale) {
+    return layer_weights({conv.out_channels, conv.in_channels, conv.kernel, conv.kernel}, Tag::oihw, conv.weight,
+                         conv.bias, src_scale, dst_scale);
   }
 
   // The weights in the layout `want`, reordered once and kept.
@@ -296,8 +333,8 @@ class CpuEvaluator : public Evaluator {
   }
 
   void add_conv(Plan& p, const dnnl::convolution_forward::primitive_desc& pd, LayerWeights& w, const memory& src,
-                const memory& dst, bool trunk = false) {
-    if (trunk) p.trunk_steps.push_back(p.steps.size());
+                const memory& dst, bool u8_output = false) {
+    if (u8_output) p.u8_steps.push_back(p.steps.size());
     add_step(p, pd,
              {{DNNL_ARG_SRC, src},
               {DNNL_ARG_WEIGHTS, weights_as(w, pd.weights_desc())},
@@ -323,6 +360,7 @@ class CpuEvaluator : public Evaluator {
     if (stem_pd.src_desc() != p.input.get_desc()) {
       stem_src = on_buffer(stem_pd.src_desc(), input_);
       add_reorder(p, p.input, stem_src);
+      p.u8_nhwc_input = stem_src.get_desc() == md(in_dims, Tag::nhwc, DataType::u8);
     }
     const memory::desc hd = stem_pd.dst_desc();  // the layout of the residual stream
     memory h = on_buffer(hd, h_), t = on_buffer(hd, t_);
@@ -343,23 +381,26 @@ class CpuEvaluator : public Evaluator {
       add_reorder(p, blocked, p.policy_out);
     }
 
-    memory value_flat = on_buffer(md(value_dims, Tag::nchw), value_flat_);
-    auto value_pd = conv_pd(m_.value_conv, value_, hd, md(value_dims, Tag::any), &act);
+    // The value planes in u8 (int8) or fp32, NCHW, which fc1 reads as [n][2187].
+    const DataType value_type = arith_ == Arith::INT8 ? DataType::u8 : F32;
+    memory value_flat = on_buffer(md(value_dims, Tag::nchw, value_type), value_flat_);
+    auto value_pd = conv_pd(m_.value_conv, value_, hd, md(value_dims, Tag::any, value_type), &act);
     if (value_pd.dst_desc() == value_flat.get_desc()) {
-      add_conv(p, value_pd, value_, h, value_flat);
+      add_conv(p, value_pd, value_, h, value_flat, true);
     } else {
       memory blocked = on_buffer(value_pd.dst_desc(), value_buf_);
-      add_conv(p, value_pd, value_, h, blocked);
+      add_conv(p, value_pd, value_, h, blocked, true);
       add_reorder(p, blocked, value_flat);
     }
 
-    // fc1 reads the NCHW value planes as [n][2187]; fc2 (256 -> 1) runs on the host.
-    memory fc_in = on_buffer(md({n, POLICY_SIZE}, Tag::nc), value_flat_);
+    // fc1 (s8 weights in int8) to fp32; fc2 (256 -> 1) runs on the host.
+    memory fc_in = on_buffer(md({n, POLICY_SIZE}, Tag::nc, value_type), value_flat_);
     memory hidden = on_buffer(md({n, VALUE_HIDDEN}, Tag::nc), hidden_);
-    dnnl::inner_product_forward::desc fc1(dnnl::prop_kind::forward_inference, fc_in.get_desc(),
-                                          md({VALUE_HIDDEN, POLICY_SIZE}, Tag::any), md({VALUE_HIDDEN}, Tag::x),
-                                          hidden.get_desc());
-    dnnl::inner_product_forward::primitive_desc fc1_pd(fc1, attrs(&act), eng_);
+    dnnl::inner_product_forward::desc fc1(
+        dnnl::prop_kind::forward_inference, fc_in.get_desc(),
+        md({VALUE_HIDDEN, POLICY_SIZE}, Tag::any, arith_ == Arith::INT8 ? DataType::s8 : F32),
+        md({VALUE_HIDDEN}, Tag::x), hidden.get_desc());
+    dnnl::inner_product_forward::primitive_desc fc1_pd(fc1, attrs(&act, fc1_.out_scales), eng_);
     add_step(p, fc1_pd,
              {{DNNL_ARG_SRC, fc_in},
               {DNNL_ARG_WEIGHTS, weights_as(fc1_, fc1_pd.weights_desc())},
@@ -382,9 +423,9 @@ class CpuEvaluator : public Evaluator {
   std::map<int, Plan> plans_;
 };
 
-// The largest value each convolution of the trunk writes, from an fp32 evaluator on positions the
+// The largest value each convolution with a u8 output in int8 writes, from an fp32 evaluator on positions the
 // network plays itself; computed once per network and process (every search thread makes an evaluator).
-std::vector<float> calibrated_trunk_maxima(const FoldedModel& m, int threads) {
+std::vector<float> calibrated_maxima(const FoldedModel& m, int threads) {
   constexpr int GAMES = 8, PLIES = 160;
   static std::mutex mutex;
   static std::map<std::vector<float>, std::vector<float>> known;  // keyed by the stem's weights and biases
@@ -399,7 +440,7 @@ std::vector<float> calibrated_trunk_maxima(const FoldedModel& m, int threads) {
   o.max_batch = 64;
   CpuEvaluator fp32(m, o);
   const std::vector<uint8_t> packed = self_play_positions(fp32, GAMES, PLIES, 1);
-  std::vector<float> maxima = fp32.trunk_maxima(packed.data(), int(packed.size() / PACKED_INPUT_BYTES));
+  std::vector<float> maxima = fp32.u8_output_maxima(packed.data(), int(packed.size() / PACKED_INPUT_BYTES));
   known.emplace(std::move(key), maxima);
   return maxima;
 }

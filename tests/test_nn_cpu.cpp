@@ -212,6 +212,15 @@ TEST_CASE("onednn backend in int8 stays close to fp32 on the shipped networks", 
     CHECK(value_error / count < 0.01);
     CHECK(worst_value_error < 0.1);
     CHECK(double(same_top) / count > 0.85);
+    // The packed bits, written straight into the u8 input, give exactly what the planes as floats give.
+    for (int n : {64, 5}) {
+      std::vector<float> planes(size_t(n) * INPUT_SIZE), pf(size_t(n) * POLICY_SIZE), vf(n);
+      unpack_features(packed.data() + size_t(100) * PACKED_INPUT_BYTES, n, planes.data());
+      int8->evaluate(planes.data(), n, pf.data(), vf.data());
+      int8->evaluate_packed(packed.data() + size_t(100) * PACKED_INPUT_BYTES, n, p8.data(), v8.data());
+      CHECK(std::equal(pf.begin(), pf.end(), p8.begin()));
+      CHECK(std::equal(vf.begin(), vf.end(), v8.begin()));
+    }
   }
   CHECK(found > 0);
   // int8 is the onednn backend's, for ReLU networks.
