@@ -135,7 +135,9 @@ std::vector<uint8_t> self_play_positions(Evaluator& net, int games, int plies, u
     }
     if (live.empty()) break;
     const int n = int(live.size());
-    net.evaluate_packed(batch.data(), n, logits.data(), value.data());
+    // Always `games` positions a call (the rows past n hold earlier, finished positions), so that the
+    // evaluator makes one plan for one batch size.
+    net.evaluate_packed(batch.data(), games, logits.data(), value.data());
     out.insert(out.end(), batch.begin(), batch.begin() + size_t(n) * PACKED_INPUT_BYTES);
     for (int k = 0; k < n; ++k) {
       Position& pos = board[live[k]];

@@ -141,7 +141,8 @@ std::unique_ptr<Evaluator> make_cuda_evaluator(const FoldedModel& model, const B
 // Positions of `games` games the network plays against itself from the start, each move drawn from
 // its policy over the legal moves (softmax of the logits), at most `plies` a game, as packed planes
 // (nn/features.h): positions like those a search shows it, for calibrating int8 and for tests.
-// Deterministic for a given evaluator and seed; games * plies positions at most.
+// Deterministic for a given evaluator and seed; games * plies positions at most. Each call of the
+// evaluator takes `games` positions.
 std::vector<uint8_t> self_play_positions(Evaluator& net, int games, int plies, uint64_t seed);
 
 // Shared by the backends: throws std::invalid_argument unless 1 <= n <= max_batch.

@@ -169,8 +169,10 @@ class CpuEvaluator : public Evaluator {
   std::vector<float> u8_output_maxima(const uint8_t* packed, int count) {
     std::vector<float> maxima(2 + 2 * size_t(m_.arch.blocks), 0.0f);
     std::vector<float> planes(size_t(max_batch_) * INPUT_SIZE), policy(size_t(max_batch_) * POLICY_SIZE);
-    for (int start = 0; start < count; start += max_batch_) {
-      const int n = std::min(max_batch_, count - start);
+    for (int next_start = 0; next_start < count; next_start += max_batch_) {
+      // A last batch shorter than max_batch starts earlier instead, so that one plan serves every
+      // call (positions counted twice change no maximum).
+      const int start = std::max(0, std::min(next_start, count - max_batch_)), n = std::min(max_batch_, count);
       unpack_features(packed + size_t(start) * PACKED_INPUT_BYTES, n, planes.data());
       Plan& p = bound_plan(planes.data(), n, policy.data());
       for (size_t i = 0, next = 0; i < p.steps.size(); ++i) {
@@ -437,7 +439,7 @@ std::vector<float> calibrated_maxima(const FoldedModel& m, int threads) {
   BackendOptions o;
   o.precision = Precision::FP32;
   o.threads = threads;
-  o.max_batch = 64;
+  o.max_batch = GAMES;
   CpuEvaluator fp32(m, o);
   const std::vector<uint8_t> packed = self_play_positions(fp32, GAMES, PLIES, 1);
   std::vector<float> maxima = fp32.u8_output_maxima(packed.data(), int(packed.size() / PACKED_INPUT_BYTES));
