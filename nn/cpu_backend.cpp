@@ -7,13 +7,14 @@
 //
 // int8 (ReLU networks only): weights in s8 with a scale per output channel, the activations of the
 // trunk and the value head's planes in u8 with one scale per convolution's output, accumulation in
-// s32, the policy logits and the value head's hidden layer in fp32. The activation scales are
-// calibrated when the evaluator is made: the network plays a few games against itself in fp32 (each
-// move drawn from its policy) and the largest value each of those convolutions writes over those
-// positions maps to 255. The input planes are 0 or 1, exact in u8. A layer then computes dst = relu(out_scale[oc] *
-// (acc + bias'[oc]) + sum_scale * dst), with bias' = bias * src_scale * weight_scale[oc] and out_scale = dst_scale /
-// (src_scale * weight_scale[oc]); the in-place skip of a block is rescaled from the block input's scale to its output's
-// (sum_scale).
+// s32; the policy logits and the value head's hidden layer come out in fp32. The activation scales
+// are calibrated when the evaluator is made: the network plays a few games against itself in fp32
+// (each move drawn from its policy) and the largest value each of those convolutions writes over
+// those positions maps to 255. The input planes are 0 or 1, exact in u8. A layer then computes
+//   dst = relu(out_scale[oc] * (acc + bias'[oc]) + sum_scale * dst),
+// with bias' = bias * src_scale * weight_scale[oc] and out_scale = dst_scale / (src_scale *
+// weight_scale[oc]); the in-place skip of a block is rescaled from the block input's scale to its
+// output's (sum_scale).
 //
 // Each convolution carries its bias and activation as post-ops, and the second convolution of a
 // residual block adds the skip with a sum post-op: it writes into the buffer that holds the block's
@@ -84,7 +85,6 @@ struct Plan {
   bool u8_nhwc_input = false;    // steps[0] reorders the input to u8 NHWC on the input buffer (int8)
 };
 
-class CpuEvaluator;
 std::vector<float> calibrated_maxima(const FoldedModel& m, int threads);
 
 class CpuEvaluator : public Evaluator {

@@ -2,16 +2,30 @@
 #pragma once
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/backend.h"
 #include "nn/features.h"
 #include "nn/model.h"
+#include "nn/model_file.h"
 #include "shogi/movegen.h"
 
 namespace jiriki::nn::testing {
+
+// The shipped networks the source tree holds (networks/cpu.jnn, networks/gpu.jnn), by file name.
+inline std::vector<std::pair<std::string, Model>> shipped_models() {
+  std::vector<std::pair<std::string, Model>> out;
+  for (const char* name : {"networks/cpu.jnn", "networks/gpu.jnn"}) {
+    const std::filesystem::path file = std::filesystem::path(JIRIKI_SOURCE_DIR) / name;
+    if (std::filesystem::exists(file)) out.emplace_back(name, load_model(file.string()));
+  }
+  return out;
+}
 
 // Every tensor random: weights He-scaled, batch-norm statistics away from the identity (so that a
 // backend's folding is exercised), biases nonzero.

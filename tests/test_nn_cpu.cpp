@@ -4,12 +4,10 @@
 // real positions.
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <filesystem>
 #include <random>
 
 #include "nn/backend.h"
 #include "nn/features.h"
-#include "nn/model_file.h"
 #include "shogi/movegen.h"
 #include "tests/nn_random.h"
 
@@ -176,13 +174,9 @@ TEST_CASE("evaluate_packed expands the bits and gives what evaluate gives", "[nn
 TEST_CASE("onednn backend in int8 stays close to fp32 on the shipped networks", "[nn][cpu]") {
   // Positions the network plays itself, drawn with a seed other than the calibration's: the int8
   // evaluator's win probability and its most likely move against fp32's.
-  int found = 0;
-  for (const char* name : {"networks/cpu.jnn", "networks/gpu.jnn"}) {
-    const std::filesystem::path file = std::filesystem::path(JIRIKI_SOURCE_DIR) / name;
-    if (!std::filesystem::exists(file)) continue;
-    ++found;
+  const auto shipped = shipped_models();
+  for (const auto& [name, m] : shipped) {
     INFO(name);
-    const Model m = load_model(file.string());
     auto fp32 = make_evaluator(m, options(BackendKind::ONEDNN, 64, 0, Precision::FP32));
     auto int8 = make_evaluator(m, options(BackendKind::ONEDNN, 64, 0, Precision::INT8));
     CHECK_THAT(int8->name(), Catch::Matchers::Contains("int8"));
@@ -222,7 +216,7 @@ TEST_CASE("onednn backend in int8 stays close to fp32 on the shipped networks", 
       CHECK(std::equal(vf.begin(), vf.end(), v8.begin()));
     }
   }
-  CHECK(found > 0);
+  CHECK(!shipped.empty());
   // int8 is the onednn backend's, for ReLU networks.
   CHECK_THROWS_WITH(
       make_evaluator(random_model(1, 8, Activation::SWISH, 5), options(BackendKind::ONEDNN, 1, 0, Precision::INT8)),
