@@ -549,19 +549,25 @@ class Loop {
     const std::string base_key = kind + "_base";
     if (!c.contains(base_key)) {  // the count before this generation's games, kept across attempts
       c[base_key] = kind == "selfplay" ? count_positions(counted) - count_positions(dir) : 0;
-      if (kind == "selfplay") {
-        adopt_missing_records();
-        // Records the window should hold but that are not here (left behind by a machine's carry) are
-        // played again, by the newest best network, on top of the generation's own positions.
-        int64_t present = 0;
-        for (const auto& d : training_data()) present += count_hcpe(d) + count_positions(d);
-        const int64_t total = present + state_.value("pruned_positions", int64_t(0)) + target;
-        const int64_t refill = std::max<int64_t>(0, window_rows(total, config_.window()) - (present + target));
-        if (refill > 0) {
-          c[kind]["refill"] = refill;
-          out_ << "the window lacks " << refill << " positions that are not here: self-play plays them again"
-               << std::endl;
-        }
+      save();
+    }
+    if (kind == "selfplay") {
+      // At every attempt, for the run may have moved to a machine without its older records (a carry
+      // that left them behind), even in the middle of this generation.
+      adopt_missing_records();
+      const int64_t mine = count_positions(dir), others = count_positions(counted) - mine;
+      if (others < c[base_key].get<int64_t>()) c[base_key] = others;  // records gone: they were not made now
+      // Records the window should hold but that are not here are played again, by the newest best
+      // network, on top of the generation's own positions.
+      int64_t present = -mine;
+      for (const auto& d : training_data()) present += count_hcpe(d) + count_positions(d);
+      const int64_t total = present + state_.value("pruned_positions", int64_t(0)) + target;
+      const int64_t refill = std::max<int64_t>(0, window_rows(total, config_.window()) - (present + target));
+      const int64_t before = c.contains(kind) ? c[kind].value("refill", int64_t(0)) : 0;
+      if (refill > 0 && refill != before) {
+        c[kind]["refill"] = refill;
+        out_ << "the window lacks " << refill << " positions that are not here: self-play plays them again"
+             << std::endl;
       }
       save();
     }

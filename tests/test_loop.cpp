@@ -1188,6 +1188,38 @@ TEST_CASE("loop: self-play records left behind count as pruned, and the next sel
   CHECK_FALSE(state["history"][1]["selfplay"].contains("refill"));
 }
 
+TEST_CASE(
+    "loop: a run that moves without its records in the middle of a self-play counts and refills from what is there",
+    "[loop][cli]") {
+  const TempDir tmp("loop_refill_mid");
+  json c = tiny_config(fake_match(tmp), 2);
+  c["plots"] = false;
+  c["eval_first_games"] = 0;
+  const std::string dir = run_to_end(tmp, c);
+  const json before = read_json_file(dir + "/state.json");
+  const int64_t made = before["history"][0]["selfplay"]["positions"].get<int64_t>() +
+                       before["history"][1]["selfplay"]["positions"].get<int64_t>();
+  // Generation 3's self-play starts where the records are (its count before the generation is taken
+  // then), the loop is killed in it, and the run goes on elsewhere without any of them.
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10 JIRIKI_LOOP_KILL_DELAY_MS=150 JIRIKI_LOOP_KILL_AT=3:selfplay:mid", dir,
+                       "--generations 3") == -9);
+  REQUIRE(read_json_file(dir + "/state.json")["current"]["selfplay_base"] == made);
+  fs::remove_all(dir + "/selfplay");
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10", dir, "--generations 3") == 0);
+  INFO(run_output(dir));
+  const json state = read_json_file(dir + "/state.json");
+  CHECK(state["pruned_positions"] == made);
+  const json& r = state["history"][2];
+  // The generation's count is what its directory holds (not that less the records that went), and the
+  // window's share of the records that went is played again, once.
+  CHECK(r["selfplay"]["positions"] == count_positions(dir + "/selfplay/gen0003"));
+  const int64_t refill = window_rows(made + 60, Config(c).window()) - 60;
+  REQUIRE(refill > 0);
+  CHECK(r["selfplay"]["refill"] == refill);
+  CHECK(r["selfplay"]["positions"].get<int64_t>() >= 60 + refill);
+  CHECK(r["positions_total"] == made + r["selfplay"]["positions"].get<int64_t>());
+}
+
 TEST_CASE("loop: self-play positions shared out over the processes of the GPUs", "[loop]") {
   CHECK(split_positions(10, 4) == std::vector<int64_t>{3, 3, 2, 2});
   CHECK(split_positions(126000, 4) == std::vector<int64_t>{31500, 31500, 31500, 31500});
