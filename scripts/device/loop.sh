@@ -12,8 +12,8 @@
 # generation 0 that is its init_model file in the tree (e.g. networks/gpu.jnn) stays behind and is
 # copied back, only the networks the run still needs go (generation 0 and each network's best), with
 # bf16 weights, and no checkpoint of a finished training. A resume still over RESUME_MB (default 36)
-# leaves the self-play records behind: the next machine's loop plays the window's share of them
-# again with the newest network.
+# leaves the oldest generations' self-play records behind, as many as it must: the next machine's
+# loop plays the window's share of them again with the newest network.
 #
 # The config: scripts/device/loop.json (one GPU, a 6x64 from networks/cpu.jnn), or CONFIG=FILE, e.g.
 # scripts/device/loop_x4.json: a machine of 4 GPUs, the GPU network (10x128) and the CPU network
@@ -135,10 +135,18 @@ if [[ -f "$RUN/state.json" ]]; then
     MB=$(($(cat "$OUT"/resume.tar.xz.* | wc -c) / 1000000))
   }
   pack
+  # Too much to carry in: the oldest generations' self-play records stay behind, one generation after
+  # another, until the rest fits; the next machine's loop counts those left behind as pruned and plays
+  # the window's share of them again with the newest network.
+  LEFT=()
+  for g in $(cd "$RUN/selfplay" 2>/dev/null && ls -d gen* 2>/dev/null | sort); do
+    ((MB > RESUME_MB)) || break
+    LEFT+=(--exclude="$R/selfplay/$g")
+    echo "resume: $MB MB, over RESUME_MB=$RESUME_MB: packed again without selfplay/$g"
+    pack "${LEFT[@]}"
+  done
   if ((MB > RESUME_MB)); then
-    # Too much to carry in: the self-play records stay behind, and the next machine's loop plays the
-    # window's share of them again with the newest network (it counts them as pruned).
-    echo "resume: $MB MB, over RESUME_MB=$RESUME_MB: packed again without the self-play records"
+    echo "resume: $MB MB, over RESUME_MB=$RESUME_MB: packed again without any self-play records"
     pack --exclude="$R/selfplay"
   fi
   ls -l "$OUT"/resume.tar.xz.*
