@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -156,6 +158,22 @@ std::vector<uint8_t> self_play_positions(Evaluator& net, int games, int plies, u
     }
   }
   return out;
+}
+
+std::vector<float> calibration_once(const std::string& kind, const FoldedModel& m,
+                                    const std::function<std::vector<float>()>& compute) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, std::vector<float>>, std::vector<float>> known;
+  // Keyed by the stem's weights and biases and the blocks' last biases: enough to tell networks apart.
+  std::vector<float> weights = m.stem.weight;
+  weights.insert(weights.end(), m.stem.bias.begin(), m.stem.bias.end());
+  for (const FoldedConv& c : m.block_conv2) weights.insert(weights.end(), c.bias.begin(), c.bias.end());
+  auto key = std::make_pair(kind, std::move(weights));
+  std::lock_guard<std::mutex> lock(mutex);  // held while computing: other threads wait for the result
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  std::vector<float> result = compute();
+  known.emplace(std::move(key), result);
+  return result;
 }
 
 void check_batch_size(int n, int max_batch) {

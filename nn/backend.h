@@ -11,6 +11,7 @@
 //   cuda       cuDNN + cuBLAS (nn/cuda/), only when built with JIRIKI_HAVE_CUDA
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,7 +54,8 @@ int cuda_device_count(std::string* why = nullptr);
 
 // Arithmetic the backend computes in. AUTO: bf16 on the GPU; on the onednn backend int8 where the CPU
 // has AVX-512 VNNI or AMX instructions (ReLU networks), else bf16 where it has AVX-512 bf16 instructions, else
-// fp32; on the simd backend bf16 or fp32 likewise. INT8: the onednn backend only (nn/cpu_backend.cpp).
+// fp32; on the simd backend bf16 or fp32 likewise. INT8: the CPU backends (nn/cpu_backend.cpp, and
+// nn/simd_backend.cpp where the processor has VNNI instructions).
 enum class Precision { AUTO, FP32, FP16, BF16, INT8 };
 Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16" | "int8"; throws
 const char* precision_name(Precision p);
@@ -144,6 +146,13 @@ std::unique_ptr<Evaluator> make_cuda_evaluator(const FoldedModel& model, const B
 // Deterministic for a given evaluator and seed; games * plies positions at most. Each call of the
 // evaluator takes `games` positions.
 std::vector<uint8_t> self_play_positions(Evaluator& net, int games, int plies, uint64_t seed);
+
+// The CPU backends' int8 calibration plays this many games of at most this many plies.
+constexpr int CALIBRATION_GAMES = 8, CALIBRATION_PLIES = 160;
+// compute()'s result for this network (keyed by its weights) and `kind`, computed once per process:
+// every search thread makes an evaluator, and only the first calibrates.
+std::vector<float> calibration_once(const std::string& kind, const FoldedModel& m,
+                                    const std::function<std::vector<float>()>& compute);
 
 // Shared by the backends: throws std::invalid_argument unless 1 <= n <= max_batch.
 void check_batch_size(int n, int max_batch);

@@ -426,25 +426,17 @@ class CpuEvaluator : public Evaluator {
 };
 
 // The largest value each convolution with a u8 output in int8 writes, from an fp32 evaluator on positions the
-// network plays itself; computed once per network and process (every search thread makes an evaluator).
+// network plays itself.
 std::vector<float> calibrated_maxima(const FoldedModel& m, int threads) {
-  constexpr int GAMES = 8, PLIES = 160;
-  static std::mutex mutex;
-  static std::map<std::vector<float>, std::vector<float>> known;  // keyed by the stem's weights and biases
-  std::vector<float> key = m.stem.weight;
-  key.insert(key.end(), m.stem.bias.begin(), m.stem.bias.end());
-  for (const FoldedConv& c : m.block_conv2) key.insert(key.end(), c.bias.begin(), c.bias.end());
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = known.find(key); it != known.end()) return it->second;
-  BackendOptions o;
-  o.precision = Precision::FP32;
-  o.threads = threads;
-  o.max_batch = GAMES;
-  CpuEvaluator fp32(m, o);
-  const std::vector<uint8_t> packed = self_play_positions(fp32, GAMES, PLIES, 1);
-  std::vector<float> maxima = fp32.u8_output_maxima(packed.data(), int(packed.size() / PACKED_INPUT_BYTES));
-  known.emplace(std::move(key), maxima);
-  return maxima;
+  return calibration_once("onednn", m, [&] {
+    BackendOptions o;
+    o.precision = Precision::FP32;
+    o.threads = threads;
+    o.max_batch = CALIBRATION_GAMES;
+    CpuEvaluator fp32(m, o);
+    const std::vector<uint8_t> packed = self_play_positions(fp32, CALIBRATION_GAMES, CALIBRATION_PLIES, 1);
+    return fp32.u8_output_maxima(packed.data(), int(packed.size() / PACKED_INPUT_BYTES));
+  });
 }
 
 }  // namespace

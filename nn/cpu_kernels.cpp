@@ -24,6 +24,8 @@ namespace jiriki::nn::kernels {
 
 namespace {
 
+#define JIRIKI_KERNELS_INT8 0  // (1 only for the int8 sets below)
+
 // ---- SCALAR: plain C++ on arrays of 8 floats, for any processor ---------------------------------
 namespace scalar {
 constexpr int W = 8, NV_MAX = 2;
@@ -117,6 +119,7 @@ static inline F vpow2i(F n) {
 #else
 // GCC 12's AVX-512 intrinsics start from a deliberately undefined vector, which it then reports.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 #endif
@@ -156,6 +159,88 @@ static inline F vdot_bf16(F acc, F w, int32_t pair) {
 #else
 #pragma GCC pop_options
 #endif
+
+// ---- The int8 convolutions: `vpdpbusd` on 512-bit (AVX-512 VNNI) or 256-bit (AVX-VNNI) vectors -----
+#undef JIRIKI_KERNELS_INT8
+#define JIRIKI_KERNELS_INT8 1
+#define JIRIKI_KERNELS_BF16 0
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni")
+#endif
+namespace avx512_vnni {
+JIRIKI_AVX512_VECTOR
+using I = __m512i;
+static inline I izero() { return _mm512_setzero_si512(); }
+static inline I iload(const void* p) { return _mm512_loadu_si512(p); }
+static inline I vdot_u8s8(I acc, I w, int32_t quad) { return _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(quad), w); }
+static inline F vcvt(I a) { return _mm512_cvtepi32_ps(a); }
+static inline F vload_u8(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+// Negative values to 0 (they come only before an activation), rounded to nearest even, 255 at most.
+static inline void store_u8(uint8_t* p, F x) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtusepi32_epi8(_mm512_cvtps_epi32(vmax(x, vzero()))));
+}
+#include "nn/cpu_kernels_body.h"
+}  // namespace avx512_vnni
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,avxvnni"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,avxvnni")
+#endif
+namespace avx_vnni {
+constexpr int W = 8, NV_MAX = 2;
+using F = __m256;
+static inline F vzero() { return _mm256_setzero_ps(); }
+static inline F vset1(float s) { return _mm256_set1_ps(s); }
+static inline F vload(const float* p) { return _mm256_loadu_ps(p); }
+static inline void vstore(float* p, F a) { _mm256_storeu_ps(p, a); }
+static inline F vadd(F a, F b) { return _mm256_add_ps(a, b); }
+static inline F vsub(F a, F b) { return _mm256_sub_ps(a, b); }
+static inline F vmul(F a, F b) { return _mm256_mul_ps(a, b); }
+static inline F vdiv(F a, F b) { return _mm256_div_ps(a, b); }
+static inline F vmax(F a, F b) { return _mm256_max_ps(a, b); }
+static inline F vmin(F a, F b) { return _mm256_min_ps(a, b); }
+static inline F vfma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+static inline F vround(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline F vpow2i(F n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+using I = __m256i;
+static inline I izero() { return _mm256_setzero_si256(); }
+static inline I iload(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+static inline I vdot_u8s8(I acc, I w, int32_t quad) { return _mm256_dpbusd_avx_epi32(acc, _mm256_set1_epi32(quad), w); }
+static inline F vcvt(I a) { return _mm256_cvtepi32_ps(a); }
+static inline F vload_u8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+// As avx512_vnni's: the int32s packed with unsigned saturation to u16, then to u8.
+static inline void store_u8(uint8_t* p, F x) {
+  const __m256i i = _mm256_cvtps_epi32(vmax(x, vzero()));
+  const __m128i u16 = _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(u16, u16));
+}
+#include "nn/cpu_kernels_body.h"
+}  // namespace avx_vnni
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#undef JIRIKI_KERNELS_BF16
+#undef JIRIKI_KERNELS_INT8
+#define JIRIKI_KERNELS_INT8 0
+
 #undef JIRIKI_AVX512_VECTOR
 #endif  // JIRIKI_KERNELS_X86
 
@@ -168,6 +253,8 @@ const KernelSet AVX512_SET{Isa::AVX512, avx512::BLOCK, avx512::convolve, nullptr
 const KernelSet AVX512_BF16_SET{Isa::AVX512_BF16, avx512::BLOCK, avx512::convolve, avx512_bf16::convolve,
                                 avx512::dense};
 static_assert(avx512::BLOCK == avx512_bf16::BLOCK, "the fp32 and bf16 weights share a block");
+const Int8Kernels AVX512_VNNI_INT8{"avx512-vnni", avx512_vnni::BLOCK, avx512_vnni::convolve};
+const Int8Kernels AVX_VNNI_INT8{"avx-vnni", avx_vnni::BLOCK, avx_vnni::convolve};
 #endif
 
 }  // namespace
@@ -218,27 +305,41 @@ const KernelSet& kernel_set(Isa isa) {
   return SCALAR_SET;
 }
 
+const Int8Kernels* int8_kernels(Isa cap) {
+#if JIRIKI_KERNELS_X86
+  if ((cap == Isa::AVX512 || cap == Isa::AVX512_BF16) && cpu_supports(Isa::AVX512) &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni"))
+    return &AVX512_VNNI_INT8;
+  if (cap != Isa::SCALAR && cpu_supports(Isa::AVX2) && __builtin_cpu_supports("avxvnni")) return &AVX_VNNI_INT8;
+#else
+  (void)cap;
+#endif
+  return nullptr;
+}
+
 int64_t KernelSet::conv_items(int n, int cout) const { return int64_t(n) * 9 * ((cout + block - 1) / block); }
+int64_t Int8Kernels::conv_items(int n, int cout) const { return int64_t(n) * 9 * ((cout + block - 1) / block); }
 int64_t KernelSet::dense_items(int n, int out) const {
   return int64_t((n + DENSE_POSITIONS - 1) / DENSE_POSITIONS) * (out / block);
 }
 
 namespace {
 
-// Calls put(index, value) for every weight in the packed order: blocks of set.block output
-// channels, each [tap][ci / step][channel of the block][step] (step 2 for bf16 pairs).
+// Calls put(index, value, co) for every weight in the packed order: blocks of `block` output
+// channels, each [tap][ci / step][channel of the block][step] (step 2 for bf16 pairs, 4 for s8).
 template <class Put>
-void pack(const float* oihw, int cout, int cin, int kernel, int cout_padded, int cin_padded, const KernelSet& set,
-          int step, Put put) {
+void pack(const float* oihw, int cout, int cin, int kernel, int cout_padded, int cin_padded, int block, int step,
+          Put put) {
   const int taps = kernel * kernel;
   int64_t index = 0;
-  for (int co0 = 0; co0 < cout_padded; co0 += set.block) {
-    const int width = std::min(set.block, cout_padded - co0);
+  for (int co0 = 0; co0 < cout_padded; co0 += block) {
+    const int width = std::min(block, cout_padded - co0);
     for (int t = 0; t < taps; ++t)
       for (int ci0 = 0; ci0 < cin_padded; ci0 += step)
         for (int co = co0; co < co0 + width; ++co)
           for (int ci = ci0; ci < ci0 + step; ++ci, ++index)
-            put(index, co < cout && ci < cin ? oihw[(int64_t(co) * cin + ci) * taps + t] : 0.0f);
+            put(index, co < cout && ci < cin ? oihw[(int64_t(co) * cin + ci) * taps + t] : 0.0f, co);
   }
 }
 
@@ -247,7 +348,7 @@ void pack(const float* oihw, int cout, int cin, int kernel, int cout_padded, int
 std::vector<float> pack_conv_weights(const float* oihw, int cout, int cin, int kernel, int cout_padded, int cin_padded,
                                      const KernelSet& set) {
   std::vector<float> out(size_t(cout_padded) * cin_padded * kernel * kernel);
-  pack(oihw, cout, cin, kernel, cout_padded, cin_padded, set, 1, [&](int64_t i, float w) { out[i] = w; });
+  pack(oihw, cout, cin, kernel, cout_padded, cin_padded, set.block, 1, [&](int64_t i, float w, int) { out[i] = w; });
   return out;
 }
 
@@ -255,7 +356,24 @@ std::vector<uint16_t> pack_conv_weights_bf16(const float* oihw, int cout, int ci
                                              int cin_padded, const KernelSet& set) {
   if (cin_padded % 2) throw std::invalid_argument("bf16 weights need an even number of input channels");
   std::vector<uint16_t> out(size_t(cout_padded) * cin_padded * kernel * kernel);
-  pack(oihw, cout, cin, kernel, cout_padded, cin_padded, set, 2, [&](int64_t i, float w) { out[i] = to_bf16(w); });
+  pack(oihw, cout, cin, kernel, cout_padded, cin_padded, set.block, 2,
+       [&](int64_t i, float w, int) { out[i] = to_bf16(w); });
+  return out;
+}
+
+std::vector<int8_t> pack_conv_weights_s8(const float* oihw, int cout, int cin, int kernel, int cout_padded,
+                                         int cin_padded, int block, std::vector<float>& scales) {
+  if (cin_padded % 4) throw std::invalid_argument("s8 weights need a multiple of 4 input channels");
+  const int64_t per_output = int64_t(cin) * kernel * kernel;
+  scales.assign(cout_padded, 1.0f);
+  for (int co = 0; co < cout; ++co) {
+    float largest = 0;
+    for (int64_t i = 0; i < per_output; ++i) largest = std::max(largest, std::abs(oihw[co * per_output + i]));
+    if (largest > 0) scales[co] = 127.0f / largest;
+  }
+  std::vector<int8_t> out(size_t(cout_padded) * cin_padded * kernel * kernel);
+  pack(oihw, cout, cin, kernel, cout_padded, cin_padded, block, 4,
+       [&](int64_t i, float w, int co) { out[i] = int8_t(std::lround(w * scales[co])); });
   return out;
 }
 

@@ -7,6 +7,9 @@
 //   AVX2         AVX2 + FMA, 8 floats a vector
 //   AVX512       AVX-512F, 16 floats a vector
 //   AVX512_BF16  AVX512 plus `vdpbf16ps` (bf16 pairs, fp32 accumulation) for bf16 convolutions
+// and, apart from those, the int8 convolution (Int8Kernels) where the processor has `vpdpbusd`:
+//   avx512-vnni  AVX-512 VNNI, 16 int32 accumulators a vector
+//   avx-vnni     AVX-VNNI (the VEX form, as on Intel's Alder Lake), 8 a vector
 //
 // Layout ("padded NHWC"): a position's activations are [121][stride] values, the 9x9 board with a
 // border of zero squares (11x11, square (h, w) at index (h + 1) * 11 + w + 1) and the channels of
@@ -37,10 +40,14 @@ enum class Act { NONE, RELU, SWISH };
 
 // One convolution over positions [0, n) (the pointers point at the first one). out[sq][co] =
 // act(bias[co] + residual[sq][co] + sum over taps and ci of weight * in[sq + tap][ci]).
+//
+// In int8 (Int8Kernels::conv) the input is u8 and the weights s8, summed in s32, and
+//   out[sq][co] = act(scale[co] * (acc + bias[co]) + residual_scale * residual_u8[sq][co]),
+// written as fp32 (out) and/or as u8 rounded to nearest and saturated (out_u8).
 struct ConvArgs {
-  const void* in = nullptr;  // float, or bf16 (uint16_t) for conv_bf16: [n][121][in_stride]
+  const void* in = nullptr;  // float, bf16 (uint16_t) for conv_bf16, u8 for int8: [n][121][in_stride]
   int in_stride = 0;
-  int cin = 0;                   // input channels summed over (<= in_stride; even for bf16)
+  int cin = 0;                   // input channels summed over (<= in_stride; even for bf16, a multiple of 4 for int8)
   int taps = 9;                  // 9: 3x3 with padding 1; 1: 1x1
   const void* weight = nullptr;  // as pack_conv_weights laid it out for this kernel set
   const float* bias = nullptr;   // [cout]
@@ -50,6 +57,10 @@ struct ConvArgs {
   float* out = nullptr;             // fp32 output, or null
   uint16_t* out_bf16 = nullptr;     // bf16 output, or null (conv_bf16's kernel sets only)
   Act act = Act::NONE;
+  const float* scale = nullptr;          // int8: [cout], each output channel's multiplier
+  const uint8_t* residual_u8 = nullptr;  // int8: u8 [n][121][out_stride] added (times residual_scale), or null
+  float residual_scale = 1.0f;
+  uint8_t* out_u8 = nullptr;  // int8: u8 output, or null; may equal residual_u8
 };
 
 // The value head's fully connected layer over positions [0, n): y[b][o] = act(bias[o] + sum_i
@@ -79,6 +90,17 @@ struct KernelSet {
 // The kernel set of an instruction set the processor runs (cpu_supports(isa)).
 const KernelSet& kernel_set(Isa isa);
 
+// The int8 convolution of one instruction set (ConvArgs above; weights from pack_conv_weights_s8).
+struct Int8Kernels {
+  const char* name;  // "avx512-vnni" or "avx-vnni"
+  int block;         // output channels a register tile covers (the packed weights' block)
+  void (*conv)(const ConvArgs& a, int n, int64_t begin, int64_t end);
+  int64_t conv_items(int n, int cout) const;
+};
+// The widest int8 kernels the processor runs within `cap` (AVX512_BF16 or AVX512: any; AVX2: the
+// 256-bit AVX-VNNI only), or null where it has no VNNI instructions.
+const Int8Kernels* int8_kernels(Isa cap);
+
 // A convolution's weights (OIHW, [cout][cin][k][k], k = 3 or 1) in the layout of `set`'s kernel:
 // output channels in blocks of set.block (the last one narrower), each [tap][ci][block] fp32, or for
 // bf16 [tap][ci / 2][block][2]. Output channels are padded with zeros to cout_padded, input channels
@@ -87,5 +109,9 @@ std::vector<float> pack_conv_weights(const float* oihw, int cout, int cin, int k
                                      const KernelSet& set);
 std::vector<uint16_t> pack_conv_weights_bf16(const float* oihw, int cout, int cin, int kernel, int cout_padded,
                                              int cin_padded, const KernelSet& set);
+// The same in s8 for Int8Kernels of `block`: [tap][ci / 4][block][4], each output channel rounded at
+// its own scale, 127 / its largest |weight|, written to scales[co] (1 for an all-zero or padded one).
+std::vector<int8_t> pack_conv_weights_s8(const float* oihw, int cout, int cin, int kernel, int cout_padded,
+                                         int cin_padded, int block, std::vector<float>& scales);
 
 }  // namespace jiriki::nn::kernels

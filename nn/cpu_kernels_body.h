@@ -6,6 +6,10 @@
 //               vfma(a, b, c) = a * b + c, vround (to nearest), vpow2i (2^n for an integral n)
 //   JIRIKI_KERNELS_BF16 (defined as 1 or 0): this set has the bf16 convolution, with store_bf16(p, x)
 //               and vdot_bf16(acc, w, pair) = acc + the products of the bf16 pairs of w and `pair`.
+//   JIRIKI_KERNELS_INT8 (defined as 1 or 0): this set is an int8 convolution alone, with the int32
+//               vector I and izero, iload, vdot_u8s8(acc, w, quad) = acc + the sums of the products
+//               of four u8 in `quad` with four s8 of w, vcvt (int32 to float), vload_u8 (W u8 as
+//               floats), store_u8 (W floats rounded and saturated to u8).
 //
 // A convolution's work item is one row of the board, one position and one block of output channels:
 // two register tiles of 5 and 4 squares by NV vectors of output channels; the taps that would read the
@@ -39,10 +43,34 @@ static inline F activate(F x, Act act) {
   return x;
 }
 
+#if JIRIKI_KERNELS_INT8
+using Acc = I;  // a vector of accumulators
+static inline Acc acc_zero() { return izero(); }
+#else
+using Acc = F;
+static inline Acc acc_zero() { return vzero(); }
+#endif
+
 // Adds the bias and the residual, applies the activation and writes the R x NV tile whose first
 // square is `out_sq` (a padded-board index counted from position 0) and first channel co0.
+#if JIRIKI_KERNELS_INT8
 template <int R, int NV>
-static inline void store_tile(const ConvArgs& a, F (&acc)[R][NV], int64_t out_sq, int co0) {
+static inline void store_tile(const ConvArgs& a, Acc (&acc)[R][NV], int64_t out_sq, int co0) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const int64_t o = (out_sq + r) * a.out_stride + co0 + v * W;
+      F x = vmul(vadd(vcvt(acc[r][v]), vload(a.bias + co0 + v * W)), vload(a.scale + co0 + v * W));
+      if (a.residual_u8) x = vfma(vload_u8(a.residual_u8 + o), vset1(a.residual_scale), x);
+      x = activate(x, a.act);
+      if (a.out) vstore(a.out + o, x);
+      if (a.out_u8) store_u8(a.out_u8 + o, x);
+    }
+}
+#else
+template <int R, int NV>
+static inline void store_tile(const ConvArgs& a, Acc (&acc)[R][NV], int64_t out_sq, int co0) {
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
@@ -57,13 +85,31 @@ static inline void store_tile(const ConvArgs& a, F (&acc)[R][NV], int64_t out_sq
 #endif
     }
 }
+#endif
 
-#if JIRIKI_KERNELS_BF16
+#if JIRIKI_KERNELS_INT8
+using Value = uint8_t;  // the inputs of this set's convolution: u8, and its weights s8
+constexpr int CI_STEP = 4;
+// acc += the products of four u8 input channels per square with their s8 weights.
+template <int R, int NV, int RB, int RE>
+static inline void accumulate_step(Acc (&acc)[R][NV], const Value* x, int64_t stride, const Value* w) {
+  I wv[NV];
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) wv[v] = iload(w + 4 * W * v);
+#pragma GCC unroll 8
+  for (int r = RB; r < RE; ++r) {
+    int32_t quad;
+    __builtin_memcpy(&quad, x + r * stride, sizeof quad);
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) acc[r][v] = vdot_u8s8(acc[r][v], wv[v], quad);
+  }
+}
+#elif JIRIKI_KERNELS_BF16
 using Value = uint16_t;  // the inputs of this set's convolution: bf16
 constexpr int CI_STEP = 2;
 // acc += the products of one bf16 pair of input channels per square with their weights.
 template <int R, int NV, int RB, int RE>
-static inline void accumulate_step(F (&acc)[R][NV], const Value* x, int64_t stride, const Value* w) {
+static inline void accumulate_step(Acc (&acc)[R][NV], const Value* x, int64_t stride, const Value* w) {
   F wv[NV];
 #pragma GCC unroll 8
   for (int v = 0; v < NV; ++v) wv[v] = vload(reinterpret_cast<const float*>(w + 2 * W * v));
@@ -80,7 +126,7 @@ using Value = float;
 constexpr int CI_STEP = 1;
 // acc += one input channel per square times its weights.
 template <int R, int NV, int RB, int RE>
-static inline void accumulate_step(F (&acc)[R][NV], const Value* x, int64_t stride, const Value* w) {
+static inline void accumulate_step(Acc (&acc)[R][NV], const Value* x, int64_t stride, const Value* w) {
   F wv[NV];
 #pragma GCC unroll 8
   for (int v = 0; v < NV; ++v) wv[v] = vload(w + W * v);
@@ -95,7 +141,7 @@ static inline void accumulate_step(F (&acc)[R][NV], const Value* x, int64_t stri
 
 // The squares [RB, RE) of a tile for one tap: every input channel.
 template <int R, int NV, int RB, int RE>
-static inline void accumulate_tap(F (&acc)[R][NV], const Value* x, int64_t stride, int cin, const Value* w) {
+static inline void accumulate_tap(Acc (&acc)[R][NV], const Value* x, int64_t stride, int cin, const Value* w) {
   for (int ci = 0; ci < cin; ci += CI_STEP) accumulate_step<R, NV, RB, RE>(acc, x + ci, stride, w + ci * NV * W);
 }
 
@@ -107,11 +153,11 @@ static inline void accumulate_tap(F (&acc)[R][NV], const Value* x, int64_t strid
 template <int R, int NV, bool LEFT, bool RIGHT>
 static inline void conv_tile(const ConvArgs& a, const Value* in, int64_t in_sq, const int* tap_offset, int t0, int t1,
                              const Value* w, int64_t out_sq, int co0) {
-  F acc[R][NV];
+  Acc acc[R][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = vzero();
+    for (int v = 0; v < NV; ++v) acc[r][v] = acc_zero();
   const int64_t stride = a.in_stride;
   const int64_t tap_weights = int64_t(a.cin) * NV * W;
   for (int t = t0; t < t1; ++t) {
@@ -165,7 +211,7 @@ static void convolve(const ConvArgs& a, int n, int64_t begin, int64_t end) {
   }
 }
 
-#if !JIRIKI_KERNELS_BF16
+#if !JIRIKI_KERNELS_BF16 && !JIRIKI_KERNELS_INT8
 // P positions by NV_MAX vectors of outputs; every weight vector loaded serves P positions.
 template <int P>
 static void dense_tile(const DenseArgs& a, int b0, int o0) {

@@ -1,5 +1,6 @@
 // Random networks and real encoded positions for the tests that hold one backend against another.
 #pragma once
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -115,6 +116,47 @@ inline void require_close_bf16(const Output& got, const Output& want) {
   for (size_t i = 0; i < want.value.size(); ++i) {
     INFO("value " << i << ": " << got.value[i] << " vs " << want.value[i]);
     REQUIRE(std::abs(got.value[i] - want.value[i]) <= 0.02f);
+  }
+}
+
+// A backend in int8 against fp32 on positions the network plays itself, drawn with a seed other than
+// the calibration's: its win probability and its most likely move. Measured on both shipped networks
+// with the onednn backend (bench/results/cpu_int8_2026-11-29.txt): mean error 0.003, worst 0.026,
+// the same move 0.935-0.944; the bounds leave room for other processors' kernels. Then the packed
+// bits, written straight into the u8 input, must give exactly what the planes as floats give.
+inline void check_int8_against_fp32(Evaluator& fp32, Evaluator& int8) {
+  CHECK_THAT(int8.name(), Catch::Matchers::Contains("int8"));
+  const std::vector<uint8_t> packed = self_play_positions(fp32, 8, 96, 7);
+  const int count = int(packed.size() / PACKED_INPUT_BYTES);
+  REQUIRE(count > 8 * 48);
+  double value_error = 0, worst_value_error = 0;
+  int same_top = 0;
+  std::vector<float> p32(size_t(64) * POLICY_SIZE), p8(p32.size()), v32(64), v8(64);
+  for (int start = 0; start < count; start += 64) {
+    const int n = std::min(64, count - start);
+    fp32.evaluate_packed(packed.data() + size_t(start) * PACKED_INPUT_BYTES, n, p32.data(), v32.data());
+    int8.evaluate_packed(packed.data() + size_t(start) * PACKED_INPUT_BYTES, n, p8.data(), v8.data());
+    for (int b = 0; b < n; ++b) {
+      const double e = std::abs(double(v8[b]) - v32[b]);
+      value_error += e;
+      worst_value_error = std::max(worst_value_error, e);
+      const float* a = p32.data() + size_t(b) * POLICY_SIZE;
+      const float* c = p8.data() + size_t(b) * POLICY_SIZE;
+      same_top += std::max_element(a, a + POLICY_SIZE) - a == std::max_element(c, c + POLICY_SIZE) - c;
+    }
+  }
+  INFO(int8.name() << ": " << count << " positions, mean |value error| " << value_error / count << ", worst "
+                   << worst_value_error << ", same most likely move " << double(same_top) / count);
+  CHECK(value_error / count < 0.01);
+  CHECK(worst_value_error < 0.1);
+  CHECK(double(same_top) / count > 0.85);
+  for (int n : {64, 5}) {
+    std::vector<float> planes(size_t(n) * INPUT_SIZE), pf(size_t(n) * POLICY_SIZE), vf(n);
+    unpack_features(packed.data() + size_t(100) * PACKED_INPUT_BYTES, n, planes.data());
+    int8.evaluate(planes.data(), n, pf.data(), vf.data());
+    int8.evaluate_packed(packed.data() + size_t(100) * PACKED_INPUT_BYTES, n, p8.data(), v8.data());
+    CHECK(std::equal(pf.begin(), pf.end(), p8.begin()));
+    CHECK(std::equal(vf.begin(), vf.end(), v8.begin()));
   }
 }
 

@@ -126,6 +126,29 @@ TEST_CASE("simd backend equals the reference on the shipped networks", "[nn][sim
   CHECK(!shipped.empty());
 }
 
+TEST_CASE("simd backend in int8 stays close to fp32 on the shipped networks, with each VNNI kernel", "[nn][simd]") {
+  const auto shipped = shipped_models();
+  for (CpuIsa cap : {CpuIsa::BEST, CpuIsa::AVX2}) {
+    const kernels::Isa isa = cap == CpuIsa::AVX2 ? kernels::Isa::AVX2 : kernels::best_isa();
+    if (!kernels::cpu_supports(isa) || !kernels::int8_kernels(isa)) continue;  // no VNNI within that cap here
+    for (const auto& [name, m] : shipped) {
+      INFO(name);
+      auto fp32 = make_evaluator(m, simd_options(64, 2, Precision::FP32, cap));
+      auto int8 = make_evaluator(m, simd_options(64, 2, Precision::INT8, cap));
+      CHECK_THAT(int8->name(), Catch::Matchers::Contains(kernels::int8_kernels(isa)->name));
+      check_int8_against_fp32(*fp32, *int8);
+    }
+  }
+  CHECK(!shipped.empty());
+  // int8 is for ReLU networks, and needs VNNI instructions (none under the scalar cap).
+  CHECK_THROWS_WITH(
+      make_evaluator(random_model(1, 8, Activation::SWISH, 5), simd_options(1, 1, Precision::INT8, CpuIsa::BEST)),
+      Catch::Matchers::Contains("only for ReLU networks"));
+  CHECK_THROWS_WITH(
+      make_evaluator(random_model(1, 8, Activation::RELU, 5), simd_options(1, 1, Precision::INT8, CpuIsa::SCALAR)),
+      Catch::Matchers::Contains("no int8 convolution"));
+}
+
 TEST_CASE("simd backend: precision and batch sizes", "[nn][simd]") {
   Model m = random_model(1, 8, Activation::RELU, 3);
   // AUTO is bf16 exactly where the processor has AVX-512 BF16; fp16 is refused, and so is bf16 on a
