@@ -308,8 +308,7 @@ const KernelSet& kernel_set(Isa isa) {
 const Int8Kernels* int8_kernels(Isa cap) {
 #if JIRIKI_KERNELS_X86
   if ((cap == Isa::AVX512 || cap == Isa::AVX512_BF16) && cpu_supports(Isa::AVX512) &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512vnni"))
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
     return &AVX512_VNNI_INT8;
   if (cap != Isa::SCALAR && cpu_supports(Isa::AVX2) && __builtin_cpu_supports("avxvnni")) return &AVX_VNNI_INT8;
 #else
