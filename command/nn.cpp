@@ -49,7 +49,7 @@ struct NetworkOptions {
 static void bind_network_options(Args& args, NetworkOptions& o) {
   options::bind_device(args, o.device, BackendUse::INFERENCE, "the CUDA device");
   options::bind_threads(args, o.threads, "CPU backend: threads (0: all)");
-  args.bind("precision", o.precision, "auto, fp32, fp16, bf16 or int8 (int8: onednn only)", parse_precision,
+  args.bind("precision", o.precision, "auto, fp32, fp16, bf16 or int8 (int8: the CPU backends)", parse_precision,
             precision_name);
 }
 
@@ -260,6 +260,7 @@ int bench_nn(int argc, char** argv) {
   std::vector<int64_t> batches = {1, 16, 64, 256, 1024};
   double seconds = 3;
   bool gpu_only = false, packed_input = false;
+  std::string isa = "best";
   NetworkOptions network;
   args.bind("model", model_file, "model file (required)")
       .bind("batch", batches, "batch sizes", int64_t(1), int64_t(65536))
@@ -268,17 +269,33 @@ int bench_nn(int argc, char** argv) {
             "then write the largest batch's features and outputs to this file (scripts/torch_reference.py)")
       .flag("gpu-only", gpu_only, "cuda: time only the forward pass on the GPU, not evaluate() from host memory")
       .flag("packed", packed_input,
-            "time evaluate_packed() from bit-packed planes (the search's path), not evaluate() from floats");
+            "time evaluate_packed() from bit-packed planes (the search's path), not evaluate() from floats")
+      .bind("isa", isa, "simd backend: the widest instruction set its kernels may use: best, avx2 or scalar");
   bind_network_options(args, network);
   if (int rc = args.parse(argc, argv); rc >= 0) return rc;
   if (!args.has("model")) throw std::invalid_argument("--model FILE is required");
+  if (isa != "best" && isa != "avx2" && isa != "scalar")
+    throw std::invalid_argument("--isa must be best, avx2 or scalar, not \"" + isa + "\"");
+  if (isa != "best" && network.device.backend != "simd")
+    throw std::invalid_argument("--isa is the simd backend's: give --backend simd");
   const int max_batch = int(*std::max_element(batches.begin(), batches.end()));
 
   Model model = load_model(model_file);
   const engine::NetworkSetup setup = network_setup(network);
   const bool cuda = setup.on_gpu();
   if (gpu_only && !cuda) throw std::invalid_argument("--gpu-only needs the cuda backend");
-  auto eval = setup.make_evaluator(model, max_batch);
+  std::unique_ptr<Evaluator> eval;
+  if (isa == "best") {
+    eval = setup.make_evaluator(model, max_batch);
+  } else {  // the simd kernels under a cap, as the tests run them
+    BackendOptions o;
+    o.kind = BackendKind::SIMD;
+    o.max_batch = max_batch;
+    o.threads = network.threads;
+    o.precision = network.precision;
+    o.cpu_isa = isa == "avx2" ? CpuIsa::AVX2 : CpuIsa::SCALAR;
+    eval = make_evaluator(model, o);
+  }
   std::vector<float> features = random_position_features(max_batch, 1);
   std::vector<float> logits(size_t(max_batch) * POLICY_SIZE), values(max_batch);
   const double flop = 2.0 * double(macs_per_position(model.arch));
