@@ -113,6 +113,8 @@ class SimdEvaluator : public Evaluator {
       if (!int8_)
         throw std::runtime_error(std::string("simd backend: no int8 convolution on this CPU (") +
                                  kernels::isa_name(set_.isa) + "; int8 needs AVX-512 VNNI or AVX-VNNI)");
+    } else if (o.precision == Precision::AUTO && act_ == Act::RELU) {
+      int8_ = kernels::int8_kernels(set_.isa);  // int8 wherever it runs, else bf16 or fp32 as below
     }
     bf16_ = !int8_ && set_.conv_bf16 && o.precision != Precision::FP32;
 

@@ -151,13 +151,20 @@ TEST_CASE("simd backend in int8 stays close to fp32 on the shipped networks, wit
 
 TEST_CASE("simd backend: precision and batch sizes", "[nn][simd]") {
   Model m = random_model(1, 8, Activation::RELU, 3);
-  // AUTO is bf16 exactly where the processor has AVX-512 BF16; fp16 is refused, and so is bf16 on a
-  // kernel set without it.
-  const std::string name = make_evaluator(m, simd_options(1, 1, Precision::AUTO, CpuIsa::BEST))->name();
-  CHECK_THAT(name, Catch::Matchers::Contains(cpu_has_native_bf16() ? "bf16" : "fp32"));
+  // AUTO is int8 on a ReLU network where the kernel set has a VNNI kernel, else bf16 exactly where
+  // the processor has AVX-512 BF16 (a swish network too), else fp32; fp16 is refused, and so is bf16
+  // on a kernel set without it.
+  const bool vnni = kernels::int8_kernels(kernels::best_isa()) != nullptr;
+  const std::string bf16_or_fp32 = cpu_has_native_bf16() ? "bf16" : "fp32";
+  CHECK_THAT(make_evaluator(m, simd_options(1, 1, Precision::AUTO, CpuIsa::BEST))->name(),
+             Catch::Matchers::Contains(vnni ? "int8" : bf16_or_fp32));
+  CHECK_THAT(make_evaluator(random_model(1, 8, Activation::SWISH, 3), simd_options(1, 1, Precision::AUTO, CpuIsa::BEST))
+                 ->name(),
+             Catch::Matchers::Contains(bf16_or_fp32));
   CHECK(cpu_has_native_bf16() == kernels::cpu_supports(kernels::Isa::AVX512_BF16));
+  const bool avx_vnni = kernels::cpu_supports(kernels::Isa::AVX2) && kernels::int8_kernels(kernels::Isa::AVX2);
   CHECK_THAT(make_evaluator(m, simd_options(1, 1, Precision::AUTO, CpuIsa::AVX2))->name(),
-             Catch::Matchers::Contains("fp32"));
+             Catch::Matchers::Contains(avx_vnni ? "int8" : "fp32"));
   CHECK_THROWS_WITH(make_evaluator(m, simd_options(1, 1, Precision::FP16, CpuIsa::BEST)),
                     Catch::Matchers::Contains("not fp16"));
   CHECK_THROWS_WITH(make_evaluator(m, simd_options(1, 1, Precision::BF16, CpuIsa::AVX2)),
