@@ -147,12 +147,27 @@ std::unique_ptr<Evaluator> make_cuda_evaluator(const FoldedModel& model, const B
 // evaluator takes `games` positions.
 std::vector<uint8_t> self_play_positions(Evaluator& net, int games, int plies, uint64_t seed);
 
-// The CPU backends' int8 calibration plays this many games of at most this many plies.
-constexpr int CALIBRATION_GAMES = 8, CALIBRATION_PLIES = 160;
 // compute()'s result for this network (keyed by its weights) and `kind`, computed once per process:
 // every search thread makes an evaluator, and only the first calibrates.
 std::vector<float> calibration_once(const std::string& kind, const FoldedModel& m,
                                     const std::function<std::vector<float>()>& compute);
+
+// The CPU backends' int8 calibration, once per network and backend: an fp32 evaluator of the
+// backend's class plays 8 games of at most 160 plies against itself, and its
+// activation_maxima(packed, count) gives the largest value of each u8 layer over those positions.
+template <class Fp32Evaluator>
+std::vector<float> calibrated_maxima(const std::string& kind, const FoldedModel& m, int threads) {
+  return calibration_once(kind, m, [&] {
+    constexpr int GAMES = 8, PLIES = 160;
+    BackendOptions o;
+    o.precision = Precision::FP32;
+    o.threads = threads;
+    o.max_batch = GAMES;
+    Fp32Evaluator fp32(m, o);
+    const std::vector<uint8_t> packed = self_play_positions(fp32, GAMES, PLIES, 1);
+    return fp32.activation_maxima(packed.data(), int(packed.size() / PACKED_INPUT_BYTES));
+  });
+}
 
 // Shared by the backends: throws std::invalid_argument unless 1 <= n <= max_batch.
 void check_batch_size(int n, int max_batch);

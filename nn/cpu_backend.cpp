@@ -35,7 +35,6 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -85,8 +84,6 @@ struct Plan {
   bool u8_nhwc_input = false;    // steps[0] reorders the input to u8 NHWC on the input buffer (int8)
 };
 
-std::vector<float> calibrated_maxima(const FoldedModel& m, int threads);
-
 class CpuEvaluator : public Evaluator {
  public:
   CpuEvaluator(const FoldedModel& m, const BackendOptions& o)
@@ -107,7 +104,7 @@ class CpuEvaluator : public Evaluator {
     const int blocks = m_.arch.blocks;
     std::vector<float> scale(2 + 2 * blocks, 1.0f);
     if (arith_ == Arith::INT8) {
-      const std::vector<float> maxima = calibrated_maxima(m_, threads_);
+      const std::vector<float> maxima = calibrated_maxima<CpuEvaluator>("onednn", m_, threads_);
       for (size_t i = 0; i < scale.size(); ++i) scale[i] = u8_scale(maxima[i]);
     }
     const float trunk_out = scale[2 * blocks], value_planes = scale.back();
@@ -166,7 +163,7 @@ class CpuEvaluator : public Evaluator {
 
   // fp32 only: the largest value each convolution with a u8 output in int8 writes (the stem, each
   // block's two, the value head's) over `count` positions of packed planes.
-  std::vector<float> u8_output_maxima(const uint8_t* packed, int count) {
+  std::vector<float> activation_maxima(const uint8_t* packed, int count) {
     std::vector<float> maxima(2 + 2 * size_t(m_.arch.blocks), 0.0f);
     std::vector<float> planes(size_t(max_batch_) * INPUT_SIZE), policy(size_t(max_batch_) * POLICY_SIZE);
     for (int next_start = 0; next_start < count; next_start += max_batch_) {
@@ -424,20 +421,6 @@ class CpuEvaluator : public Evaluator {
   std::vector<uint8_t> scratch_;
   std::map<int, Plan> plans_;
 };
-
-// The largest value each convolution with a u8 output in int8 writes, from an fp32 evaluator on positions the
-// network plays itself.
-std::vector<float> calibrated_maxima(const FoldedModel& m, int threads) {
-  return calibration_once("onednn", m, [&] {
-    BackendOptions o;
-    o.precision = Precision::FP32;
-    o.threads = threads;
-    o.max_batch = CALIBRATION_GAMES;
-    CpuEvaluator fp32(m, o);
-    const std::vector<uint8_t> packed = self_play_positions(fp32, CALIBRATION_GAMES, CALIBRATION_PLIES, 1);
-    return fp32.u8_output_maxima(packed.data(), int(packed.size() / PACKED_INPUT_BYTES));
-  });
-}
 
 }  // namespace
 

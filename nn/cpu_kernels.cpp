@@ -65,24 +65,27 @@ static inline F vpow2i(F n) { JIRIKI_SCALAR_MAP(std::bit_cast<float>(uint32_t(in
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 #endif
+#define JIRIKI_AVX2_VECTOR                                                                                  \
+  constexpr int W = 8, NV_MAX = 2;                                                                          \
+  using F = __m256;                                                                                         \
+  static inline F vzero() { return _mm256_setzero_ps(); }                                                   \
+  static inline F vset1(float s) { return _mm256_set1_ps(s); }                                              \
+  static inline F vload(const float* p) { return _mm256_loadu_ps(p); }                                      \
+  static inline void vstore(float* p, F a) { _mm256_storeu_ps(p, a); }                                      \
+  static inline F vadd(F a, F b) { return _mm256_add_ps(a, b); }                                            \
+  static inline F vsub(F a, F b) { return _mm256_sub_ps(a, b); }                                            \
+  static inline F vmul(F a, F b) { return _mm256_mul_ps(a, b); }                                            \
+  static inline F vdiv(F a, F b) { return _mm256_div_ps(a, b); }                                            \
+  static inline F vmax(F a, F b) { return _mm256_max_ps(a, b); }                                            \
+  static inline F vmin(F a, F b) { return _mm256_min_ps(a, b); }                                            \
+  static inline F vfma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }                                  \
+  static inline F vround(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); } \
+  static inline F vpow2i(F n) {                                                                             \
+    return _mm256_castsi256_ps(                                                                             \
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));            \
+  }
 namespace avx2 {
-constexpr int W = 8, NV_MAX = 2;
-using F = __m256;
-static inline F vzero() { return _mm256_setzero_ps(); }
-static inline F vset1(float s) { return _mm256_set1_ps(s); }
-static inline F vload(const float* p) { return _mm256_loadu_ps(p); }
-static inline void vstore(float* p, F a) { _mm256_storeu_ps(p, a); }
-static inline F vadd(F a, F b) { return _mm256_add_ps(a, b); }
-static inline F vsub(F a, F b) { return _mm256_sub_ps(a, b); }
-static inline F vmul(F a, F b) { return _mm256_mul_ps(a, b); }
-static inline F vdiv(F a, F b) { return _mm256_div_ps(a, b); }
-static inline F vmax(F a, F b) { return _mm256_max_ps(a, b); }
-static inline F vmin(F a, F b) { return _mm256_min_ps(a, b); }
-static inline F vfma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-static inline F vround(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-static inline F vpow2i(F n) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-}
+JIRIKI_AVX2_VECTOR
 #define JIRIKI_KERNELS_BF16 0
 #include "nn/cpu_kernels_body.h"
 #undef JIRIKI_KERNELS_BF16
@@ -199,23 +202,7 @@ static inline void store_u8(uint8_t* p, F x) {
 #pragma GCC target("avx2,fma,avxvnni")
 #endif
 namespace avx_vnni {
-constexpr int W = 8, NV_MAX = 2;
-using F = __m256;
-static inline F vzero() { return _mm256_setzero_ps(); }
-static inline F vset1(float s) { return _mm256_set1_ps(s); }
-static inline F vload(const float* p) { return _mm256_loadu_ps(p); }
-static inline void vstore(float* p, F a) { _mm256_storeu_ps(p, a); }
-static inline F vadd(F a, F b) { return _mm256_add_ps(a, b); }
-static inline F vsub(F a, F b) { return _mm256_sub_ps(a, b); }
-static inline F vmul(F a, F b) { return _mm256_mul_ps(a, b); }
-static inline F vdiv(F a, F b) { return _mm256_div_ps(a, b); }
-static inline F vmax(F a, F b) { return _mm256_max_ps(a, b); }
-static inline F vmin(F a, F b) { return _mm256_min_ps(a, b); }
-static inline F vfma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-static inline F vround(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-static inline F vpow2i(F n) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-}
+JIRIKI_AVX2_VECTOR
 using I = __m256i;
 static inline I izero() { return _mm256_setzero_si256(); }
 static inline I iload(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -242,6 +229,7 @@ static inline void store_u8(uint8_t* p, F x) {
 #define JIRIKI_KERNELS_INT8 0
 
 #undef JIRIKI_AVX512_VECTOR
+#undef JIRIKI_AVX2_VECTOR
 #endif  // JIRIKI_KERNELS_X86
 
 constexpr int DENSE_POSITIONS = 4;  // as the body's dense tile

@@ -52,8 +52,8 @@ static inline Acc acc_zero() { return vzero(); }
 #endif
 
 // Adds the bias and the residual, applies the activation and writes the R x NV tile whose first
-// square is `out_sq` (a padded-board index counted from position 0) and first channel co0.
-#if JIRIKI_KERNELS_INT8
+// square is `out_sq` (a padded-board index counted from position 0) and first channel co0; in int8
+// the sums are scaled first and the residual and the output may be u8.
 template <int R, int NV>
 static inline void store_tile(const ConvArgs& a, Acc (&acc)[R][NV], int64_t out_sq, int co0) {
 #pragma GCC unroll 8
@@ -61,64 +61,50 @@ static inline void store_tile(const ConvArgs& a, Acc (&acc)[R][NV], int64_t out_
 #pragma GCC unroll 8
     for (int v = 0; v < NV; ++v) {
       const int64_t o = (out_sq + r) * a.out_stride + co0 + v * W;
+#if JIRIKI_KERNELS_INT8
       F x = vmul(vadd(vcvt(acc[r][v]), vload(a.bias + co0 + v * W)), vload(a.scale + co0 + v * W));
       if (a.residual_u8) x = vfma(vload_u8(a.residual_u8 + o), vset1(a.residual_scale), x);
-      x = activate(x, a.act);
-      if (a.out) vstore(a.out + o, x);
-      if (a.out_u8) store_u8(a.out_u8 + o, x);
-    }
-}
 #else
-template <int R, int NV>
-static inline void store_tile(const ConvArgs& a, Acc (&acc)[R][NV], int64_t out_sq, int co0) {
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-      const int64_t o = (out_sq + r) * a.out_stride + co0 + v * W;
       F x = vadd(acc[r][v], vload(a.bias + co0 + v * W));
       if (a.residual) x = vadd(x, vload(a.residual + o));
+#endif
       x = activate(x, a.act);
       if (a.out) vstore(a.out + o, x);
-#if JIRIKI_KERNELS_BF16
+#if JIRIKI_KERNELS_INT8
+      if (a.out_u8) store_u8(a.out_u8 + o, x);
+#elif JIRIKI_KERNELS_BF16
       if (a.out_bf16) store_bf16(a.out_bf16 + o, x);
 #endif
     }
 }
-#endif
 
+#if JIRIKI_KERNELS_INT8 || JIRIKI_KERNELS_BF16
 #if JIRIKI_KERNELS_INT8
 using Value = uint8_t;  // the inputs of this set's convolution: u8, and its weights s8
 constexpr int CI_STEP = 4;
-// acc += the products of four u8 input channels per square with their s8 weights.
-template <int R, int NV, int RB, int RE>
-static inline void accumulate_step(Acc (&acc)[R][NV], const Value* x, int64_t stride, const Value* w) {
-  I wv[NV];
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) wv[v] = iload(w + 4 * W * v);
-#pragma GCC unroll 8
-  for (int r = RB; r < RE; ++r) {
-    int32_t quad;
-    __builtin_memcpy(&quad, x + r * stride, sizeof quad);
-#pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = vdot_u8s8(acc[r][v], wv[v], quad);
-  }
-}
-#elif JIRIKI_KERNELS_BF16
+using Weights = I;
+static inline Weights load_weights(const Value* w) { return iload(w); }
+static inline Acc vdot(Acc acc, Weights w, int32_t group) { return vdot_u8s8(acc, w, group); }
+#else
 using Value = uint16_t;  // the inputs of this set's convolution: bf16
 constexpr int CI_STEP = 2;
-// acc += the products of one bf16 pair of input channels per square with their weights.
+using Weights = F;
+static inline Weights load_weights(const Value* w) { return vload(reinterpret_cast<const float*>(w)); }
+static inline Acc vdot(Acc acc, Weights w, int32_t group) { return vdot_bf16(acc, w, group); }
+#endif
+// acc += the products of one 32-bit group of CI_STEP input channels per square (a bf16 pair, four
+// u8) with their weights.
 template <int R, int NV, int RB, int RE>
 static inline void accumulate_step(Acc (&acc)[R][NV], const Value* x, int64_t stride, const Value* w) {
-  F wv[NV];
+  Weights wv[NV];
 #pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) wv[v] = vload(reinterpret_cast<const float*>(w + 2 * W * v));
+  for (int v = 0; v < NV; ++v) wv[v] = load_weights(w + CI_STEP * W * v);
 #pragma GCC unroll 8
   for (int r = RB; r < RE; ++r) {
-    int32_t pair;
-    __builtin_memcpy(&pair, x + r * stride, sizeof pair);
+    int32_t group;
+    __builtin_memcpy(&group, x + r * stride, sizeof group);
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) acc[r][v] = vdot_bf16(acc[r][v], wv[v], pair);
+    for (int v = 0; v < NV; ++v) acc[r][v] = vdot(acc[r][v], wv[v], group);
   }
 }
 #else

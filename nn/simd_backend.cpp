@@ -91,8 +91,6 @@ struct Conv {
   int cin = 0, taps = 9;
 };
 
-std::vector<float> calibrated_maxima(const FoldedModel& m, int threads);
-
 class SimdEvaluator : public Evaluator {
  public:
   SimdEvaluator(const FoldedModel& m, const BackendOptions& o)
@@ -121,7 +119,7 @@ class SimdEvaluator : public Evaluator {
     // Activation scales (u8 units per unit) of the stem's output, then of each block's two.
     std::vector<float> scale(1 + 2 * size_t(m.arch.blocks), 1.0f);
     if (int8_) {
-      const std::vector<float> maxima = calibrated_maxima(m, pool_.size());
+      const std::vector<float> maxima = calibrated_maxima<SimdEvaluator>("simd", m, pool_.size());
       for (size_t i = 0; i < scale.size(); ++i) scale[i] = maxima[i] > 0 ? 255.0f / maxima[i] : 1.0f;
     }
     stem_ = pack(m.stem, INPUT_STRIDE, 1.0f, scale[0]);
@@ -426,18 +424,6 @@ class SimdEvaluator : public Evaluator {
   std::vector<float>* maxima_ = nullptr;  // during activation_maxima
   std::mutex maxima_mutex_;
 };
-
-std::vector<float> calibrated_maxima(const FoldedModel& m, int threads) {
-  return calibration_once("simd", m, [&] {
-    BackendOptions o;
-    o.precision = Precision::FP32;
-    o.threads = threads;
-    o.max_batch = CALIBRATION_GAMES;
-    SimdEvaluator fp32(m, o);
-    const std::vector<uint8_t> packed = self_play_positions(fp32, CALIBRATION_GAMES, CALIBRATION_PLIES, 1);
-    return fp32.activation_maxima(packed.data(), int(packed.size() / PACKED_INPUT_BYTES));
-  });
-}
 
 }  // namespace
 
