@@ -15,6 +15,7 @@
 
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
 #define JIRIKI_KERNELS_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define JIRIKI_KERNELS_X86 0
@@ -303,7 +304,11 @@ const Int8Kernels* int8_kernels(Isa cap) {
   if ((cap == Isa::AVX512 || cap == Isa::AVX512_BF16) && cpu_supports(Isa::AVX512) &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
     return &AVX512_VNNI_INT8;
-  if (cap != Isa::SCALAR && cpu_supports(Isa::AVX2) && __builtin_cpu_supports("avxvnni")) return &AVX_VNNI_INT8;
+  // AVX-VNNI is CPUID leaf 7, subleaf 1, EAX bit 4 (clang's __builtin_cpu_supports does not know it);
+  // cpu_supports(AVX2) has asked the operating system for the 256-bit registers.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  const bool avx_vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+  if (cap != Isa::SCALAR && cpu_supports(Isa::AVX2) && avx_vnni) return &AVX_VNNI_INT8;
 #else
   (void)cap;
 #endif
