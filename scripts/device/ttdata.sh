@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # On a GPU machine: records for the time-to-target runs of docs/batch-size.md (scripts/device/ttt.sh),
 # made afresh where the earlier ones are lost: self-play of the shipped GPU network
-# (networks/gpu.jnn), one `jiriki selfplay` a GPU at once for SECONDS (default 420), 100 playouts a
-# move with playout-cap randomisation (400 with probability 0.25; only those are policy targets),
-# resignation at 5%, GPU k with seed k + 1. GPU 0's process writes the held-out set (heldout/), the
-# others the training set (train/); with one GPU, its first HELDOUT_GAMES games (default 400) go to
-# the held-out set. Packed to $OUT/tt.tar.xz.NN in parts of 15 MB with a summary of each set: join
-# them with `cat tt.tar.xz.* > .carry/tt.tar.xz` for ttt.sh.
+# (networks/gpu.jnn), one `jiriki selfplay` a GPU at once for SECONDS (default 420), PLAYOUTS a move
+# (default 100) with playout-cap randomisation up to CAP (default 400, with probability 0.25; only
+# those are policy targets; CAP=0: off, every position a target), resignation at 5%, GPU k with
+# seed k + 1. The first HELDOUT_GAMES games of GPU 0 (default 400) go to the held-out set
+# (heldout/), the rest to the training set (train/). Packed to $OUT/tt.tar.xz.NN in parts of 15 MB
+# with a summary of each set: join them with `cat tt.tar.xz.* > .carry/tt.tar.xz` for ttt.sh. The set
+# also stays in /tmp/tt, where ttt.sh finds it when the next call comes to the same machine.
 #
 #   run with carry [".carry/include.tar.xz", ".carry/lib", ".carry/cudnn-choices.txt"]:
 #     bash scripts/device/ttdata.sh [SECONDS]
@@ -24,22 +25,20 @@ N=$(gpu_count)
 step "self-play: $N GPUs for $SECS s"
 PIDS=()
 for ((g = 0; g < N; ++g)); do
-  dir=$W/tt/train
-  ((g == 0 && N > 1)) && dir=$W/tt/heldout
-  "$J" selfplay --backend cuda --gpus $g --model networks/gpu.jnn --out $dir --name tt-g$g --seed $((g + 1)) \
-    --seconds "$SECS" --playouts 100 --playout-cap-full 400 --resign 0.05 --games-per-file 200 \
+  "$J" selfplay --backend cuda --gpus $g --model networks/gpu.jnn --out $W/tt/train --name tt-g$g --seed $((g + 1)) \
+    --seconds "$SECS" --playouts "${PLAYOUTS:-100}" --playout-cap-full "${CAP:-400}" --resign 0.05 --games-per-file 200 \
     --report-seconds 60 > $W/selfplay-$g.log 2>&1 &
   PIDS+=($!)
 done
 for p in "${PIDS[@]}"; do wait "$p" || echo "a self-play process failed (exit $?)"; done
 tail -2 $W/selfplay-*.log
-if ((N == 1)); then  # the first files hold the first games
-  ls $W/tt/train/*.hcpe3 | head -n $(((${HELDOUT_GAMES:-400} + 199) / 200)) | xargs -r mv -t $W/tt/heldout
-fi
+# GPU 0's first files hold its first games.
+ls $W/tt/train/tt-g0*.hcpe3 | sort | head -n $(((${HELDOUT_GAMES:-400} + 199) / 200)) | xargs -r mv -t $W/tt/heldout
 
 step "summary"
 for set in train heldout; do echo "$set: $("$J" records summary $W/tt/$set 2>&1 | head -3 | tr '\n' ' ')"; done
 step "pack"
-tar cJf - -C $W tt | split -b 15M -d - "$OUT/tt.tar.xz."
+tar cf - -C $W tt | xz -T0 | split -b 15M -d - "$OUT/tt.tar.xz."
 ls -l "$OUT"/tt.tar.xz.*
+rm -rf /tmp/tt && ln -s $W/tt /tmp/tt
 cp "$JIRIKI_CUDNN_CACHE" "$OUT/cudnn-choices.txt" 2>/dev/null
