@@ -5,7 +5,8 @@
   noise_scale.png  the gradient noise scale over a long --batch auto run (one replica: batch halves)
   choices.png      the tuner's per-GPU batch over that run
   heldout_MODE.png the held-out metric (--metric, smoothed) against seconds of training, every
-                   time-to-target run (ttt_NAME.jsonl; fixed runs are named b<batch>_<mode>)
+                   time-to-target run (ttt_NAME.jsonl; fixed runs are named b<batch>_<mode>, a
+                   repeat b<batch>_<mode>_r<k>; auto runs auto_<mode>[_<variant>])
 and, on stdout, the tables: measured step times; the time of each run to the target (what the
 best fixed run reaches at --target-seconds), auto against the best and the median fixed run; and
 what the step-time model predicts for 2, 4 and 8 GPUs under NCCL and host aggregation. Draws with
@@ -16,7 +17,10 @@ gamma, McCandlish's efficiency) to the compute model fitted on one H200. The com
 comes from --multi, logs of `jiriki bench train --gpus` on 2 and 4 GPUs (each mode's "comm alone",
 a straight line in N through the measured points, and the gamma that best reproduces the measured
 step times from the measured compute and communication times); without --multi, from link costs
-(--nccl-ms, --host-one-ms, --host-two-ms)."""
+(--nccl-ms, --host-one-ms, --host-two-ms).
+
+--series-only draws and prints only a time-to-target series (--runs, --noise-run), e.g. one made on
+several GPUs or another GPU, without the one-H200 step times and the predictions."""
 import argparse
 import json
 import math
@@ -119,11 +123,22 @@ def main():
     ap.add_argument("--levels", type=float, nargs="*", default=[3.0, 2.98, 2.97, 2.965],
                     help="further held-out levels: seconds (and samples) of each run to each")
     ap.add_argument("--target-seconds", type=float, default=300, help="the target: the best fixed run's metric then")
-    ap.add_argument("--device", default="H200", help="the GPU of the time-to-target and --noise-run logs, for the titles")
+    ap.add_argument("--device", default="one H200", help="the GPUs of the time-to-target and --noise-run logs, for the titles")
+    ap.add_argument("--data", default="1.1M self-play positions", help="the time-to-target runs' records, for the title")
+    ap.add_argument("--replicas", type=int, default=1, help="the --noise-run's replicas (GPUs), for the titles")
+    ap.add_argument("--series-only", action="store_true", help="only the time-to-target series and its noise plots")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
 
-    # ---- step time against batch ------------------------------------------------------------
+    if not a.series_only:
+        one_gpu_step_times(a, tmp)
+    time_to_target(a, tmp)
+    if not a.series_only:
+        predictions(a)
+
+
+def one_gpu_step_times(a, tmp):
+    """The step times of the one-H200 tuner runs (tuner_MODE.jsonl) and their models: step_time.png."""
     print("## Measured step times (10x192, one H200; the tuner's own measurement, 10 steps each)\n")
     print("| per-GPU batch | nccl step ms | host step ms | host compute ms | host aggregation ms |")
     print("|---|---|---|---|---|")
@@ -150,6 +165,9 @@ plot '{tmp}/nccl.dat' u 1:2 w p pt 7 t 'nccl (one rank): measured', '' u 1:3 w l
      '{tmp}/host.dat' u 1:2 w p pt 5 t 'host (copies to host and back): measured', '' u 1:3 w l t 'host: model'
 """)
 
+
+def time_to_target(a, tmp):
+    """The auto run's noise scale and choices, and every run's held-out metric against time."""
     # ---- the long auto run: noise scale, choices, held-out loss ------------------------------
     auto = a.noise_run
     train = records(auto, "train")
@@ -166,17 +184,20 @@ plot '{tmp}/nccl.dat' u 1:2 w p pt 7 t 'nccl (one rank): measured', '' u 1:3 w l
             n = r.get("samples", samples_at(r["step"]))
             ns = r["noise_scale"] if r["noise_scale"] is not None else float("nan")
             f.write(f"{n / 1e6} {ns} {r['batch']}\n")
-    with open(f"{tmp}/train_noise.dat", "w") as f:
-        for r in train:
-            if "noise_scale" in r:
-                f.write(f"{r['samples'] / 1e6} {r['noise_scale']}\n")
+    # Several replicas: the replicas' estimate decides; with --noise-halves the batch halves' is logged beside it.
+    halves = [r for r in train if "noise_scale_halves" in r]
+    with open(f"{tmp}/halves.dat", "w") as f:
+        for r in halves:
+            f.write(f"{r['samples'] / 1e6} {r['noise_scale_halves']}\n")
+    noise_how = "batch halves" if a.replicas == 1 else "across replicas" + (", batch halves beside" if halves else "")
+    halves_plot = f", '{tmp}/halves.dat' u 1:2 w lp pt 5 ps 0.5 t 'batch halves (logged beside)'" if halves else ""
     gnuplot(f"""set terminal pngcairo size 800,500 enhanced
 set output '{a.out}/noise_scale.png'
 set logscale y
 set xlabel 'samples (millions)'
 set ylabel 'noise scale B_{{noise}}'
-set title 'Gradient noise scale, one {a.device}, batch halves (10x192, self-play records)'
-plot '{tmp}/tuner.dat' u 1:2 w lp pt 7 ps 0.5 t 'at each decision'
+set title 'Gradient noise scale, {a.device}, {noise_how} (10x192, self-play records)'
+plot '{tmp}/tuner.dat' u 1:2 w lp pt 7 ps 0.5 t 'at each decision'{halves_plot}
 """)
     gnuplot(f"""set terminal pngcairo size 800,400 noenhanced
 set output '{a.out}/choices.png'
@@ -184,7 +205,7 @@ set logscale y 2
 set yrange [4:2048]
 set xlabel 'samples (millions)'
 set ylabel 'per-GPU batch'
-set title '--batch auto: the tuner''s choices (10x192, one {a.device}, {os.path.basename(auto)[4:-6]})'
+set title '--batch auto: the tuner''s choices (10x192, {a.device}, {os.path.basename(auto)[4:-6]})'
 plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
 """)
     # ---- time to target: every ttt_NAME.jsonl (scripts/device/ttt.sh NAME ...) -------------------
@@ -198,17 +219,32 @@ plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
                 smooth.append((r["seconds"], sum(w[a.metric] for w in window) / len(window)))
             runs[f[4:-6]] = smooth
             samples[f[4:-6]] = [r["samples"] for r in tests]
-    # The target: what the best fixed run reaches at --target-seconds (runs named b<batch>_<mode>).
-    fixed = {n: r for n, r in runs.items() if n.startswith("b")}
+    # The target: what the best fixed batch reaches at --target-seconds (runs named b<batch>_<mode>,
+    # repeats b<batch>_<mode>_r<k>: a batch's figure is the mean over its runs).
     def at(smooth, t):
         before = [v for s, v in smooth if s <= t]
         return min(before) if before else float("inf")
     def reached(smooth, target):
         return next((s for s, v in smooth if v <= target), None)
-    # One target per aggregation mode: each mode's auto runs race that mode's fixed runs.
+    def fixed_batches(mode):  # "b512_host" -> the runs of that batch and mode
+        groups = {}
+        for n in runs:
+            if n.startswith("b") and mode_of(n) == mode:
+                groups.setdefault("_".join(n.split("_")[:2]), []).append(n)
+        return groups
+    def mean_time(names, target):  # a run that never reached the target counts as infinitely slow
+        times = [reached(runs[n], target) for n in names]
+        return float("inf") if None in times else sum(times) / len(times)
+    def best_and_median(mode, target):
+        times = sorted(mean_time(names, target) for names in fixed_batches(mode).values())
+        middle = times[(len(times) - 1) // 2 : len(times) // 2 + 1]
+        return times[0], sum(middle) / len(middle), len(times)
+    # One target per aggregation mode: each mode's auto runs race that mode's fixed batches.
     targets = {}
-    for n, r in fixed.items():
-        targets[mode_of(n)] = min(targets.get(mode_of(n), float("inf")), at(r, a.target_seconds))
+    for mode in {mode_of(n) for n in runs}:
+        for names in fixed_batches(mode).values():
+            value = sum(at(runs[n], a.target_seconds) for n in names) / len(names)
+            targets[mode] = min(targets.get(mode, float("inf")), value)
     # One plot per aggregation mode (heldout_MODE.png), its target dashed; auto runs dashed too.
     # gnuplot's default cycle repeats after 8 colours, so each run gets its own.
     colours = ["#9400d3", "#009e73", "#56b4e9", "#e69f00", "#f0e442", "#0072b2", "#e51e10", "#000000",
@@ -228,7 +264,7 @@ plot '{tmp}/tuner.dat' u 1:3 w steps lw 2 t 'batch'
 set output '{a.out}/heldout_{mode}.png'
 set xlabel 'seconds of training (held-out evaluations left out)'
 set ylabel 'held-out {a.metric}, mean of the last {a.smooth} evaluations'
-set title '{mode}, one {a.device}: held-out {a.metric}, 10x192, 1.1M self-play positions, {a.note}; dashed: target'
+set title '{mode}, {a.device}: held-out {a.metric}, 10x192, {a.data}, {a.note}; dashed: target'
 set key right top
 set yrange [{lo - 0.01:.3f}:{lo + 0.25:.3f}]
 {f"set arrow from graph 0, first {target} to graph 1, first {target} nohead dt 2" if target else ""}
@@ -236,7 +272,7 @@ plot {", ".join(plots)}
 """)
     for mode, target in sorted(targets.items()):
         names = [n for n in runs if mode_of(n) == mode]
-        print(f"\n## {mode}: time to a held-out {a.metric} of {target:.4f} (the best fixed {mode} run's at "
+        print(f"\n## {mode}: time to a held-out {a.metric} of {target:.4f} (the best fixed {mode} batch's at "
               f"{a.target_seconds:.0f} s, mean of {a.smooth} evaluations)\n")
         print("| run | seconds to target | last evaluation (s) |")
         print("|---|---|---|")
@@ -245,17 +281,15 @@ plot {", ".join(plots)}
             t = reached(runs[name], target)
             times[name] = t
             print(f"| {name} | {f'{t:.0f}' if t is not None else 'not reached'} | {runs[name][-1][0]:.0f} |")
-        fixed_times = sorted(t if t is not None else float("inf") for n, t in times.items() if n.startswith("b"))
+        best, median, count = best_and_median(mode, target)
         for name in sorted(n for n in times if n.startswith("auto_")):
             auto = times[name]
             # The issue's goal: auto within 10% of the best fixed batch, and faster than the median one
             # (a run that never reached the target counts as infinitely slow).
-            best, median = fixed_times[0], fixed_times[(len(fixed_times) - 1) // 2 : len(fixed_times) // 2 + 1]
-            median = sum(median) / len(median)
             a_s = "not reached" if auto is None else f"{auto:.0f} s"
             ratio = float("inf") if auto is None else auto / best
             print(f"\n{name}: {a_s}, best fixed {best:.0f} s ({f'{ratio:.2f}x' if ratio < float('inf') else '—'}), median fixed {median:.0f} s, "
-                  f"over {len(fixed_times)} fixed runs: within 10% of the best: {'yes' if ratio <= 1.10 else 'no'}; "
+                  f"over {count} fixed batches: within 10% of the best: {'yes' if ratio <= 1.10 else 'no'}; "
                   f"faster than the median: {'yes' if auto is not None and auto < median else 'no'}")
 
     if runs and a.levels:
@@ -274,20 +308,21 @@ plot {", ".join(plots)}
         for name in sorted(n for n in runs if n.startswith("auto_")):
             mode = mode_of(name)
             for v in a.levels:
-                fixed_t = sorted(x if x is not None else float("inf")
-                                 for x in (reached(r, v) for n, r in runs.items() if n.startswith("b") and mode_of(n) == mode))
-                if not fixed_t:
+                if not fixed_batches(mode):
                     continue
-                best = fixed_t[0]
-                median = sum(fixed_t[(len(fixed_t) - 1) // 2 : len(fixed_t) // 2 + 1]) / (2 - len(fixed_t) % 2)
+                best, median, count = best_and_median(mode, v)
                 auto = reached(runs[name], v)
                 ratio = f"{auto / best:.2f}x the best" if auto is not None and best < float("inf") else "—"
                 print(f"\n{name} at {v:g}: {f'{auto:.0f} s' if auto is not None else 'not reached'}, best fixed "
-                      f"{best:.0f} s, median fixed {median:.0f} s ({len(fixed_t)} runs): {ratio}; faster than the "
+                      f"{best:.0f} s, median fixed {median:.0f} s ({count} batches): {ratio}; faster than the "
                       f"median: {'yes' if auto is not None and auto < median else 'no'}", end="")
             print()
 
-    # ---- predictions for several GPUs ---------------------------------------------------------
+
+
+def predictions(a):
+    """What the tuner's step-time model predicts for 2, 4 and 8 GPUs."""
+    models = {mode: model_of(f"tuner_{mode}.jsonl") for mode in ("nccl", "host")}
     nccl, host = models["nccl"], models["host"]
     host_one = a.host_one_ms if a.host_one_ms is not None else host["t_n_ms"]
     cands = [8 << k for k in range(8)]

@@ -2,7 +2,7 @@
 # On the GPU machine: one time-to-target run of docs/batch-size.md. Trains a 10x192 network on the
 # self-play records carried in .carry/tt.tar.xz (train/ and heldout/), evaluating the held-out set
 # every 250,000 samples, for SECONDS (default 500, start-up included), and logs to $OUT/ttt_NAME.jsonl.
-# GPUS=0,1,... trains data parallel on those GPUs (BATCH is per GPU). The same rule for every run:
+# It trains data parallel on every GPU of the machine (BATCH is per GPU); GPUS=0 (or 0,1, ...) picks. The same rule for every run:
 # SGD (Nesterov 0.9), learning rate BASE_LR x b / 256 for a global batch b (BASE_LR 0.05 unless set; linear scaling; under --batch auto the starting batch 64's, which
 # the trainer scales the same way at each change), warm-up over the first 51,200 samples, then
 # constant.
@@ -46,8 +46,8 @@ if ((${#UNTUNED[@]})); then
 fi
 if [[ -n "${TUNE_ONLY:-}" ]]; then cp "$JIRIKI_CUDNN_CACHE" "$OUT/cudnn-choices.txt"; exit 0; fi
 B=$BATCH; [[ $BATCH == auto ]] && B=64
-# GPUS (default 0): the replicas; every figure below is of the global batch, N x B.
-GPUS=${GPUS:-0}
+# GPUS (default: every GPU): the replicas; every figure below is of the global batch, N x B.
+GPUS=${GPUS:-$(seq -s, 0 $(($(gpu_count) - 1)))}
 N=$(echo "$GPUS" | tr ',' '\n' | wc -l)
 G=$((B * N))
 LR=$(python3 -c "print(${BASE_LR:-0.05} * $G / 256)")
