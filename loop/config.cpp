@@ -20,7 +20,8 @@ const std::vector<ConfigKey>& config_keys() {
       {"seed", 1, "seed of the fresh network, self-play, training and matches (varied per generation)"},
       {"backend", "auto", "cpu, cuda or auto (cuda when jiriki was built with CUDA)"},
       {"gpus", "0",
-       "CUDA devices the phases use in turn, e.g. \"0,1,2,3\" (self-play: one queue each; training: data parallel)"},
+       "CUDA devices the phases use in turn, e.g. \"0,1,2,3\", or \"all\": every one of the machine the run is on "
+       "(self-play: one queue each; training: data parallel)"},
       {"blocks", 2, "residual blocks of the fresh network (generation 0)"},
       {"channels", 32, "channels of the fresh network"},
       {"activation", "relu", "relu or swish (fresh network)"},
@@ -300,6 +301,14 @@ std::string Config::backend() const {
   // "auto" is resolved where every subcommand resolves it (nn::resolve_backend): the GPU when one is
   // usable, else the CPU; the phases are then told the same backend explicitly.
   return backend_kind_name(nn::resolve_backend(str("backend"), nn::BackendUse::TRAINING).kind);
+}
+
+std::string Config::gpus() const {
+  const std::string list = str("gpus");
+  if (list != "all") return list;
+  std::string all = "0";
+  for (int i = 1; i < nn::cuda_device_count(); ++i) all += "," + std::to_string(i);
+  return all;
 }
 
 std::string Config::search_backend() const { return backend_kind_name(nn::resolve_backend(str("backend")).kind); }

@@ -37,6 +37,9 @@ class Config {
   WindowConfig window() const;
   std::string backend() const;         // "auto" resolved: cuda when this jiriki has CUDA, else cpu (training's)
   std::string search_backend() const;  // the network backend of self-play and the engine
+  // gpus with "all" made the list of this machine's CUDA devices ("0" without any), so that one config
+  // serves a run that moves between machines of different sizes.
+  std::string gpus() const;
 
  private:
   void check() const;

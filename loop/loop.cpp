@@ -365,8 +365,8 @@ class Loop {
     } else {
       s = "cmd=" + self_ + " name=" + name + " option.ModelFile=" + model +
           " option.Backend=" + config_.search_backend();
-      if (config_.search_backend() == "cuda" && split_list(config_.str("gpus")).size() > 1)
-        s += " option.GPU=" + config_.str("gpus");
+      if (config_.search_backend() == "cuda" && split_list(config_.gpus()).size() > 1)
+        s += " option.GPU=" + config_.gpus();
     }
     if (!config_.str("engine_options").empty()) s += " " + config_.str("engine_options");
     return s;
@@ -497,7 +497,7 @@ class Loop {
     if (config_.str("train_batch") == "auto")
       a.insert(a.end(), {"--batch-start", std::to_string(config_.integer("train_batch_start"))});
     if (config_.str("train_lr") != "auto") a.insert(a.end(), {"--lr", config_.str("train_lr")});
-    if (config_.backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
+    if (config_.backend() == "cuda") a.insert(a.end(), {"--gpus", config_.gpus()});
     if (fs::exists(ckpt)) {
       a.push_back("--resume");  // a redone training step continues from its checkpoint
     } else if (!init.empty()) {
@@ -578,7 +578,7 @@ class Loop {
       if (local) {
         // One process per GPU at once (a process per GPU makes more positions than one process over
         // them all), each with its share of the positions still wanted, its own seed and file names.
-        auto devices = split_list(config_.str("gpus"));
+        auto devices = split_list(config_.gpus());
         if (devices.empty()) devices = {"0"};
         const auto shares = split_positions(target - made, int(devices.size()));
         const std::string name = gen_name(generation()) + "-" + kind + "-" +
@@ -656,7 +656,7 @@ class Loop {
   // train_batch positions on each GPU; train_steps when `epochs` is 0.
   int64_t train_steps(int64_t window, double epochs) const {
     if (epochs <= 0) return config_.integer("train_steps");
-    const int64_t gpus = config_.backend() == "cuda" ? int64_t(split_list(config_.str("gpus")).size()) : 1;
+    const int64_t gpus = config_.backend() == "cuda" ? int64_t(split_list(config_.gpus()).size()) : 1;
     // Under auto: steps of the starting batch, which the trainer counts in positions whatever it tunes.
     const std::string b = config_.str("train_batch");
     const double per_replica = b == "auto" ? double(config_.integer("train_batch_start")) : double(std::stoll(b));
@@ -830,7 +830,7 @@ class Loop {
                        "--seed", seed(salt, true, gen), "--tc", tc, "--out", dir});
     if (in_process) {
       a.insert(a.end(), {"--backend", config_.search_backend()});
-      if (config_.search_backend() == "cuda") a.insert(a.end(), {"--gpus", config_.str("gpus")});
+      if (config_.search_backend() == "cuda") a.insert(a.end(), {"--gpus", config_.gpus()});
     }
     opening_args(a);
     append(a, extra);

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include "loop/report.h"
 #include "loop/tensorboard.h"
 #include "loop/window.h"
+#include "nn/backend.h"
 #include "nn/model_file.h"
 #include "temp_dir.h"
 
@@ -354,6 +356,13 @@ TEST_CASE("loop config: defaults, overrides, and clear errors", "[loop]") {
   CHECK_THROWS_WITH(Config(json{{"train_steps", 0}}), Catch::Contains("'train_steps' must be positive"));
   CHECK_THROWS_WITH(Config(json{{"backend", "tpu"}}), Catch::Contains("auto, cpu or cuda"));
   CHECK_THROWS_WITH(Config(json{{"anchor_games", 4}}), Catch::Contains("'anchor_games' needs an 'anchor'"));
+  // gpus "all": one entry per CUDA device of this machine, numbered from 0; "0" on a machine without any.
+  CHECK(Config(json{{"gpus", "1,3"}}).gpus() == "1,3");
+  const std::string all = Config(json{{"gpus", "all"}}).gpus();
+  const int devices = jiriki::nn::cuda_device_count();
+  CHECK(std::count(all.begin(), all.end(), ',') == std::max(devices, 1) - 1);
+  CHECK(all.substr(0, 1) == "0");
+  CHECK(all.substr(all.rfind(',') + 1) == std::to_string(std::max(devices, 1) - 1));
   // Every key is documented, in the help and with its default in docs/loop.md's table.
   std::ifstream doc_file(std::string(JIRIKI_SOURCE_DIR) + "/docs/loop.md");
   const std::string doc((std::istreambuf_iterator<char>(doc_file)), std::istreambuf_iterator<char>());
