@@ -64,7 +64,7 @@ timeout -s INT "$SECS" build-device/jiriki train --backend cuda --gpus "$GPUS" -
   --eval-every $((250000 / G)) --batch "$BATCH" --batch-start 64 --allreduce "$MODE" --steps 100000000 \
   ${NOISE_EVERY:+--noise-every "$NOISE_EVERY"} ${NOISE_HALVES:+--noise-halves} \
   --loader-threads 8 --log-every 1000 --model-out /tmp/ttt.jnn --checkpoint /tmp/ttt.ckpt \
-  --log "$OUT/ttt_$NAME.jsonl" 2>&1 | grep -E "^test|^tuner at|^training|stopped|backend" | cut -c1-200
+  --log "$OUT/ttt_$NAME.jsonl" 2>&1 | grep -E "^test|^tuner at|^training|stopped|backend"
 # Only that job: a bare `wait` would also wait for start's tee, which outlives the script's output.
 [[ -n "${BESIDE:-}" ]] && wait "$BESIDE"
 [[ -n "${FUZZ:-}" ]] && tail -1 "$OUT/fuzz_$FUZZ.log"
