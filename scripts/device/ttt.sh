@@ -33,7 +33,7 @@ use_carried_cudnn_choices
 GPU_KEY=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '_')
 UNTUNED=()
 for b in 8 16 32 64 128 256 512 1024; do
-  grep -q "^jiriki-cudnn-2 $GPU_KEY/[^ ]*/b$b,i" "$JIRIKI_CUDNN_CACHE" 2>/dev/null || UNTUNED+=("$b")
+  grep -qE "^jiriki-cudnn-2 $GPU_KEY/[^ ]*/b$b,i192,o192,[^ ]*,p1," "$JIRIKI_CUDNN_CACHE" 2>/dev/null || UNTUNED+=("$b")
 done
 if ((${#UNTUNED[@]})); then
   step "cuDNN's choices for the batches the file lacks: ${UNTUNED[*]}"

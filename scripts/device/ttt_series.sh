@@ -32,5 +32,5 @@ for run in "$@"; do
   grep -m1 -oE "steps of [0-9]+ positions( \([0-9]+ replicas x [0-9]+\))?" "$OUT/ttt_$name.log"
 done
 sleep 2  # the last run's log is written by its tee
-(cd "$OUT" && tar czf "ttt_$TAG.tar.gz" ttt_*.jsonl ttt_*.log ttdata.log 2>/dev/null && rm -f ttt_*.jsonl ttt_*.log ttdata.log build.log)
+(cd "$OUT" && tar czf "ttt_$TAG.tar.gz" ttt_*.jsonl ttt_*.log ttdata.log 2>/dev/null; rm -f ttt_*.jsonl ttt_*.log ttdata.log build.log)
 ls "$OUT"
