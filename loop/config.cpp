@@ -306,8 +306,10 @@ std::string Config::backend() const {
 std::string Config::gpus() const {
   const std::string list = str("gpus");
   if (list != "all") return list;
-  std::string all = "0";
-  for (int i = 1; i < nn::cuda_device_count(); ++i) all += "," + std::to_string(i);
+  const std::vector<int> devices = nn::cuda_devices();
+  if (devices.empty()) return "0";  // no usable GPU: one process on the CPU backend
+  std::string all;
+  for (int d : devices) all += (all.empty() ? "" : ",") + std::to_string(d);
   return all;
 }
 

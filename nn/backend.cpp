@@ -90,10 +90,11 @@ BackendChoice resolve_backend(const std::string& name, BackendUse use) {
 }
 
 #if !JIRIKI_HAVE_CUDA
-int cuda_device_count(std::string* why) {
+std::vector<int> cuda_devices(std::string* why) {
   if (why) *why = "this jiriki was built without CUDA";
-  return 0;
+  return {};
 }
+int cuda_device_count(std::string* why) { return int(cuda_devices(why).size()); }
 #endif
 
 Precision parse_precision(const std::string& name) {

@@ -51,6 +51,9 @@ int64_t backend_resolutions();
 // CUDA devices this process can use: 0 when built without CUDA or when the driver finds none, with
 // the reason in `why` (when given).
 int cuda_device_count(std::string* why = nullptr);
+// Their indices, as --gpus and CUDA_VISIBLE_DEVICES number them: a device too old for the backend
+// is skipped, so the list need not start at 0 or be contiguous.
+std::vector<int> cuda_devices(std::string* why = nullptr);
 
 // Arithmetic the backend computes in. AUTO: bf16 on the GPU; on the onednn backend int8 where the CPU
 // has AVX-512 VNNI or AMX instructions (ReLU networks), else bf16 where it has AVX-512 bf16 instructions, else

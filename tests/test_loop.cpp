@@ -356,13 +356,20 @@ TEST_CASE("loop config: defaults, overrides, and clear errors", "[loop]") {
   CHECK_THROWS_WITH(Config(json{{"train_steps", 0}}), Catch::Contains("'train_steps' must be positive"));
   CHECK_THROWS_WITH(Config(json{{"backend", "tpu"}}), Catch::Contains("auto, cpu or cuda"));
   CHECK_THROWS_WITH(Config(json{{"anchor_games", 4}}), Catch::Contains("'anchor_games' needs an 'anchor'"));
-  // gpus "all": one entry per CUDA device of this machine, numbered from 0; "0" on a machine without any.
+  // gpus "all": the index of every usable CUDA device of this machine, in order; "0" on a machine
+  // without any (one process on the CPU backend).
   CHECK(Config(json{{"gpus", "1,3"}}).gpus() == "1,3");
   const std::string all = Config(json{{"gpus", "all"}}).gpus();
-  const int devices = jiriki::nn::cuda_device_count();
-  CHECK(std::count(all.begin(), all.end(), ',') == std::max(devices, 1) - 1);
-  CHECK(all.substr(0, 1) == "0");
-  CHECK(all.substr(all.rfind(',') + 1) == std::to_string(std::max(devices, 1) - 1));
+  const std::vector<int> devices = jiriki::nn::cuda_devices();
+  CHECK(int(devices.size()) == jiriki::nn::cuda_device_count());
+  std::vector<std::string> listed;
+  for (size_t at = 0; at <= all.size();) {
+    const size_t comma = std::min(all.find(',', at), all.size());
+    listed.push_back(all.substr(at, comma - at));
+    at = comma + 1;
+  }
+  REQUIRE(listed.size() == std::max<size_t>(devices.size(), 1));
+  for (size_t i = 0; i < listed.size(); ++i) CHECK(listed[i] == (devices.empty() ? "0" : std::to_string(devices[i])));
   // Every key is documented, in the help and with its default in docs/loop.md's table.
   std::ifstream doc_file(std::string(JIRIKI_SOURCE_DIR) + "/docs/loop.md");
   const std::string doc((std::istreambuf_iterator<char>(doc_file)), std::istreambuf_iterator<char>());

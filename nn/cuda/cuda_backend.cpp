@@ -618,21 +618,23 @@ std::unique_ptr<Evaluator> make_cuda_evaluator(const FoldedModel& model, const B
 
 // Devices with bf16 tensor cores (compute capability 8.0 or newer): what the backend and the GPU
 // trainer accept.
-int cuda_device_count(std::string* why) {
+std::vector<int> cuda_devices(std::string* why) {
   int count = 0;
   if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
     if (why) *why = std::string("no CUDA device available (") + cudaGetErrorString(e) + ")";
-    return 0;
+    return {};
   }
-  int usable = 0;
+  std::vector<int> usable;
   for (int d = 0; d < count; ++d) {
     cudaDeviceProp prop;
-    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess && prop.major >= 8) ++usable;
+    if (cudaGetDeviceProperties(&prop, d) == cudaSuccess && prop.major >= 8) usable.push_back(d);
   }
-  if (usable == 0 && why)
+  if (usable.empty() && why)
     *why = count == 0 ? "no CUDA device available" : "no CUDA device with bf16 tensor cores (compute capability 8.0)";
   return usable;
 }
+
+int cuda_device_count(std::string* why) { return int(cuda_devices(why).size()); }
 
 double cuda_device_seconds_per_batch(Evaluator& e, int n, int reps) {
   auto* c = dynamic_cast<cuda::CudaEvaluator*>(&e);
