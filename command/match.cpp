@@ -17,6 +17,7 @@
 #include "command/options.h"
 #include "common/args.h"
 #include "common/atomic_file.h"
+#include "common/platform.h"
 #include "match/arena.h"
 #include "match/report.h"
 #include "match/tournament.h"
@@ -201,6 +202,11 @@ int cmd_match(int argc, char** argv) {
             "games at once, each with its own engine processes (networks: in all, spread over --gpus); a USI "
             "engine's option.GPU=0,1,... gives game slot k the k-th GPU of the list, round robin",
             1)
+      .bind("cpus-per-game", config.cpus_per_game,
+            "confine each game's engine processes to CPUs of their own: game slot k gets the k-th run of this many "
+            "of the CPUs this process may use (taskset), so that games at once never share a core; --concurrency "
+            "times it must not pass them (0: no confinement)",
+            0)
       .bind("seed", config.seed, "seed of the opening order and of random openings")
       .bind("tc", config.game.tc,
             "time control: byoyomi=MS | time=MS[+INC] | time=MS byoyomi=MS | movetime=MS | nodes=N", parse_tc, tc_text)
@@ -268,6 +274,17 @@ int cmd_match(int argc, char** argv) {
     for (const auto& e : config.engines)
       if (e.nodes > 0 && config.game.tc.nodes == 0)
         throw std::invalid_argument("engine '" + e.name + "': nodes= applies under --tc nodes=N only");
+    if (config.cpus_per_game > 0) {
+      const size_t cpus = affinity_cpus().size();
+      if (cpus == 0) throw std::invalid_argument("--cpus-per-game: this system does not say which CPUs it may use");
+      if (size_t(config.cpus_per_game) * size_t(config.concurrency) > cpus)
+        throw std::invalid_argument("--cpus-per-game " + std::to_string(config.cpus_per_game) + " with --concurrency " +
+                                    std::to_string(config.concurrency) + " needs " +
+                                    std::to_string(config.cpus_per_game * config.concurrency) +
+                                    " CPUs; this process may use " + std::to_string(cpus));
+      if (!set_affinity_cpus(affinity_cpus()))
+        throw std::invalid_argument("--cpus-per-game: this system cannot confine an engine to CPUs");
+    }
     config.start_within_ms = 1000 * start_within_s;
     if (args.has("resign")) {
       auto f = fields("resign", resign, {"moves", "score"});
@@ -292,6 +309,9 @@ int cmd_match(int argc, char** argv) {
     if (std::any_of(config.engines.begin(), config.engines.end(),
                     [](const EngineSpec& e) { return !e.model.empty(); })) {
       if (!all_networks(config)) throw std::invalid_argument("networks (model=PATH) play only against networks");
+      if (config.cpus_per_game > 0)
+        throw std::invalid_argument(
+            "--cpus-per-game confines engine processes; networks (model=PATH) play in this one");
       if (config.game.tc.nodes == 0) throw std::invalid_argument("networks (model=PATH) play at --tc nodes=N only");
       arena.backend = options::backend(device, nn::BackendUse::INFERENCE).kind;
       arena.gpus = device.gpus;

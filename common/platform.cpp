@@ -33,12 +33,16 @@ std::filesystem::path executable_path() {
   return std::filesystem::path(buf);
 }
 
-std::optional<int> affinity_cpu_count() {
+std::vector<int> affinity_cpus() {
   DWORD_PTR process = 0, system = 0;
-  if (!GetProcessAffinityMask(GetCurrentProcess(), &process, &system)) return std::nullopt;
-  const int n = std::popcount(uint64_t(process));
-  return n > 0 ? std::optional(n) : std::nullopt;
+  if (!GetProcessAffinityMask(GetCurrentProcess(), &process, &system)) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < 64; ++c)
+    if (uint64_t(process) >> c & 1) cpus.push_back(c);
+  return cpus;
 }
+
+bool set_affinity_cpus(const std::vector<int>&) { return false; }
 
 void set_binary_stdin() { _setmode(_fileno(stdin), _O_BINARY); }
 
@@ -126,11 +130,24 @@ std::filesystem::path executable_path() {
   return ec ? std::filesystem::path() : p;
 }
 
-std::optional<int> affinity_cpu_count() {
+std::vector<int> affinity_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return std::nullopt;
-  return std::max(1, CPU_COUNT(&set));
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+bool set_affinity_cpus(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) {
+    if (c < 0 || c >= CPU_SETSIZE) return false;
+    CPU_SET(c, &set);
+  }
+  return !cpus.empty() && sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
 void set_binary_stdin() {}
@@ -182,5 +199,10 @@ int64_t ReadOnlyFile::read_at(int64_t offset, void* buf, size_t n) const {
 }
 
 #endif
+
+std::optional<int> affinity_cpu_count() {
+  const size_t n = affinity_cpus().size();
+  return n > 0 ? std::optional(int(n)) : std::nullopt;
+}
 
 }  // namespace jiriki

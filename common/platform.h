@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace jiriki {
 
@@ -18,6 +19,15 @@ std::filesystem::path executable_path();
 
 // The number of CPUs in this process's affinity mask (taskset, start /affinity); nullopt when unknown.
 std::optional<int> affinity_cpu_count();
+
+// The CPUs (their numbers, ascending) that the calling thread may run on, which the processes it
+// starts inherit (POSIX; on Windows the process's mask); empty when unknown.
+std::vector<int> affinity_cpus();
+
+// Confines the calling thread, and the processes it starts from then on, to `cpus` (POSIX: each thread
+// has its own mask, so the rest of the process keeps its CPUs). False where the system refuses it, and
+// on Windows, where a child takes its parent process's mask, not its thread's.
+bool set_affinity_cpus(const std::vector<int>& cpus);
 
 // Puts standard input in binary mode where the C library has a text mode (Windows), so that a GUI's
 // CRLF lines arrive whole, a 0x1A byte ends nothing, and the reader strips the '\r' itself.

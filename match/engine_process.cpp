@@ -13,6 +13,7 @@
 
 #include <boost/process.hpp>
 
+#include "common/platform.h"
 #include "match/process.h"
 
 namespace bp = boost::process;
@@ -99,6 +100,14 @@ EngineSpec spec_for_slot(const EngineSpec& spec, int slot) {
   return s;
 }
 
+std::vector<int> cpus_for_slot(const std::vector<int>& allowed, int per_game, int slot) {
+  if (per_game <= 0 || allowed.empty()) return {};
+  std::vector<int> cpus;
+  for (int i = 0; i < per_game; ++i)
+    cpus.push_back(allowed[(size_t(slot) * size_t(per_game) + size_t(i)) % allowed.size()]);
+  return cpus;
+}
+
 struct EngineProcess::Child {
   bp::pipe in;  // a bare pipe: bp::opstream's destructor throws (and terminates) on a dead reader
   bp::ipstream out;
@@ -175,6 +184,17 @@ std::optional<std::string> EngineProcess::start(std::chrono::milliseconds timeou
   // (the child's dup2 onto its stdin and stdout keeps those), and made and spawned under the spawn
   // lock. (bp::limit_handles of Boost 1.74 closes the redirected pipes too.)
   std::lock_guard spawn_lock(spawn_mutex());
+  // The child inherits the mask of the thread that starts it: this thread takes the engine's CPUs
+  // for the spawn and its own back after.
+  const std::vector<int> own_cpus = spec_.cpus.empty() ? std::vector<int>() : affinity_cpus();
+  if (!spec_.cpus.empty() && (own_cpus.empty() || !set_affinity_cpus(spec_.cpus)))
+    return spec_.name + ": cannot confine the engine to its CPUs on this system";
+  struct RestoreCpus {
+    const std::vector<int>& cpus;
+    ~RestoreCpus() {
+      if (!cpus.empty()) set_affinity_cpus(cpus);
+    }
+  } restore{own_cpus};
   auto child = std::make_shared<Child>();
   for (int fd : {child->in.native_source(), child->in.native_sink(), child->out.pipe().native_source(),
                  child->out.pipe().native_sink()})

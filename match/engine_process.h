@@ -31,13 +31,18 @@ struct EngineSpec {
   std::vector<std::string> args;
   std::vector<std::pair<std::string, std::string>> env;      // added to the runner's environment
   std::vector<std::pair<std::string, std::string>> options;  // sent as setoption after usiok
-  int64_t nodes = 0;  // nodes=N: this engine's count under --tc nodes (0: the match's), e.g. to give a
-                      // faster network proportionally more, as at equal time on slower hardware
+  int64_t nodes = 0;      // nodes=N: this engine's count under --tc nodes (0: the match's), e.g. to give a
+                          // faster network proportionally more, as at equal time on slower hardware
+  std::vector<int> cpus;  // the CPUs the process is confined to (--cpus-per-game); empty: the runner's
 };
 
 // The spec game thread (slot) `slot` runs: an option GPU given as a list ("0,1,2,3") takes its
 // entry slot % size, so that the games at once spread over several GPUs; the rest is unchanged.
 EngineSpec spec_for_slot(const EngineSpec& spec, int slot);
+
+// The CPUs of game slot `slot` under --cpus-per-game `per_game`: the slot-th run of `per_game` CPUs
+// of `allowed` (the runner's own, in order), so that the games played at once never share a core.
+std::vector<int> cpus_for_slot(const std::vector<int>& allowed, int per_game, int slot);
 
 // Parses an --engine value; returns an error naming the bad field. Values may be double-quoted.
 std::optional<std::string> parse_engine_spec(const std::string& text, EngineSpec& out);

@@ -15,6 +15,8 @@
 #include <random>
 #include <thread>
 
+#include "common/platform.h"
+
 namespace jiriki::match {
 
 namespace {
@@ -156,7 +158,7 @@ void Schedule::done() {
 namespace {
 
 // One game thread of run_tournament: its own engine processes, games taken from the schedule.
-void play_games(const TournamentConfig& config, Schedule& schedule, int thread) {
+void play_games(const TournamentConfig& config, Schedule& schedule, int thread, const std::vector<int>& cpus) {
   std::map<int, std::unique_ptr<EngineProcess>> engines;
   const auto timeout = std::chrono::milliseconds(config.game.timeout_ms);
   // The engine of index i, in sync and ready for a game; nullptr when three starts in a row
@@ -166,7 +168,9 @@ void play_games(const TournamentConfig& config, Schedule& schedule, int thread) 
     if (e && e->sync(timeout)) return e.get();
     std::string error;
     for (int attempt = 0; attempt < 3; ++attempt) {
-      e = std::make_unique<EngineProcess>(spec_for_slot(config.engines[i], thread), schedule.traffic_log(),
+      EngineSpec spec = spec_for_slot(config.engines[i], thread);
+      if (!cpus.empty()) spec.cpus = cpus;
+      e = std::make_unique<EngineProcess>(std::move(spec), schedule.traffic_log(),
                                           config.engines[i].name + "#" + std::to_string(thread));
       auto err = e->start(timeout);
       if (!err) return e.get();
@@ -244,8 +248,10 @@ TournamentResult run_tournament(const TournamentConfig& config) {
   TournamentResult result;
   Schedule schedule(config, result);
   std::vector<std::thread> threads;
+  const std::vector<int> allowed = config.cpus_per_game > 0 ? affinity_cpus() : std::vector<int>();
   for (int t = 0; t < std::max(1, config.concurrency); ++t)
-    threads.emplace_back([&, t] { play_games(config, schedule, t); });
+    threads.emplace_back(
+        [&, t, cpus = cpus_for_slot(allowed, config.cpus_per_game, t)] { play_games(config, schedule, t, cpus); });
   for (auto& t : threads) t.join();
   schedule.done();
   return result;

@@ -26,6 +26,8 @@ struct TournamentConfig {
   bool gauntlet = false;  // engine 0 against each other one; else every pair of engines
   int64_t games = 10;     // games per pairing (pairs of two, colours swapped)
   int concurrency = 1;    // games at once
+  int cpus_per_game = 0;  // > 0: the engines of game slot k confined to the k-th such run of the
+                          // runner's CPUs (cpus_for_slot), so that games at once never share a core
   uint64_t seed = 1;      // opening order and random openings
   GameSettings game;
   std::vector<Opening> openings;  // empty: random_plies random moves from the initial position

@@ -7,8 +7,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "common/platform.h"
 #include "match/adjudicate.h"
 #include "match/game.h"
 #include "match/report.h"
@@ -420,6 +423,47 @@ TEST_CASE("match tournament: a crashed engine is restarted and the match goes on
   // Game 1 is lost by the crash; games 2-4 end with Black resigning at ply 2: "crasher" wins 2 and 4.
   CHECK(r.pairings[0].wins == 2);
   CHECK(r.pairings[0].losses == 2);
+}
+
+TEST_CASE("match tournament: --cpus-per-game gives each game slot's engines CPUs of their own", "[match]") {
+  // The runs of CPUs, in the order of the runner's own, wrapping around.
+  CHECK(cpus_for_slot({0, 1, 2, 3, 8, 9}, 2, 0) == std::vector<int>{0, 1});
+  CHECK(cpus_for_slot({0, 1, 2, 3, 8, 9}, 2, 2) == std::vector<int>{8, 9});
+  CHECK(cpus_for_slot({0, 1, 2, 3, 8, 9}, 2, 3) == std::vector<int>{0, 1});
+  CHECK(cpus_for_slot({4, 5, 6}, 2, 1) == std::vector<int>{6, 4});
+  CHECK(cpus_for_slot({0, 1}, 0, 1).empty());
+
+  // Real engine processes: each slot's engines report the one CPU they were given.
+  const std::vector<int> allowed = jiriki::affinity_cpus();
+  REQUIRE(!allowed.empty());
+  TempDir dir("match_cpus");
+  TournamentConfig c;
+  c.engines = {fake(dir, "a", {"7g7f", "3c3d", "resign"}), fake(dir, "b", {"7g7f", "3c3d", "resign"})};
+  c.concurrency = int(std::min<size_t>(2, allowed.size()));
+  c.cpus_per_game = 1;
+  c.games = 2 * c.concurrency;
+  c.progress = false;
+  c.game = fast_settings();
+  c.log = dir.file("traffic.log");
+  TournamentResult r = run_tournament(c);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  CHECK(r.games == c.games);
+  std::ifstream log(c.log);
+  std::map<std::string, std::set<std::string>> reported;  // "a#0" -> the CPU lists it reported
+  for (std::string line; std::getline(log, line);)
+    if (const size_t at = line.find(" > id author cpus "); at != std::string::npos) {
+      const size_t from = line.find(' ') + 1;
+      reported[line.substr(from, at - from)].insert(line.substr(at + 18));
+    }
+  for (int slot = 0; slot < c.concurrency; ++slot)
+    for (const std::string engine : {"a", "b"}) {
+      const std::string label = engine + "#" + std::to_string(slot);
+      INFO(label);
+      CHECK(reported[label] == std::set<std::string>{std::to_string(allowed[size_t(slot)])});
+    }
+  // The runner's own threads keep every CPU they had.
+  CHECK(jiriki::affinity_cpus() == allowed);
 }
 
 TEST_CASE("match tournament: the SPRT stops the match once decided", "[match]") {

@@ -24,7 +24,9 @@
 # name in the results, the network's file name), LOG (strength.log: another name keeps two runs'
 # logs apart), OPTIONS (more USI options for NET's engine only, as `jiriki match --engine` fields, e.g.
 # "option.Softmax_Temperature=120": with the same network as the opponent and another NAME, a match
-# of search settings; or "option.BatchSize=256", the setting of the GPU strength matches). jiriki's search threads sleep
+# of search settings; or "option.BatchSize=256", the setting of the GPU strength matches),
+# CPUS_PER_GAME (each game's two engines confined to that many cores of their own, `jiriki match
+# --cpus-per-game`: 8 for gpsshogi8, as its bar asks; CONC x it must fit a GPU's share of the cores). jiriki's search threads sleep
 # while the GPU works (JIRIKI_CUDA_SPIN=0): spinning, they took cores from the other games' gpsshogi
 # (175,000 nodes/s against 193,000-233,000; bench/results/match_2026-11-27_gpu_gpu-v4_bar.txt).
 #   e.g. TC=nodes=800 CONC=14 THREADS=1 NAME=t120 OPTIONS=option.Softmax_Temperature=120 \
@@ -64,7 +66,8 @@ unpack_engines "$J"
 play() {
   "$J" match --engine "cmd=$J name=$NAME env.JIRIKI_CUDA_SPIN=0 option.ModelFile=$NET option.Backend=cuda option.Threads=$THREADS${OPTIONS:+ $OPTIONS}" \
     --engine "$ENGINE" --games "$2" --concurrency "$CONC" --tc "$TC" --margin 1000 --book /tmp/joseki.db \
-    --book-plies "$BOOK_PLIES" --seed "$3" --start-within "${START_WITHIN:-0}" --out "$1" 2>&1 | grep -v "^games "
+    --book-plies "$BOOK_PLIES" --seed "$3" --start-within "${START_WITHIN:-0}" ${CPUS_PER_GAME:+--cpus-per-game "$CPUS_PER_GAME"} \
+    --out "$1" 2>&1 | grep -v "^games "
 }
 play_share() { echo "--- GPU $1"; play "$dir-gpu$1" $((GAMES / GPUS)) "$SEED$1"; }
 for opp in $OPPONENTS; do

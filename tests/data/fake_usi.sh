@@ -6,12 +6,14 @@
 # ANSWER is sent as "bestmove ANSWER" (a move, resign, win, or anything unparsable); score=, mate=
 # and nodes= first send an info line; crash exits at once; crash-once exits only the first time (it
 # leaves the folder SCRIPT.crashed behind; mkdir is atomic, so of two instances asked at once only
-# one crashes); hang never answers and ignores stop. No line: bestmove resign.
+# one crashes); hang never answers and ignores stop. No line: bestmove resign. Its `id author` names
+# the CPUs it may run on (Linux), for the test of --cpus-per-game.
 script=$1
 ply=0
 while IFS= read -r line; do
   case "$line" in
-    usi) echo "id name fake"; echo "usiok" ;;
+    usi) echo "id name fake"; echo "id author cpus $(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status 2>/dev/null)"
+      echo "usiok" ;;
     isready) echo "readyok" ;;
     quit) exit 0 ;;
     position*)
