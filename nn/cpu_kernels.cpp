@@ -59,6 +59,31 @@ static inline F vpow2i(F n) { JIRIKI_SCALAR_MAP(std::bit_cast<float>(uint32_t(in
 }  // namespace scalar
 
 #if JIRIKI_KERNELS_X86
+// The vector operations of one x86 width, with the names the kernels' body (nn/cpu_kernels_body.h)
+// uses: BITS 256 (AVX2 + FMA) or 512 (AVX-512F), NV the most vectors a row of the kernels holds,
+// ROUND the width's round-to-nearest intrinsic (the one name the widths do not share).
+#define JIRIKI_X86_VECTOR(BITS, NV, ROUND)                                                                           \
+  constexpr int W = BITS / 32, NV_MAX = NV;                                                                          \
+  using F = __m##BITS;                                                                                               \
+  static inline F vzero() { return _mm##BITS##_setzero_ps(); }                                                       \
+  static inline F vset1(float s) { return _mm##BITS##_set1_ps(s); }                                                  \
+  static inline F vload(const float* p) { return _mm##BITS##_loadu_ps(p); }                                          \
+  static inline void vstore(float* p, F a) { _mm##BITS##_storeu_ps(p, a); }                                          \
+  static inline F vadd(F a, F b) { return _mm##BITS##_add_ps(a, b); }                                                \
+  static inline F vsub(F a, F b) { return _mm##BITS##_sub_ps(a, b); }                                                \
+  static inline F vmul(F a, F b) { return _mm##BITS##_mul_ps(a, b); }                                                \
+  static inline F vdiv(F a, F b) { return _mm##BITS##_div_ps(a, b); }                                                \
+  static inline F vmax(F a, F b) { return _mm##BITS##_max_ps(a, b); }                                                \
+  static inline F vmin(F a, F b) { return _mm##BITS##_min_ps(a, b); }                                                \
+  static inline F vfma(F a, F b, F c) { return _mm##BITS##_fmadd_ps(a, b, c); }                                      \
+  static inline F vround(F a) { return ROUND(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }                    \
+  static inline F vpow2i(F n) {                                                                                      \
+    return _mm##BITS##_castsi##BITS##_ps(                                                                            \
+        _mm##BITS##_slli_epi32(_mm##BITS##_add_epi32(_mm##BITS##_cvtps_epi32(n), _mm##BITS##_set1_epi32(127)), 23)); \
+  }
+#define JIRIKI_AVX2_VECTOR JIRIKI_X86_VECTOR(256, 2, _mm256_round_ps)
+#define JIRIKI_AVX512_VECTOR JIRIKI_X86_VECTOR(512, 4, _mm512_roundscale_ps)
+
 // ---- AVX2 + FMA: 8 floats a vector ---------------------------------------------------------------
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
@@ -66,25 +91,6 @@ static inline F vpow2i(F n) { JIRIKI_SCALAR_MAP(std::bit_cast<float>(uint32_t(in
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 #endif
-#define JIRIKI_AVX2_VECTOR                                                                                  \
-  constexpr int W = 8, NV_MAX = 2;                                                                          \
-  using F = __m256;                                                                                         \
-  static inline F vzero() { return _mm256_setzero_ps(); }                                                   \
-  static inline F vset1(float s) { return _mm256_set1_ps(s); }                                              \
-  static inline F vload(const float* p) { return _mm256_loadu_ps(p); }                                      \
-  static inline void vstore(float* p, F a) { _mm256_storeu_ps(p, a); }                                      \
-  static inline F vadd(F a, F b) { return _mm256_add_ps(a, b); }                                            \
-  static inline F vsub(F a, F b) { return _mm256_sub_ps(a, b); }                                            \
-  static inline F vmul(F a, F b) { return _mm256_mul_ps(a, b); }                                            \
-  static inline F vdiv(F a, F b) { return _mm256_div_ps(a, b); }                                            \
-  static inline F vmax(F a, F b) { return _mm256_max_ps(a, b); }                                            \
-  static inline F vmin(F a, F b) { return _mm256_min_ps(a, b); }                                            \
-  static inline F vfma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }                                  \
-  static inline F vround(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); } \
-  static inline F vpow2i(F n) {                                                                             \
-    return _mm256_castsi256_ps(                                                                             \
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));            \
-  }
 namespace avx2 {
 JIRIKI_AVX2_VECTOR
 #define JIRIKI_KERNELS_BF16 0
@@ -98,26 +104,6 @@ JIRIKI_AVX2_VECTOR
 #endif
 
 // ---- AVX-512F: 16 floats a vector, and with AVX-512 BF16 the bf16 convolution ----------------------
-#define JIRIKI_AVX512_VECTOR                                                                                     \
-  constexpr int W = 16, NV_MAX = 4;                                                                              \
-  using F = __m512;                                                                                              \
-  static inline F vzero() { return _mm512_setzero_ps(); }                                                        \
-  static inline F vset1(float s) { return _mm512_set1_ps(s); }                                                   \
-  static inline F vload(const float* p) { return _mm512_loadu_ps(p); }                                           \
-  static inline void vstore(float* p, F a) { _mm512_storeu_ps(p, a); }                                           \
-  static inline F vadd(F a, F b) { return _mm512_add_ps(a, b); }                                                 \
-  static inline F vsub(F a, F b) { return _mm512_sub_ps(a, b); }                                                 \
-  static inline F vmul(F a, F b) { return _mm512_mul_ps(a, b); }                                                 \
-  static inline F vdiv(F a, F b) { return _mm512_div_ps(a, b); }                                                 \
-  static inline F vmax(F a, F b) { return _mm512_max_ps(a, b); }                                                 \
-  static inline F vmin(F a, F b) { return _mm512_min_ps(a, b); }                                                 \
-  static inline F vfma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }                                       \
-  static inline F vround(F a) { return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); } \
-  static inline F vpow2i(F n) {                                                                                  \
-    return _mm512_castsi512_ps(                                                                                  \
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));                 \
-  }
-
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
 #else
@@ -236,6 +222,7 @@ static inline void store_u8(uint8_t* p, F x) {
 
 #undef JIRIKI_AVX512_VECTOR
 #undef JIRIKI_AVX2_VECTOR
+#undef JIRIKI_X86_VECTOR
 #endif  // JIRIKI_KERNELS_X86
 
 constexpr int DENSE_POSITIONS = 4;  // as the body's dense tile
