@@ -167,6 +167,15 @@ exit $code
   return path;
 }
 
+// A fresh network of the given shape written by `jiriki nn init` into tmp; its path.
+std::string init_network(const TempDir& tmp, const std::string& name, int blocks, int channels, int seed = 1) {
+  const std::string path = tmp.file(name);
+  REQUIRE(std::system((std::string(JIRIKI_BINARY) + " nn init --blocks " + std::to_string(blocks) + " --channels " +
+                       std::to_string(channels) + " --seed " + std::to_string(seed) + " -o " + path + " > /dev/null")
+                          .c_str()) == 0);
+  return path;
+}
+
 json tiny_config(const std::string& match, int generations) {
   return {{"generations", generations},
           {"blocks", 1},
@@ -682,8 +691,7 @@ TEST_CASE("loop teacher: generation 0 learns from the teacher's games, whose pos
   const TempDir tmp("loop_teacher");
   // The "teacher's games": a few self-play games of a fresh network, with their evals.
   const std::string bin = JIRIKI_BINARY;
-  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 -o " + tmp.file("t.jnn") + " > /dev/null").c_str()) ==
-          0);
+  init_network(tmp, "t.jnn", 1, 16);
   REQUIRE(std::system((bin + " selfplay --model " + tmp.file("t.jnn") + " --out " + tmp.file("t") +
                        " --games 2 --playouts 4 --max-plies 40 --concurrent 2 --name t > /dev/null 2>&1")
                           .c_str()) == 0);
@@ -787,8 +795,7 @@ TEST_CASE("loop gate with the real jiriki match: its command line and summary ro
 TEST_CASE("loop: generation 0 from a model file, and extra training data in every window", "[loop][cli]") {
   const TempDir tmp("loop_init_model");
   const std::string bin = JIRIKI_BINARY;
-  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null")
-                          .c_str()) == 0);
+  init_network(tmp, "init.jnn", 1, 16, 7);
   REQUIRE(std::system((bin + " selfplay --model " + tmp.file("init.jnn") + " --out " + tmp.file("extra") +
                        " --games 2 --playouts 4 --max-plies 40 --concurrent 2 --name x > /dev/null 2>&1")
                           .c_str()) == 0);
@@ -818,10 +825,8 @@ TEST_CASE("loop: generation 0 from a model file, and extra training data in ever
 TEST_CASE("loop train_fresh: every candidate is a fresh network of the config's size, not the best fine-tuned",
           "[loop][cli]") {
   const TempDir tmp("loop_train_fresh");
-  const std::string bin = JIRIKI_BINARY;
   // Generation 0 is a 1x16 network; the config asks for 2x8, which only a fresh network can be.
-  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null")
-                          .c_str()) == 0);
+  init_network(tmp, "init.jnn", 1, 16, 7);
   json c = tiny_config(fake_match(tmp), 2);
   c["init_model"] = tmp.file("init.jnn");
   c["blocks"] = 2;
@@ -988,9 +993,7 @@ TEST_CASE("loop config: how generations train, more networks, more anchors; the 
 TEST_CASE("loop train_fresh_every with train_both: fine-tuned and fresh candidates, the better one promoted",
           "[loop][cli]") {
   const TempDir tmp("loop_train_both");
-  const std::string bin = JIRIKI_BINARY;
-  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 16 --seed 7 -o " + tmp.file("init.jnn") + " > /dev/null")
-                          .c_str()) == 0);
+  init_network(tmp, "init.jnn", 1, 16, 7);
   json c = tiny_config(fake_match(tmp), 2);
   c["init_model"] = tmp.file("init.jnn");
   c["blocks"] = 2;
@@ -1067,8 +1070,7 @@ TEST_CASE(
     "[loop][cli]") {
   const TempDir tmp("loop_networks");
   const std::string bin = JIRIKI_BINARY;
-  REQUIRE(std::system((bin + " nn init --blocks 1 --channels 8 --seed 3 -o " + tmp.file("shipped.jnn") + " > /dev/null")
-                          .c_str()) == 0);
+  init_network(tmp, "shipped.jnn", 1, 8, 3);
   json c = tiny_config(fake_match(tmp), 2);
   c["networks"] = json::array({{{"name", "small"}, {"blocks", 1}, {"channels", 8}, {"train_args", "--lr 0.005"}}});
   c["anchors"] = json::array(
