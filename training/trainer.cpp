@@ -385,7 +385,10 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
       // Its set-up time (on a GPU, cuDNN's tuning: 2-20 s on an H200) is part of what --batch auto costs.
       const auto made = Clock::now();
       d = make_device(settings, b, model, optimizer, pool, comm, place);
-      log.write({{"type", "device"}, {"batch", b}, {"setup_seconds", seconds_since(made)}});
+      log.write({{"type", "device"},
+                 {"batch", b},
+                 {"setup_seconds", seconds_since(made)},
+                 {"seconds", seconds_since(replica_start)}});
     }
     return *d;
   };
@@ -509,6 +512,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
       samples.push_back(s);
       log.write({{"type", "tuner_cost"},
                  {"batch", b},
+                 {"seconds", seconds_since(replica_start)},
                  {"step_ms", 1e3 * s.step_seconds},
                  {"compute_ms", 1e3 * s.compute_seconds},
                  {"comm_ms", 1e3 * s.comm_seconds}});
@@ -523,6 +527,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     tuner.set_cost(fit_step_time(samples));
     const StepTimeModel& cost = tuner.cost();
     log.write({{"type", "tuner_model"},
+               {"seconds", seconds_since(replica_start)},
                {"alpha_c_ms", 1e3 * cost.alpha_c},
                {"beta_c_ms", 1e3 * cost.beta_c},
                {"t_n_ms", 1e3 * cost.t_n},
