@@ -25,24 +25,25 @@ step "machine"; machine
 step "build"; build jiriki
 [[ -d /tmp/tt ]] || tar xJf .carry/tt.tar.xz -C /tmp
 # cuDNN's tuned choices (nn/cuda/fused_conv.cpp) live in one file, carried from machine to machine
-# as .carry/cudnn-choices.txt and returned in $OUT, and every candidate batch is tuned once a
-# machine before the first run: each run then starts as a user's second run does, and no run pays
-# the first tuning on a machine (its devices' set-up took 2-20 s on an H200). TUNE_ONLY=1 stops
-# there (the first call of a series: tuning eight batches takes minutes).
+# as .carry/cudnn-choices.txt and returned in $OUT; the kernels cuDNN compiles at run time for the
+# chosen engines (four a device, 0.3-1.1 s each the first time) live in the CUDA driver's cache
+# (~/.nv/ComputeCache), which stays on the machine. So every candidate batch trains two steps once a
+# machine before the first run (tuning what the file lacks, compiling the rest): each run then starts
+# as a user's second run does, and no run pays a machine's first set-up (a device's set-up took 2-4 s
+# on a fresh H200 machine, 0.7-1.2 s on the second run; bench/results/batch_size/h200x2_nccl/setup_probe.txt).
+# TUNE_ONLY=1 stops there (the first call of a series: tuning eight batches takes minutes).
 use_carried_cudnn_choices
 GPU_KEY=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '_')
-UNTUNED=()
-for b in 8 16 32 64 128 256 512 1024; do
-  grep -qE "^jiriki-cudnn-2 $GPU_KEY/[^ ]*/b$b,i192,o192,[^ ]*,p1," "$JIRIKI_CUDNN_CACHE" 2>/dev/null || UNTUNED+=("$b")
-done
-if ((${#UNTUNED[@]})); then
-  step "cuDNN's choices for the batches the file lacks: ${UNTUNED[*]}"
-  for b in "${UNTUNED[@]}"; do
+if [[ ! -f /tmp/ttt-warm ]]; then
+  step "a device for each candidate batch, once a machine (cuDNN's choices the file lacks, compiled kernels)"
+  for b in 8 16 32 64 128 256 512 1024; do
+    grep -qE "^jiriki-cudnn-2 $GPU_KEY/[^ ]*/b$b,i192,o192,[^ ]*,p1," "$JIRIKI_CUDNN_CACHE" 2>/dev/null || echo "batch $b: not in the choice file, tuned"
     t0=$(date +%s%N)
     build-device/jiriki train --backend cuda --data /tmp/tt/heldout --blocks 10 --channels 192 --batch $b \
       --steps 2 --model-out /tmp/tune.jnn > /dev/null 2>&1 || echo "batch $b: failed"
     echo "batch $b: $(( ($(date +%s%N) - t0) / 1000000 )) ms"
   done
+  touch /tmp/ttt-warm
 fi
 if [[ -n "${TUNE_ONLY:-}" ]]; then cp "$JIRIKI_CUDNN_CACHE" "$OUT/cudnn-choices.txt"; exit 0; fi
 B=$BATCH; [[ $BATCH == auto ]] && B=64

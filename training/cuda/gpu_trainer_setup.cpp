@@ -1,5 +1,7 @@
 // The GPU trainer set up: device, handles, the flat buffers and their layout, the activations, and
 // the convolutions' algorithms timed (see gpu_trainer_impl.h).
+#include <chrono>
+
 #include "training/cuda/gpu_trainer_impl.h"
 
 namespace jiriki::training::cuda {
@@ -198,6 +200,7 @@ void GpuTrainer::Impl::tune_convolutions() {
   launch_fill_random(at(x0), rows * INPUT_CHANNELS_PADDED, 1, stream);
   launch_fill_random(at(act_out[0]), rows * c, 2, stream);
   launch_fill_random(at(dz_ring[0]), rows * c, 3, stream);
+  const auto legacy_start = std::chrono::steady_clock::now();
   DeviceBuffer find_workspace(FIND_WORKSPACE);
   stem_conv = std::make_unique<Conv>(batch, INPUT_CHANNELS_PADDED, channels);
   stem_conv->tune(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), at(dz_ring[0]), nullptr, at(wgrad16),
@@ -210,6 +213,10 @@ void GpuTrainer::Impl::tune_convolutions() {
     workspace = std::max(workspace, block_conv->workspace_size());
   }
   find_workspace = DeviceBuffer();
+  char legacy_text[80];
+  std::snprintf(legacy_text, sizeof legacy_text, "; legacy algorithms chosen in %.0f ms",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - legacy_start).count());
+  graph_text += legacy_text;
   // The graph API's engines where they beat the legacy ones. The legacy calls are timed with a
   // workspace of their own size (cudnn_workspace does not exist yet).
   using nn::cuda::ConvPass;
@@ -298,12 +305,15 @@ std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::Conv
     shape.residual = residual;
     shape.pass = pass;
     try {
+      // Building the plan (runtime-compiled engines are compiled here) is most of a device's set-up.
+      const auto built = std::chrono::steady_clock::now();
       auto f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, settings);
       f->tune(cudnn, stream, args);
+      const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - built).count();
       DeviceBuffer ws(f->workspace_size());
       const float ms = milliseconds([&] { f->run(cudnn, stream, args, ws.get()); });
-      std::snprintf(buf, sizeof buf, "; %s %d->%d: graph API %.4f ms (%s)", what, in_channels, channels, ms,
-                    f->description().c_str());
+      std::snprintf(buf, sizeof buf, "; %s %d->%d: graph API %.4f ms (%s; built in %.0f ms)", what, in_channels,
+                    channels, ms, f->description().c_str(), build_ms);
       graph_text += buf;
       if (!best || ms < best_ms) best = std::move(f), best_ms = ms;
     } catch (const std::runtime_error& e) {
