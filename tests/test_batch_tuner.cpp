@@ -431,36 +431,42 @@ TEST_CASE("tuner: learning-rate scaling and the ramp after a batch change", "[tu
 TEST_CASE("tuner: two candidates are timed, and they fit the H200's steps", "[tuner]") {
   CHECK(timed_batches({8, 16}, 8) == std::vector<int>{8, 16});
   CHECK(timed_batches({2, 4, 8, 16}, 4) == std::vector<int>{4, 16});
-  CHECK(timed_batches({2, 4, 8, 16}, 16) == std::vector<int>{2, 16});  // the largest: the smallest with it
-  CHECK(timed_batches({2, 4, 8, 16}, 5) == std::vector<int>{8, 16});   // not a candidate: the middle one
-  CHECK(timed_batches(geometric_batches(8, 1024), 64) == std::vector<int>{64, 1024});
-  // The nccl steps the tuner measured on an H200 (10x192, docs/batch-size.md): the line through the
-  // steps at 64 and 1024 predicts all eight within 8% (7.4% off at 512 at worst, where the fit to all
-  // eight is 5.4% off), and at several noise scales its choice loses less than the tuner's 5% margin
-  // of goodput (TUNER_MIN_GAIN) against the choice of the fit to all eight, by that fit's measure.
-  const std::vector<std::pair<int, double>> measured = {{8, 0.950},   {16, 1.018},  {32, 1.115},  {64, 1.329},
-                                                        {128, 1.838}, {256, 2.949}, {512, 5.171}, {1024, 8.742}};
-  std::vector<StepSample> all, two;
-  for (const auto& [b, ms] : measured) {
-    const StepSample s{double(b), ms * 1e-3, ms * 1e-3, 0.0};
-    all.push_back(s);
-    if (b == 64 || b == 1024) two.push_back(s);
-  }
-  const StepTimeModel from_two = fit_step_time(two), from_all = fit_step_time(all);
-  for (const auto& [b, ms] : measured) {
-    CAPTURE(b, ms, 1e3 * from_two.step_seconds(b));
-    CHECK(std::abs(1e3 * from_two.step_seconds(b) / ms - 1) < 0.08);
-  }
-  for (double noise : {100.0, 300.0, 2000.0, 10000.0}) {
-    const TunerDecision by_all = choose_batch(from_all, geometric_batches(8, 1024), 1, noise, 8);
-    const int b = choose_batch(from_two, geometric_batches(8, 1024), 1, noise, 8).batch;
-    double best = 0, chosen = 0;
-    for (const TunerRow& r : by_all.table) {
-      best = std::max(best, r.goodput);
-      if (r.batch == b) chosen = r.goodput;
+  CHECK(timed_batches({2, 4, 8, 16}, 2) == std::vector<int>{2, 8});   // four times the start
+  CHECK(timed_batches({2, 4, 8, 16}, 8) == std::vector<int>{8, 16});  // none that far: the largest
+  CHECK(timed_batches({2, 4, 8, 16}, 16) == std::vector<int>{4, 16}); // the largest: two places below
+  CHECK(timed_batches({2, 4, 8, 16}, 5) == std::vector<int>{8, 16});  // not a candidate: the middle one
+  CHECK(timed_batches(geometric_batches(8, 1024), 64) == std::vector<int>{64, 256});
+  // The steps the tuner measured on one H200 when it timed all eight candidates (10x192,
+  // docs/batch-size.md; compute alone, nccl and host): the line through the steps at 64 and 256
+  // predicts 128-512, where the choices fall, within 2% and all eight within 11%; and at several
+  // noise scales its choice loses less than the tuner's 5% margin of goodput (TUNER_MIN_GAIN)
+  // against the choice of the fit to all eight, by that fit's measure.
+  const std::vector<std::vector<std::pair<int, double>>> runs = {
+      {{8, 0.950}, {16, 1.018}, {32, 1.115}, {64, 1.329}, {128, 1.838}, {256, 2.949}, {512, 5.171}, {1024, 8.742}},
+      {{8, 0.938}, {16, 1.001}, {32, 1.096}, {64, 1.317}, {128, 1.833}, {256, 2.934}, {512, 5.158}, {1024, 8.639}}};
+  for (const auto& measured : runs) {
+    std::vector<StepSample> all, two;
+    for (const auto& [b, ms] : measured) {
+      const StepSample s{double(b), ms * 1e-3, ms * 1e-3, 0.0};
+      all.push_back(s);
+      if (b == 64 || b == 256) two.push_back(s);
     }
-    CAPTURE(noise, b, by_all.batch, chosen / best);
-    CHECK(chosen >= (1 - TUNER_MIN_GAIN) * best);
+    const StepTimeModel from_two = fit_step_time(two), from_all = fit_step_time(all);
+    for (const auto& [b, ms] : measured) {
+      CAPTURE(b, ms, 1e3 * from_two.step_seconds(b));
+      CHECK(std::abs(1e3 * from_two.step_seconds(b) / ms - 1) < (b >= 128 && b <= 512 ? 0.02 : 0.11));
+    }
+    for (double noise : {100.0, 300.0, 2000.0, 10000.0}) {
+      const TunerDecision by_all = choose_batch(from_all, geometric_batches(8, 1024), 1, noise, 8);
+      const int b = choose_batch(from_two, geometric_batches(8, 1024), 1, noise, 8).batch;
+      double best = 0, chosen = 0;
+      for (const TunerRow& r : by_all.table) {
+        best = std::max(best, r.goodput);
+        if (r.batch == b) chosen = r.goodput;
+      }
+      CAPTURE(noise, b, by_all.batch, chosen / best);
+      CHECK(chosen >= (1 - TUNER_MIN_GAIN) * best);
+    }
   }
 }
 

@@ -209,10 +209,11 @@ std::string format_table(const TunerDecision& d) {
 
 std::vector<int> timed_batches(const std::vector<int>& candidates, int start) {
   if (candidates.size() <= 2) return candidates;
-  const bool listed = std::find(candidates.begin(), candidates.end(), start) != candidates.end();
-  const int first = listed ? start : candidates[candidates.size() / 2];
-  if (first == candidates.back()) return {candidates.front(), first};
-  return {first, candidates.back()};
+  const auto listed = std::find(candidates.begin(), candidates.end(), start);
+  const size_t i = listed != candidates.end() ? size_t(listed - candidates.begin()) : candidates.size() / 2;
+  const size_t last = candidates.size() - 1;
+  const size_t other = i + 2 <= last ? i + 2 : i < last ? last : i - 2;
+  return {candidates[std::min(i, other)], candidates[std::max(i, other)]};
 }
 
 std::vector<int> geometric_batches(int lo, int hi) {

@@ -135,12 +135,13 @@ inline constexpr double TUNER_MIN_GAIN = 0.05;
 std::string format_table(const TunerDecision& decision);
 
 // The candidates whose steps are timed to fit the model: all of up to two, else the starting batch
-// (the middle candidate if it is none) and the largest (the smallest if they are the same). The step
-// time is close to linear in the batch (on an H200, 10x192: 0.95 ms at 8 to 8.74 ms at 1024,
-// straight from 64 on), so the line through two points far apart predicts all eight within 8%. Each
-// timed batch costs a device of its own before training starts (on a GPU, a cuDNN tuning that took
-// 2-20 s on an H200), the starting batch's is needed anyway, and the others are made only if the
-// tuner picks them.
+// (the middle candidate if it is none) and the one two places above it, four times as large in a
+// geometric list (the largest if there is none that far; two places below from the largest). The
+// step time is close to linear in the batch, and the line through 64 and 256 predicts the H200's
+// steps at 128-512, where the tuner's choices fall, within 2% (through 64 and 1,024: up to 8%
+// low there). Each timed batch costs a device of its own before training starts (on an H200 0.7-3 s,
+// most of it compiling cuDNN's kernels), the starting batch's is needed anyway, and a batch four
+// times the start is one the tuner often moves to, which then costs nothing more.
 std::vector<int> timed_batches(const std::vector<int>& candidates, int start);
 
 // lo, 2 lo, 4 lo, ... up to hi: hi itself is included only when it is lo times a power of two (the
