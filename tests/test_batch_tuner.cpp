@@ -431,10 +431,10 @@ TEST_CASE("tuner: learning-rate scaling and the ramp after a batch change", "[tu
 TEST_CASE("tuner: two candidates are timed, and they fit the H200's steps", "[tuner]") {
   CHECK(timed_batches({8, 16}, 8) == std::vector<int>{8, 16});
   CHECK(timed_batches({2, 4, 8, 16}, 4) == std::vector<int>{4, 16});
-  CHECK(timed_batches({2, 4, 8, 16}, 2) == std::vector<int>{2, 8});   // four times the start
-  CHECK(timed_batches({2, 4, 8, 16}, 8) == std::vector<int>{8, 16});  // none that far: the largest
-  CHECK(timed_batches({2, 4, 8, 16}, 16) == std::vector<int>{4, 16}); // the largest: two places below
-  CHECK(timed_batches({2, 4, 8, 16}, 5) == std::vector<int>{8, 16});  // not a candidate: the middle one
+  CHECK(timed_batches({2, 4, 8, 16}, 2) == std::vector<int>{2, 8});    // four times the start
+  CHECK(timed_batches({2, 4, 8, 16}, 8) == std::vector<int>{8, 16});   // none that far: the largest
+  CHECK(timed_batches({2, 4, 8, 16}, 16) == std::vector<int>{4, 16});  // the largest: two places below
+  CHECK(timed_batches({2, 4, 8, 16}, 5) == std::vector<int>{8, 16});   // not a candidate: the middle one
   CHECK(timed_batches(geometric_batches(8, 1024), 64) == std::vector<int>{64, 256});
   // The steps the tuner measured on one H200 when it timed all eight candidates (10x192,
   // docs/batch-size.md; compute alone, nccl and host): the line through the steps at 64 and 256

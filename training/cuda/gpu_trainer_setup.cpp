@@ -309,7 +309,8 @@ std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::Conv
       const auto built = std::chrono::steady_clock::now();
       auto f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, settings);
       f->tune(cudnn, stream, args);
-      const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - built).count();
+      const double build_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - built).count();
       DeviceBuffer ws(f->workspace_size());
       const float ms = milliseconds([&] { f->run(cudnn, stream, args, ws.get()); });
       std::snprintf(buf, sizeof buf, "; %s %d->%d: graph API %.4f ms (%s; built in %.0f ms)", what, in_channels,
