@@ -387,8 +387,14 @@ TEST_CASE("data parallel: --batch auto measures, decides by goodput and logs its
   std::set<int> timed;
   int decisions = 0;
   int64_t last_samples = 0;
+  double seconds = 0;  // the set-ups, timings and decisions happen in the order they are logged
   for (std::string line; std::getline(log, line);) {
     const auto j = nlohmann::json::parse(line);
+    if (j.contains("seconds") && j["type"] != "done") {
+      CHECK(j["seconds"].get<double>() >= seconds);
+      seconds = j["seconds"].get<double>();
+    }
+    if (j["type"] == "device") CHECK(j["setup_seconds"].get<double>() <= j["seconds"].get<double>());
     if (j["type"] == "tuner_cost") timed.insert(j["batch"].get<int>());
     if (j["type"] == "train") last_samples = j["samples"].get<int64_t>();
     if (j["type"] != "tuner") continue;
