@@ -6,6 +6,13 @@
 
 namespace jiriki::training::cuda {
 
+namespace {
+// Milliseconds of the host's clock since `start` (the set-up's own costs, for the description).
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
 // ---- construction ------------------------------------------------------------------------------
 
 GpuTrainer::Impl::Impl(const nn::Model& model, const OptimizerConfig& o, int b, int gpu, const nn::CudaSettings& cuda)
@@ -214,8 +221,7 @@ void GpuTrainer::Impl::tune_convolutions() {
   }
   find_workspace = DeviceBuffer();
   char legacy_text[80];
-  std::snprintf(legacy_text, sizeof legacy_text, "; legacy algorithms chosen in %.0f ms",
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - legacy_start).count());
+  std::snprintf(legacy_text, sizeof legacy_text, "; legacy algorithms chosen in %.0f ms", ms_since(legacy_start));
   graph_text += legacy_text;
   // The graph API's engines where they beat the legacy ones. The legacy calls are timed with a
   // workspace of their own size (cudnn_workspace does not exist yet).
@@ -309,8 +315,7 @@ std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::Conv
       const auto built = std::chrono::steady_clock::now();
       auto f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, settings);
       f->tune(cudnn, stream, args);
-      const double build_ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - built).count();
+      const double build_ms = ms_since(built);
       DeviceBuffer ws(f->workspace_size());
       const float ms = milliseconds([&] { f->run(cudnn, stream, args, ws.get()); });
       std::snprintf(buf, sizeof buf, "; %s %d->%d: graph API %.4f ms (%s; built in %.0f ms)", what, in_channels,
