@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -20,6 +21,7 @@
 #include "common/platform.h"
 #include "match/arena.h"
 #include "match/report.h"
+#include "match/stats.h"
 #include "match/tournament.h"
 
 namespace jiriki {
@@ -147,15 +149,22 @@ bool write_summary(const std::string& dir, const nlohmann::json& summary) {
   return false;
 }
 
+std::string fmt_llr(double llr) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", llr);
+  return buf;
+}
+
 // --summarize: the table and summary.json of games.jsonl files instead of a tournament.
-int summarize(const Args& args, const std::vector<std::string>& files, const std::string& out) {
+int summarize(const Args& args, const std::vector<std::string>& files, const std::string& out,
+              const std::optional<SprtParams>& sprt) {
   if (args.has("engine")) {
     std::cerr << "error: --summarize plays no games: give it no --engine\n";
     return 2;
   }
   GameFilesSummary s;
   try {
-    s = summarize_game_files(files);
+    s = summarize_game_files(files, sprt);
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
@@ -163,6 +172,10 @@ int summarize(const Args& args, const std::vector<std::string>& files, const std
   for (const std::string& where : s.cut_lines)
     std::cerr << "warning: " << where << ": the last line is cut short (a run killed while writing it): left out\n";
   std::cout << final_table(s.config, s.result);
+  if (s.sprt_decided_games > 0)
+    std::cout << "(the SPRT decided after " << s.sprt_decided_games
+              << " games, in the order they were written; the score counts all " << s.result.games
+              << ", over which the LLR is " << fmt_llr(sprt_llr(s.result.pairings[0].penta, *sprt)) << ")\n";
   if (s.estimated_games > 0)
     std::cout << "(" << s.estimated_games << " of the " << s.result.games
               << " games come from lines without each side's "
@@ -238,7 +251,9 @@ int cmd_match(int argc, char** argv) {
             nn::precision_name)
       .bind("summarize", summarize_files,
             "plays nothing: the summary of the games in this games.jsonl of an earlier run (repeat: several runs "
-            "together; a stopped run's finished games), summary.json to --out");
+            "together; a stopped run's finished games), summary.json to --out; with --sprt, one test continued over "
+            "the runs "
+            "in the order given");
   options::bind_device(args, device, nn::BackendUse::INFERENCE,
                        "networks: the GPUs their games are spread over, e.g. 0,1,2,3");
   options::bind_threads(args, arena.threads, "networks: worker threads per GPU (0: 16 on a GPU, 1 on the CPU)");
@@ -248,7 +263,9 @@ int cmd_match(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
   }
-  if (args.has("summarize")) return summarize(args, summarize_files, config.records.dir);
+  if (args.has("summarize"))
+    return summarize(args, summarize_files, config.records.dir,
+                     args.has("sprt") ? std::optional<SprtParams>(parse_sprt(sprt)) : std::nullopt);
 
   try {
     for (const auto& text : engines) {

@@ -239,7 +239,7 @@ GameLine parse_game_line(const std::string& text, size_t file) {
 
 }  // namespace
 
-GameFilesSummary summarize_game_files(const std::vector<std::string>& paths) {
+GameFilesSummary summarize_game_files(const std::vector<std::string>& paths, const std::optional<SprtParams>& sprt) {
   std::vector<GameLine> lines;
   std::vector<std::string> cut;
   for (size_t f = 0; f < paths.size(); ++f) {
@@ -262,6 +262,7 @@ GameFilesSummary summarize_game_files(const std::vector<std::string>& paths) {
     }
   }
   if (lines.empty()) throw std::runtime_error("no games in the files given");
+  const std::vector<GameLine> written = lines;  // as they ended: the order a sequential test saw them
   // Lines are written as games end; the game numbers give the order they were scheduled in.
   std::stable_sort(lines.begin(), lines.end(), [](const GameLine& a, const GameLine& b) {
     return std::tie(a.file, a.game) < std::tie(b.file, b.game);
@@ -295,6 +296,30 @@ GameFilesSummary summarize_game_files(const std::vector<std::string>& paths) {
   Tally tally(out.result);
   for (const GameOutcome& o : outcomes) tally.add(o);
   out.config.games = out.result.games;
+  if (sprt) {
+    if (out.result.pairings.size() != 1) throw std::runtime_error("an SPRT needs the games of exactly two engines");
+    out.config.sprt = sprt;
+    // The same games again, in the order they were written, with the test after each finished pair.
+    TournamentResult replay;
+    replay.pairings.push_back({out.result.pairings[0].first, out.result.pairings[0].second});
+    replay.faults.assign(out.config.engines.size(), {});
+    replay.search.assign(out.config.engines.size(), {});
+    Tally again(replay);
+    int64_t games = 0;
+    for (const GameLine& g : written) {
+      ++games;
+      const int b = index.at(g.black), w = index.at(g.white);
+      if (!again.add({0, int64_t(g.file) << 40 | g.pair, b, w, g.winner, g.reason, {g.search[BLACK], g.search[WHITE]}}))
+        continue;
+      const double llr = sprt_llr(replay.pairings[0].penta, *sprt);
+      if (out.sprt_decided_games == 0 && sprt_result(llr, *sprt) != SprtResult::NONE) {
+        out.sprt_decided_games = games;
+        out.result.sprt = sprt_result(llr, *sprt);
+        out.result.llr = llr;
+      }
+    }
+    if (out.sprt_decided_games == 0) out.result.llr = sprt_llr(out.result.pairings[0].penta, *sprt);
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 // final table on stdout (a crosstable when there are more than two engines); and the same for the
 // games of games.jsonl files read back.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,10 @@ std::string final_table(const TournamentConfig& config, const TournamentResult& 
 // measured over several calls), or the finished games of a run that was stopped. Engines are
 // numbered by first appearance (each file's games in their numbered order, so a file's first
 // --engine comes first); a pair is the games of one file with the same pair number. `config`
-// gets the engines' names (for final_table and summary_json).
+// gets the engines' names (for final_table and summary_json). With `sprt` (one pairing only), the
+// test goes on over the runs as one sequential test: the files in the order given, each file's
+// games in the order they were written (as they ended), the LLR after each completed pair; the
+// first crossing of a bound is the decision (later games are counted in the score, not in it).
 struct GameFilesSummary {
   TournamentConfig config;
   TournamentResult result;
@@ -33,9 +37,11 @@ struct GameFilesSummary {
                                        // added): their moves are the plies each side played after the opening
   std::vector<std::string> cut_lines;  // "FILE:LINE" of each file's last line left out, cut short by a
                                        // run killed while writing it
+  int64_t sprt_decided_games = 0;      // with sprt: the games counted when a bound was first crossed (0: never)
 };
 // Throws std::runtime_error naming the file (and line) it cannot read or understand; a last line
 // without its newline that cannot be read is a killed run's, left out and named in cut_lines.
-GameFilesSummary summarize_game_files(const std::vector<std::string>& paths);
+GameFilesSummary summarize_game_files(const std::vector<std::string>& paths,
+                                      const std::optional<SprtParams>& sprt = std::nullopt);
 
 }  // namespace jiriki::match

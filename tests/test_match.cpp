@@ -673,6 +673,63 @@ TEST_CASE("match summaries: several files, pairs kept per file, and lines withou
   CHECK_THROWS_WITH(summarize_game_files({dir.file("empty.jsonl")}), Catch::Contains("no games"));
 }
 
+TEST_CASE("match summaries: an SPRT continued over runs, in the order the games were written", "[match]") {
+  TempDir dir("match_summary_sprt");
+  const SprtParams sprt{.elo0 = 0, .elo1 = 50, .alpha = 0.05, .beta = 0.05};
+  // The pairs of x winning both games it takes to accept H1, from the counts alone.
+  int needed = 1;
+  while (sprt_llr(Penta{0, 0, 0, 0, needed}, sprt) < sprt.upper()) ++needed;
+  REQUIRE(needed <= 20);
+  auto line = [](int game, int pair, bool x_black, bool x_wins) {
+    const char* b = x_black ? "x" : "y";
+    const char* w = x_black ? "y" : "x";
+    return "{\"game\":" + std::to_string(game) + ",\"pair\":" + std::to_string(pair) + ",\"black\":\"" + b +
+           "\",\"white\":\"" + w + "\",\"result\":\"" + (x_black == x_wins ? "black" : "white") +
+           "\",\"opening\":\"startpos\",\"opening_plies\":0,\"plies\":10,\"reason\":\"resign\","
+           "\"time_ms\":{\"black\":1,\"white\":1},\"nodes\":{\"black\":0,\"white\":0},\"csa\":\"c.csa\"}\n";
+  };
+  // The first run: 20 pairs that x wins, written two pairs interleaved (pair 1's first game, pair
+  // 2's first, pair 1's second, pair 2's second, ...): pairs end at lines 3, 4, 7, 8, 11, 12, ...
+  {
+    std::ofstream one(dir.file("one.jsonl"));
+    for (int p = 1; p <= 20; p += 2)
+      one << line(2 * p - 1, p, true, true) << line(2 * p + 1, p + 1, true, true) << line(2 * p, p, false, true)
+          << line(2 * p + 2, p + 1, false, true);
+    // The second run: 60 pairs that x loses, which bring the LLR back down.
+    std::ofstream two(dir.file("two.jsonl"));
+    for (int p = 1; p <= 60; ++p) two << line(2 * p - 1, p, true, false) << line(2 * p, p, false, false);
+  }
+  const int64_t decided_at = 4 * ((needed - 1) / 2) + 3 + (needed - 1) % 2;  // the line where pair `needed` ends
+  GameFilesSummary s = summarize_game_files({dir.file("one.jsonl"), dir.file("two.jsonl")}, sprt);
+  CHECK(s.result.games == 160);
+  REQUIRE(s.result.pairings.size() == 1);
+  CHECK(s.result.pairings[0].penta == Penta{60, 0, 0, 0, 20});
+  CHECK(s.result.sprt == SprtResult::H1);
+  CHECK(s.sprt_decided_games == decided_at);
+  CHECK(s.result.llr == Approx(sprt_llr(Penta{0, 0, 0, 0, needed}, sprt)));
+  CHECK(summary_json(s.config, s.result)["sprt"]["result"] == "H1");
+  // The runs the other way round: the losses first decide H0 before any win.
+  GameFilesSummary r = summarize_game_files({dir.file("two.jsonl"), dir.file("one.jsonl")}, sprt);
+  CHECK(r.result.sprt == SprtResult::H0);
+  CHECK(r.sprt_decided_games > 0);
+  CHECK(r.sprt_decided_games <= 120);
+  CHECK(r.sprt_decided_games % 2 == 0);  // written pair by pair: a pair ends at an even line
+  // Without a bound crossed: the LLR of all the games, no decision.
+  GameFilesSummary u =
+      summarize_game_files({dir.file("one.jsonl")}, SprtParams{.elo0 = 0, .elo1 = 1, .alpha = 0.01, .beta = 0.01});
+  CHECK(u.result.sprt == SprtResult::NONE);
+  CHECK(u.sprt_decided_games == 0);
+  CHECK(u.result.llr ==
+        Approx(sprt_llr(Penta{0, 0, 0, 0, 20}, SprtParams{.elo0 = 0, .elo1 = 1, .alpha = 0.01, .beta = 0.01})));
+  // Three engines: no SPRT.
+  std::ofstream(dir.file("three.jsonl"))
+      << line(1, 1, true, true)
+      << "{\"game\":2,\"pair\":1,\"black\":\"z\",\"white\":\"x\",\"result\":\"draw\",\"opening\":\"startpos\","
+         "\"opening_plies\":0,\"plies\":10,\"reason\":\"resign\",\"time_ms\":{\"black\":1,\"white\":1},\"nodes\":{"
+         "\"black\":0,\"white\":0},\"csa\":\"c.csa\"}\n";
+  CHECK_THROWS_WITH(summarize_game_files({dir.file("three.jsonl")}, sprt), Catch::Contains("exactly two engines"));
+}
+
 // ---- the command -----------------------------------------------------------------------------
 
 TEST_CASE("match command: exit codes and summary.json", "[match]") {
