@@ -2,6 +2,7 @@
 #include "match/engine_process.h"
 
 #include <fcntl.h>
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -126,8 +127,8 @@ void TrafficLog::write(const std::string& engine, char direction, const std::str
   out_ << stamp << engine << ' ' << direction << ' ' << line << '\n' << std::flush;
 }
 
-EngineProcess::EngineProcess(EngineSpec spec, TrafficLog* log, std::string label)
-    : spec_(std::move(spec)), log_(log), label_(label.empty() ? spec_.name : std::move(label)) {
+EngineProcess::EngineProcess(EngineSpec spec, TrafficLog* log, std::string label, const std::atomic<bool>* interrupt)
+    : spec_(std::move(spec)), log_(log), label_(label.empty() ? spec_.name : std::move(label)), interrupt_(interrupt) {
   // A write to an engine that has just died must fail, not end the runner with SIGPIPE.
   std::signal(SIGPIPE, SIG_IGN);
 }
@@ -259,7 +260,14 @@ bool EngineProcess::send(const std::string& line) {
 
 std::optional<EngineLine> EngineProcess::read_line(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  cv_.wait_until(lock, deadline, [&] { return !lines_.empty() || eof_; });
+  auto ready = [&] { return !lines_.empty() || eof_; };
+  if (!interrupt_) {
+    cv_.wait_until(lock, deadline, ready);
+  } else {
+    // The interrupt is a flag a signal handler sets, not a condition to notify: look at it every 50 ms.
+    while (!ready() && !*interrupt_ && Clock::now() < deadline)
+      cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(50)), ready);
+  }
   if (lines_.empty()) return std::nullopt;
   EngineLine l = std::move(lines_.front());
   lines_.pop_front();

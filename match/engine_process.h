@@ -4,6 +4,7 @@
 // processes would otherwise keep the pipe open), so that a crashed or stalled engine can be
 // replaced by a fresh one while the match goes on.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -68,8 +69,11 @@ class TrafficLog {
 
 class EngineProcess {
  public:
-  // `log` (optional) gets every line; `label` names this process in it.
-  explicit EngineProcess(EngineSpec spec, TrafficLog* log = nullptr, std::string label = "");
+  // `log` (optional) gets every line; `label` names this process in it. `interrupt` (optional): once
+  // it is set, every wait for the engine's answer ends at once as a time-out would (the runner was
+  // told to stop; engines starting up on busy cores can take a minute to answer).
+  explicit EngineProcess(EngineSpec spec, TrafficLog* log = nullptr, std::string label = "",
+                         const std::atomic<bool>* interrupt = nullptr);
   ~EngineProcess();  // sends quit, and kills the process group if it does not end at once
   EngineProcess(const EngineProcess&) = delete;
   EngineProcess& operator=(const EngineProcess&) = delete;
@@ -83,8 +87,8 @@ class EngineProcess {
   bool sync(std::chrono::milliseconds timeout);
   // Writes one line; false when the engine is gone.
   bool send(const std::string& line);
-  // The next line, waiting until `deadline`; nullopt on time-out or when the engine has ended
-  // and every line it printed was read (then ended() is true).
+  // The next line, waiting until `deadline`; nullopt on time-out, on the interrupt, or when the
+  // engine has ended and every line it printed was read (then ended() is true).
   std::optional<EngineLine> read_line(Clock::time_point deadline);
   bool ended();
   // Kills the engine and its process group at once.
@@ -99,6 +103,7 @@ class EngineProcess {
   EngineSpec spec_;
   TrafficLog* log_;
   std::string label_;
+  const std::atomic<bool>* interrupt_;
   std::shared_ptr<Child> child_;
   std::thread reader_;
   std::mutex mutex_;

@@ -145,6 +145,10 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
       if (auto n = parse_info_nodes(line->text)) nodes = n;
     }
     if (!answer) {
+      if (settings.interrupt && *settings.interrupt) {  // the wait ended on the interrupt, not the clock
+        v = {true, std::nullopt, GameEnd::ABORT, "interrupted"};
+        break;
+      }
       if (e.ended()) {
         g.failed[us] = true;
         v = Verdict::loss(us, us == BLACK ? GameEnd::BLACK_ILLEGAL_ACTION : GameEnd::WHITE_ILLEGAL_ACTION, "crash");

@@ -163,19 +163,22 @@ void play_games(const TournamentConfig& config, Schedule& schedule, int thread, 
   const auto timeout = std::chrono::milliseconds(config.game.timeout_ms);
   // The engine of index i, in sync and ready for a game; nullptr when three starts in a row
   // failed (then the tournament stops: the engine is broken, not unlucky).
+  // nullptr too when the runner is told to stop meanwhile (an interrupted start is no failure).
   auto ready = [&](int i) -> EngineProcess* {
     auto& e = engines[i];
     if (e && e->sync(timeout)) return e.get();
     std::string error;
     for (int attempt = 0; attempt < 3; ++attempt) {
+      if (stop_requested) return nullptr;
       EngineSpec spec = spec_for_slot(config.engines[i], thread);
       if (!cpus.empty()) spec.cpus = cpus;
       e = std::make_unique<EngineProcess>(std::move(spec), schedule.traffic_log(),
-                                          config.engines[i].name + "#" + std::to_string(thread));
+                                          config.engines[i].name + "#" + std::to_string(thread), &stop_requested);
       auto err = e->start(timeout);
       if (!err) return e.get();
       error = *err;
     }
+    if (stop_requested) return nullptr;
     schedule.fail(error + " (three starts)");
     return nullptr;
   };

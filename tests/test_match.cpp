@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -840,10 +841,29 @@ TEST_CASE("match command: --concurrency above the games, Ctrl-C, and a killed ru
   const std::string log = dir.file("traffic.log");
   const std::string cmd = "sh -c '" + bin + " match" + slow + weak +
                           " --games 2 --tc byoyomi=60000 --timeout 60000 --log " + log +
-                          " >/dev/null 2>&1 & pid=$!; i=0; while ! grep -q \"> go\" " + log +
+                          " >/dev/null 2>&1 & pid=$!; i=0; while ! grep -q \"< go\" " + log +
                           " 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; kill -INT $pid; wait $pid'";
+  auto started = std::chrono::steady_clock::now();
   const int status = std::system(cmd.c_str());
   CHECK(WEXITSTATUS(status) == 130);
+  // The wait for the move ended on the interrupt, not at the move's 60 s deadline.
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+  // The same while an engine starts up: one that takes 100 s to answer isready (engines starting on
+  // busy cores can take a minute) does not hold the runner for its start-up time-out of 60 s.
+  const std::string starting = dir.file("starting.sh");
+  std::ofstream(starting) << "#!/usr/bin/env bash\nwhile IFS= read -r line; do case \"$line\" in\n"
+                          << "  usi) echo 'id name starting'; echo usiok ;;\n  isready) sleep 100; echo readyok ;;\n"
+                          << "  quit) exit 0 ;;\nesac; done\n";
+  REQUIRE(run("chmod +x " + starting) == 0);
+  const std::string start_log = dir.file("start.log");
+  const std::string start_cmd =
+      "sh -c '" + bin + " match --engine \"cmd=" + starting + " name=starting\"" + weak +
+      " --games 2 --tc byoyomi=1000 --timeout 60000 --log " + start_log +
+      " >/dev/null 2>&1 & pid=$!; i=0; while ! grep -q \"< isready\" " + start_log +
+      " 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; kill -INT $pid; wait $pid'";
+  started = std::chrono::steady_clock::now();
+  CHECK(WEXITSTATUS(std::system(start_cmd.c_str())) == 130);
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
   // A killed run's games.jsonl ends in a cut line: --summarize leaves it out and says so.
   std::string text = slurp(dir.file("c/games.jsonl"));
   REQUIRE(!text.empty());
