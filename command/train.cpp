@@ -7,6 +7,7 @@
 #include "command/options.h"
 #include "common/args.h"
 #include "training/trainer.h"
+#include "training/tuner_file.h"
 
 namespace jiriki {
 
@@ -94,7 +95,10 @@ int cmd_train(int argc, char** argv) {
       .bind("tune-min", c.tune_min, "--batch auto: smallest candidate per-replica batch")
       .bind("tune-max", c.tune_max, "--batch auto: largest candidate per-replica batch (powers of two from --tune-min)")
       .bind("tune-every", c.tune_every, "--batch auto: steps between decisions")
-      .bind("tune-reps", c.tune_reps, "--batch auto: timed steps per candidate batch")
+      .bind("tune-reps", c.tune_reps,
+            "--batch auto: timed steps per candidate batch (the fitted step times are kept in "
+            "~/.cache/jiriki/batch-tuner.txt, or $JIRIKI_TUNER_CACHE, for later runs of the same setting; "
+            "JIRIKI_TUNER_CACHE=off times every run)")
       .bind("noise-every", c.noise_every,
             "steps between gradient-noise-scale samples (several replicas: each replica's gradient against the "
             "average; one replica with --batch auto: the first half of a batch against the whole)")
@@ -125,6 +129,7 @@ int cmd_train(int argc, char** argv) {
   c.backend = backend.kind;
   if (args.has("gpus")) c.gpus = device.gpus;
   c.cuda = nn::CudaSettings::from_environment();
+  c.tuner_file = training::tuner_file_path();
 
   std::cerr << backend.line() << "\n";
   c.stop = &g_stop;

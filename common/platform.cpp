@@ -5,7 +5,9 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
+#include <utility>
 
 #ifdef _WIN32
 #include <fcntl.h>
@@ -199,6 +201,14 @@ int64_t ReadOnlyFile::read_at(int64_t offset, void* buf, size_t n) const {
 }
 
 #endif
+
+std::string user_cache_file(const char* variable, const std::string& name) {
+  if (const char* e = std::getenv(variable); e && *e) return std::string(e) == "off" ? "" : e;
+  for (const auto& [root, below] : {std::pair{"XDG_CACHE_HOME", "/jiriki/"}, std::pair{"HOME", "/.cache/jiriki/"},
+                                    std::pair{"LOCALAPPDATA", "\\jiriki\\"}})
+    if (const char* r = std::getenv(root); r && *r) return r + std::string(below) + name;
+  return "";
+}
 
 std::optional<int> affinity_cpu_count() {
   const size_t n = affinity_cpus().size();

@@ -17,6 +17,11 @@ int process_id();
 // This executable's path (to find files beside it, as engine_options.txt); empty when unknown.
 std::filesystem::path executable_path();
 
+// Where jiriki keeps what it measured on this machine for later runs (cuDNN's choices, the batch
+// tuner's step times): the environment variable `variable` when set ("off": nowhere, ""), else
+// $XDG_CACHE_HOME/jiriki/NAME, ~/.cache/jiriki/NAME, or on Windows %LOCALAPPDATA%\jiriki\NAME.
+std::string user_cache_file(const char* variable, const std::string& name);
+
 // The number of CPUs in this process's affinity mask (taskset, start /affinity); nullopt when unknown.
 std::optional<int> affinity_cpu_count();
 

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "common/platform.h"
 #include "nn/cpu_kernels.h"
 #include "nn/features.h"
 #include "shogi/movegen.h"
@@ -61,11 +62,7 @@ CudaSettings CudaSettings::from_environment() {
   if (const char* e = std::getenv("JIRIKI_CUDA_SPIN")) s.spin = *e != '0';
   s.verbose = std::getenv("JIRIKI_CUDA_VERBOSE") != nullptr;
   if (const char* e = std::getenv("JIRIKI_CUDA_PROFILE")) s.profile = *e == '1';
-  if (const char* e = std::getenv("JIRIKI_CUDNN_CACHE"); e && *e) s.choice_file = std::string(e) == "off" ? "" : e;
-  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-    s.choice_file = std::string(x) + "/jiriki/cudnn-choices.txt";
-  else if (const char* h = std::getenv("HOME"); h && *h)
-    s.choice_file = std::string(h) + "/.cache/jiriki/cudnn-choices.txt";
+  s.choice_file = user_cache_file("JIRIKI_CUDNN_CACHE", "cudnn-choices.txt");
   return s;
 }
 

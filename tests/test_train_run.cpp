@@ -28,6 +28,7 @@
 #include "training/network.h"
 #include "training/teacher.h"
 #include "training/trainer.h"
+#include "training/tuner_file.h"
 
 using namespace jiriki;
 using namespace jiriki::training;
@@ -621,6 +622,83 @@ TEST_CASE("training: --batch auto resumes with the interrupted run's tuner, ramp
   if (parts.batch == whole.batch)
     CHECK(same_weights(nn::load_model(dir.file("whole.bin")), nn::load_model(dir.file("parts.bin"))));
   else WARN("the two runs' timings picked different batches: weights not compared");
+}
+
+TEST_CASE("training: --batch auto keeps its measured step times for the next run of the setting", "[train][run]") {
+  TempDir dir("tuner_file");
+  REQUIRE(!write_hcpe_file(dir.file("train.hcpe"), random_game_records(3, 20, 15)));
+  TrainConfig c = tiny_config(dir.file("train.hcpe"), dir.file("a.bin"));
+  c.batch = 8;
+  c.batch_auto = true;
+  c.tune_min = 8;
+  c.tune_max = 32;
+  c.tune_reps = 2;
+  c.steps = 4;
+  c.tuner_file = dir.file("cache/batch-tuner.txt");  // a directory the first run makes
+  // A log's timed batches and its model's figures.
+  struct Run {
+    std::vector<int> timed;
+    std::vector<double> model;
+    bool kept = false;
+  };
+  auto run = [&](const std::string& name) {
+    c.model_out = dir.file(name + ".bin");
+    c.log = dir.file(name + ".jsonl");
+    train(c);
+    Run r;
+    std::ifstream in(c.log);
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["type"] == "tuner_cost") r.timed.push_back(j["batch"].get<int>());
+      if (j["type"] == "tuner_model") {
+        r.model = {j["alpha_c_ms"], j["beta_c_ms"], j["t_n_ms"], j["gamma"]};
+        r.kept = j["kept"].get<bool>();
+      }
+    }
+    return r;
+  };
+  const Run first = run("first");
+  CHECK(first.timed == std::vector<int>{8, 32});
+  CHECK(!first.kept);
+  REQUIRE(first.model.size() == 4);
+  // The next run of the setting times nothing and decides with the first run's model.
+  const Run second = run("second");
+  CHECK(second.timed.empty());
+  CHECK(second.kept);
+  REQUIRE(second.model.size() == 4);
+  for (int i = 0; i < 4; ++i) CHECK(second.model[i] == Approx(first.model[i]).epsilon(1e-6));
+  // Another setting (another network shape) is timed afresh, beside the first.
+  c.arch.channels *= 2;
+  const Run wider = run("wider");
+  CHECK(wider.timed == std::vector<int>{8, 32});
+  CHECK(!wider.kept);
+  c.arch.channels /= 2;
+
+  // The file itself: one line a setting, the later line of a key wins, damaged lines are skipped.
+  std::ifstream in(c.tuner_file);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) ++lines;
+  CHECK(lines == 2);
+  const std::string file = dir.file("models.txt");
+  const StepTimeModel one{0.001, 2e-5, 0.0003, 1.5}, two{0.002, 3e-5, 0.0004, 2.5};
+  CHECK(!read_step_time_model(file, "k"));  // no file
+  REQUIRE(keep_step_time_model(file, "k", one));
+  REQUIRE(keep_step_time_model(file, "other", two));
+  CHECK(read_step_time_model(file, "k")->gamma == 1.5);
+  REQUIRE(keep_step_time_model(file, "k", two));
+  CHECK(read_step_time_model(file, "k")->alpha_c == 0.002);
+  {
+    std::ofstream damaged(file, std::ios::app);
+    damaged << "jiriki-tuner-1\tk\t0.5\t1e-5\n"                  // fields missing
+            << "jiriki-tuner-1\tk\t-1\t1e-5\t0.0003\t1.5\n"      // a negative time
+            << "jiriki-tuner-1\tk\t0.001\t1e-5\t0.0003\t40\n"    // gamma out of its range
+            << "jiriki-tuner-0\tk\t0.007\t1e-5\t0.0003\t1.5\n";  // another format
+  }
+  CHECK(read_step_time_model(file, "k")->alpha_c == 0.002);
+  CHECK(!read_step_time_model(file, "k2"));
+  CHECK(!keep_step_time_model(file, "a\tkey", one));  // a key must stay one field
+  CHECK(!read_step_time_model("", "k"));
+  CHECK(!keep_step_time_model("", "k", one));
 }
 
 TEST_CASE("train command: options, errors and a short run", "[train][command]") {

@@ -87,6 +87,7 @@ class CpuDevice final : public Device {
     const std::vector<float> w = flatten(model_, true);
     return fnv1a64_words(reinterpret_cast<const uint32_t*>(w.data()), w.size());
   }
+  std::string hardware() const override { return name(); }
   std::string name() const override {
     return "cpu, " + std::to_string(pool_.size()) + " compute threads" +
            (comm_.size() > 1 ? ", " + std::to_string(comm_.size()) + " replicas, host all-reduce" : "");

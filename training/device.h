@@ -67,6 +67,9 @@ class Device {
   // Memory for the loaders' batches (null: the heap).
   virtual HostAllocator* allocator() { return nullptr; }
   virtual std::string name() const = 0;
+  // What the steps run on and how replicas aggregate, without timings: the same from run to run
+  // (the key of the tuner's step-time file, training/tuner_file.h).
+  virtual std::string hardware() const = 0;
 };
 
 // What a replica is and where it runs.

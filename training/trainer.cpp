@@ -26,6 +26,7 @@
 #include "training/device.h"
 #include "training/loader.h"
 #include "training/teacher.h"
+#include "training/tuner_file.h"
 
 namespace jiriki::training {
 
@@ -489,54 +490,75 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
          .pending_global = t["pending"]["global"],
          .pending_steps = t["pending"]["steps"]});
   } else if (c.batch_auto) {
-    device->sync_host();
-    const nn::Model saved_model = model;
-    const Optimizer saved_optimizer = optimizer;
-    std::vector<StepSample> samples;
-    for (int b : timed_batches(candidates, batch)) {
-      Device& d = device_for(b);
-      d.load_host();
-      Loader probe(data, {.batch_size = b,
-                          .seed = c.seed,
-                          .start = stream,
-                          .stride = uint64_t(b) * uint64_t(replicas),
-                          .offset = rank * uint64_t(b),
-                          .threads = 1,
-                          .allocator = d.allocator(),
-                          .timing_only = true});
-      const Batch* first = probe.acquire();
-      StepSample s = d.time_step(*first, c.tune_reps);
-      probe.release(first);
-      // A step lasts as long as its slowest replica.
-      s.step_seconds = comm.max(s.step_seconds);
-      s.compute_seconds = comm.max(s.compute_seconds);
-      s.comm_seconds = comm.max(s.comm_seconds);
-      samples.push_back(s);
-      log.write({{"type", "tuner_cost"},
-                 {"batch", b},
-                 {"seconds", seconds_since(replica_start) - evaluating},
-                 {"step_ms", 1e3 * s.step_seconds},
-                 {"compute_ms", 1e3 * s.compute_seconds},
-                 {"comm_ms", 1e3 * s.comm_seconds}});
-      if (!quiet)
-        std::fprintf(stderr, "tuner: per-replica batch %5d: step %.3f ms, compute %.3f ms, all-reduce alone %.3f ms\n",
-                     b, 1e3 * s.step_seconds, 1e3 * s.compute_seconds, 1e3 * s.comm_seconds);
+    // A model kept by an earlier run of this setting (training/tuner_file.h), as the lead read it.
+    const std::vector<int> timed = timed_batches(candidates, batch);
+    std::string key = device->hardware() + "; " + std::to_string(model.arch.blocks) + "x" +
+                      std::to_string(model.arch.channels) + " " + nn::activation_name(model.arch.activation) +
+                      ", features " + std::to_string(int(model.arch.feature_set)) + ", " +
+                      optimizer_name(c.optimizer.kind) + ", timed";
+    for (int b : timed) key += " " + std::to_string(b);
+    key += " x" + std::to_string(c.tune_reps);
+    double kept[5] = {0, 0, 0, 0, 0};  // found, alpha_c, beta_c, t_n, gamma
+    if (lead)
+      if (const auto m = read_step_time_model(c.tuner_file, key))
+        kept[0] = 1, kept[1] = m->alpha_c, kept[2] = m->beta_c, kept[3] = m->t_n, kept[4] = m->gamma;
+    comm.broadcast(kept, sizeof kept, 0);
+    if (kept[0] == 1) {
+      tuner.set_cost({kept[1], kept[2], kept[3], kept[4]});
+    } else {
+      device->sync_host();
+      const nn::Model saved_model = model;
+      const Optimizer saved_optimizer = optimizer;
+      std::vector<StepSample> samples;
+      for (int b : timed) {
+        Device& d = device_for(b);
+        d.load_host();
+        Loader probe(data, {.batch_size = b,
+                            .seed = c.seed,
+                            .start = stream,
+                            .stride = uint64_t(b) * uint64_t(replicas),
+                            .offset = rank * uint64_t(b),
+                            .threads = 1,
+                            .allocator = d.allocator(),
+                            .timing_only = true});
+        const Batch* first = probe.acquire();
+        StepSample s = d.time_step(*first, c.tune_reps);
+        probe.release(first);
+        // A step lasts as long as its slowest replica.
+        s.step_seconds = comm.max(s.step_seconds);
+        s.compute_seconds = comm.max(s.compute_seconds);
+        s.comm_seconds = comm.max(s.comm_seconds);
+        samples.push_back(s);
+        log.write({{"type", "tuner_cost"},
+                   {"batch", b},
+                   {"seconds", seconds_since(replica_start) - evaluating},
+                   {"step_ms", 1e3 * s.step_seconds},
+                   {"compute_ms", 1e3 * s.compute_seconds},
+                   {"comm_ms", 1e3 * s.comm_seconds}});
+        if (!quiet)
+          std::fprintf(stderr,
+                       "tuner: per-replica batch %5d: step %.3f ms, compute %.3f ms, all-reduce alone %.3f ms\n", b,
+                       1e3 * s.step_seconds, 1e3 * s.compute_seconds, 1e3 * s.comm_seconds);
+      }
+      model = saved_model;
+      optimizer = saved_optimizer;
+      device = &device_for(batch);
+      device->load_host();
+      tuner.set_cost(fit_step_time(samples));
+      if (lead) keep_step_time_model(c.tuner_file, key, tuner.cost());
     }
-    model = saved_model;
-    optimizer = saved_optimizer;
-    device = &device_for(batch);
-    device->load_host();
-    tuner.set_cost(fit_step_time(samples));
     const StepTimeModel& cost = tuner.cost();
     log.write({{"type", "tuner_model"},
                {"seconds", seconds_since(replica_start) - evaluating},
                {"alpha_c_ms", 1e3 * cost.alpha_c},
                {"beta_c_ms", 1e3 * cost.beta_c},
                {"t_n_ms", 1e3 * cost.t_n},
-               {"gamma", cost.gamma}});
+               {"gamma", cost.gamma},
+               {"kept", kept[0] == 1}});
     if (!quiet)
-      std::fprintf(stderr, "tuner: step time model T_c = %.4f + %.6f b ms, T_n = %.4f ms, gamma %.2f\n",
-                   1e3 * cost.alpha_c, 1e3 * cost.beta_c, 1e3 * cost.t_n, cost.gamma);
+      std::fprintf(stderr, "tuner: step time model T_c = %.4f + %.6f b ms, T_n = %.4f ms, gamma %.2f%s\n",
+                   1e3 * cost.alpha_c, 1e3 * cost.beta_c, 1e3 * cost.t_n, cost.gamma,
+                   kept[0] == 1 ? (" (measured by an earlier run, kept in " + c.tuner_file + ")").c_str() : "");
   }
 
   if (!quiet)

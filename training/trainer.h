@@ -79,6 +79,7 @@ struct TrainConfig {
   bool noise_halves = false;          // several replicas: also the noise scale from batch halves, logged beside
   int64_t lr_ramp_steps = 50;         // steps over which the learning rate moves to a new batch's
   int tune_reps = 10;                 // timed steps per candidate batch
+  std::string tuner_file;             // step-time models kept from run to run (training/tuner_file.h; "": none)
   int threads = 0;                    // compute threads (0: every hardware thread)
   int loader_threads = 0;  // data loader threads per replica (0: up to 4 on a GPU, whose host cores idle; 1 on the CPU)
   std::string log;         // JSON-lines log file ("" : none); appended to

@@ -54,15 +54,16 @@ class GpuDevice final : public Device {
   }
   uint64_t weights_checksum() override { return gpu_.weights_checksum(); }
   HostAllocator* allocator() override { return gpu_.host_allocator(); }
-  std::string name() const override {
-    std::string s = gpu_.description();
-    if (comm_.size() > 1 || host_)
-      s += ", " + std::to_string(comm_.size()) + (comm_.size() > 1 ? " replicas, " : " replica, ") +
-           (host_ ? "host all-reduce, " : "NCCL all-reduce, ") + gpu_.bucket_summary();
-    return s;
-  }
+  std::string name() const override { return gpu_.description() + aggregation(); }
+  std::string hardware() const override { return "cuda (" + gpu_.device_name() + ", bf16)" + aggregation(); }
 
  private:
+  std::string aggregation() const {
+    if (comm_.size() == 1 && !host_) return "";
+    return ", " + std::to_string(comm_.size()) + (comm_.size() > 1 ? " replicas, " : " replica, ") +
+           (host_ ? "host all-reduce, " : "NCCL all-reduce, ") + gpu_.bucket_summary();
+  }
+
   const DeviceSettings c_;
   nn::Model& model_;
   Optimizer& optimizer_;

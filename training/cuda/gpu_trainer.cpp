@@ -503,5 +503,6 @@ uint64_t GpuTrainer::weights_checksum() {
 }
 
 std::string GpuTrainer::description() const { return impl_->description(); }
+std::string GpuTrainer::device_name() const { return impl_->device_name; }
 
 }  // namespace jiriki::training::cuda

@@ -140,6 +140,8 @@ class GpuTrainer {
 
   // The device and the algorithms chosen, for logs.
   std::string description() const;
+  // The GPU alone ("NVIDIA H200, device 0, cuDNN 9.19.0"): the same from run to run.
+  std::string device_name() const;
 
   struct Impl;
 
