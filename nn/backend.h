@@ -155,6 +155,14 @@ std::vector<uint8_t> self_play_positions(Evaluator& net, int games, int plies, u
 std::vector<float> calibration_once(const std::string& kind, const FoldedModel& m,
                                     const std::function<std::vector<float>()>& compute);
 
+// In int8 an activation past the largest its convolution wrote on the calibration positions
+// saturates at 255. A handful do on an ordinary position (0 to 5 on each of the int8 test's
+// positions, three networks of 6x64 and 10x128); a position far from those the network was calibrated on
+// saturates thousands (gpu-v8 on 2 of 762: 2,129 and 2,317, its activations five times the
+// calibrated maxima in the middle blocks, its win probability 0.12 and 0.17 off). The CPU backends count
+// each position's saturated activations and evaluate one with more than this many again in fp32.
+constexpr int SATURATION_LIMIT = 64;
+
 // The CPU backends' int8 calibration, once per network and backend: an fp32 evaluator of the
 // backend's class plays 8 games of at most 160 plies against itself, and its
 // activation_maxima(packed, count) gives the largest value of each u8 layer over those positions.

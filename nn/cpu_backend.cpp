@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -46,6 +47,7 @@
 
 #include "common/cpus.h"
 #include "nn/backend.h"
+#include "nn/cpu_kernels.h"
 #include "nn/features.h"
 #include "nn/layers.h"
 
@@ -107,6 +109,14 @@ class CpuEvaluator : public Evaluator {
       const std::vector<float> maxima = calibrated_maxima<CpuEvaluator>("onednn", m_, threads_);
       for (size_t i = 0; i < scale.size(); ++i) scale[i] = u8_scale(maxima[i]);
     }
+    if (arith_ == Arith::INT8) {
+      BackendOptions f = o;
+      f.precision = Precision::FP32;
+      f.max_batch = 1;
+      f.threads = 1;
+      fp32_ = std::make_unique<CpuEvaluator>(m, f);
+      saturated_.assign(size_t(max_batch_), 0);
+    }
     const float trunk_out = scale[2 * blocks], value_planes = scale.back();
     stem_ = conv_weights(m_.stem, 1.0f, scale[0]);
     for (int b = 0; b < m_.arch.blocks; ++b) {
@@ -131,9 +141,11 @@ class CpuEvaluator : public Evaluator {
 
   void evaluate(const float* features, int n, float* policy_logits, float* value) override {
     Plan& p = bound_plan(features, n, policy_logits);
-    for (auto& [prim, args] : p.steps) prim.execute(stream_, args);
-    stream_.wait();
+    run_steps(p, 0, n);
     finish_heads(n, policy_logits, value);
+    for (int b = 0; b < n && fp32_; ++b)
+      if (saturated_[b] > SATURATION_LIMIT)
+        fp32_->evaluate(features + int64_t(b) * INPUT_SIZE, 1, policy_logits + int64_t(b) * POLICY_SIZE, value + b);
   }
 
   // In int8, where the stem reads u8 NHWC, the bits go straight there (only the set ones written),
@@ -156,9 +168,12 @@ class CpuEvaluator : public Evaluator {
         }
       }
     }
-    for (size_t i = 1; i < p.steps.size(); ++i) p.steps[i].first.execute(stream_, p.steps[i].second);
-    stream_.wait();
+    run_steps(p, 1, n);
     finish_heads(n, policy_logits, value);
+    for (int b = 0; b < n && fp32_; ++b)
+      if (saturated_[b] > SATURATION_LIMIT)
+        fp32_->evaluate_packed(packed + int64_t(b) * PACKED_INPUT_BYTES, 1, policy_logits + int64_t(b) * POLICY_SIZE,
+                               value + b);
   }
 
   // fp32 only: the largest value each convolution with a u8 output in int8 writes (the stem, each
@@ -189,6 +204,29 @@ class CpuEvaluator : public Evaluator {
   }
 
  private:
+  // Runs the plan's steps from `first`; in int8 also counts, for each of the n positions, its
+  // activations at 255 in the u8 outputs (saturated_).
+  void run_steps(Plan& p, size_t first, int n) {
+    if (arith_ != Arith::INT8) {
+      for (size_t i = first; i < p.steps.size(); ++i) p.steps[i].first.execute(stream_, p.steps[i].second);
+      stream_.wait();
+      return;
+    }
+    std::fill_n(saturated_.begin(), n, 0);
+    for (size_t i = first, next = 0; i < p.steps.size(); ++i) {
+      p.steps[i].first.execute(stream_, p.steps[i].second);
+      while (next < p.u8_steps.size() && p.u8_steps[next] < i) ++next;
+      if (next == p.u8_steps.size() || p.u8_steps[next] != i) continue;
+      stream_.wait();
+      // Whatever the layout oneDNN chose, a position's activations are one contiguous block.
+      const memory& dst = p.steps[i].second.at(DNNL_ARG_DST);
+      const size_t per_position = dst.get_desc().get_size() / size_t(n);
+      const uint8_t* a = static_cast<const uint8_t*>(dst.get_data_handle());
+      for (int b = 0; b < n; ++b) saturated_[b] += kernels::count_saturated(a + b * per_position, per_position);
+    }
+    stream_.wait();
+  }
+
   // The plan of batch size n with this call's input, policy output and scratchpad bound.
   Plan& bound_plan(const float* features, int n, float* policy_logits) {
     check_batch_size(n, max_batch_);
@@ -416,7 +454,9 @@ class CpuEvaluator : public Evaluator {
   DataType act_type_ = F32;  // the trunk's activations
   LayerWeights stem_, policy_, value_, fc1_;
   std::vector<LayerWeights> conv1_, conv2_;
-  std::vector<float> skip_scale_;  // per block: the output's scale over the input's (1 but in int8)
+  std::vector<float> skip_scale_;       // per block: the output's scale over the input's (1 but in int8)
+  std::unique_ptr<CpuEvaluator> fp32_;  // int8: the positions that saturate, again in fp32
+  std::vector<int> saturated_;          // int8: per position of a batch, its activations at 255
   std::vector<float> input_, h_, t_, policy_buf_, value_buf_, value_flat_, hidden_;
   std::vector<uint8_t> scratch_;
   std::map<int, Plan> plans_;

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -300,6 +301,55 @@ const Int8Kernels* int8_kernels(Isa cap) {
   (void)cap;
 #endif
   return nullptr;
+}
+
+namespace {
+// Eight bytes at a time: a byte of ~w is zero exactly where w's is 255, and (y & 0x7f..) + 0x7f..
+// sets each byte's top bit unless that byte is zero.
+int count_saturated_words(const uint8_t* a, size_t bytes) {
+  constexpr uint64_t LOW7 = 0x7f7f7f7f7f7f7f7full;
+  int count = 0;
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, a + i, 8);
+    const uint64_t y = ~w;
+    count += std::popcount(~(((y & LOW7) + LOW7) | y | LOW7));
+  }
+  for (; i < bytes; ++i) count += a[i] == 255;
+  return count;
+}
+#if JIRIKI_KERNELS_X86
+__attribute__((target("avx512f,avx512bw"))) int count_saturated_avx512(const uint8_t* a, size_t bytes) {
+  const __m512i full = _mm512_set1_epi8(char(0xff));
+  int count = 0;
+  size_t i = 0;
+  for (; i + 64 <= bytes; i += 64)
+    count += std::popcount(uint64_t(_mm512_cmpeq_epi8_mask(_mm512_loadu_si512(a + i), full)));
+  return count + count_saturated_words(a + i, bytes - i);
+}
+__attribute__((target("avx2"))) int count_saturated_avx2(const uint8_t* a, size_t bytes) {
+  const __m256i full = _mm256_set1_epi8(char(0xff));
+  int count = 0;
+  size_t i = 0;
+  for (; i + 32 <= bytes; i += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+    count += std::popcount(uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, full))));
+  }
+  return count + count_saturated_words(a + i, bytes - i);
+}
+#endif
+}  // namespace
+
+int count_saturated(const uint8_t* a, size_t bytes) {
+#if JIRIKI_KERNELS_X86
+  static const auto best = cpu_supports(Isa::AVX512) && __builtin_cpu_supports("avx512bw") ? count_saturated_avx512
+                           : cpu_supports(Isa::AVX2)                                       ? count_saturated_avx2
+                                                                                           : count_saturated_words;
+  return best(a, bytes);
+#else
+  return count_saturated_words(a, bytes);
+#endif
 }
 
 int64_t KernelSet::conv_items(int n, int cout) const { return int64_t(n) * 9 * ((cout + block - 1) / block); }

@@ -16,7 +16,9 @@
 // channel, summed in s32 (the onednn backend's scheme: nn/cpu_backend.cpp); the input planes (0 or 1)
 // are u8 at scale 1, the heads' 1x1 convolution reads the last u8 activations and writes fp32, and
 // the value head's hidden layer runs in fp32. The scales come from the largest value each
-// convolution writes in fp32 on positions the network plays itself (once per network and process).
+// convolution writes in fp32 on positions the network plays itself (once per network and process),
+// and a position whose activations saturate by the thousand is evaluated again in fp32
+// (nn/backend.h: SATURATION_LIMIT).
 //
 // Threads: a batch of at least four positions a thread (or one that divides evenly) is split among
 // them, each running the whole network on its positions with no synchronisation between layers; a
@@ -121,6 +123,14 @@ class SimdEvaluator : public Evaluator {
     if (int8_) {
       const std::vector<float> maxima = calibrated_maxima<SimdEvaluator>("simd", m, pool_.size());
       for (size_t i = 0; i < scale.size(); ++i) scale[i] = maxima[i] > 0 ? 255.0f / maxima[i] : 1.0f;
+    }
+    if (int8_) {
+      BackendOptions f = o;
+      f.precision = Precision::FP32;
+      f.max_batch = 1;
+      f.threads = 1;
+      fp32_ = std::make_unique<SimdEvaluator>(m, f);
+      saturated_.assign(size_t(max_batch_), 0);
     }
     stem_ = pack(m.stem, INPUT_STRIDE, 1.0f, scale[0]);
     for (int b = 0; b < m.arch.blocks; ++b) {
@@ -292,12 +302,25 @@ class SimdEvaluator : public Evaluator {
   void run_batch(Input in, int n, float* policy_logits, float* value) {
     check_batch_size(n, max_batch_);
     const int threads = pool_.size();
+    if (int8_) std::fill_n(saturated_.begin(), n, 0);
     if (threads == 1 || n % threads == 0 || n >= 4 * threads) {
       pool_.parallel_for(n,
                          [&](int64_t b0, int64_t b1) { forward(in, int(b0), int(b1), policy_logits, value, false); });
     } else {
       forward(in, 0, n, policy_logits, value, true);
     }
+    for (int p = 0; p < n && int8_; ++p) {
+      if (saturated_[p] <= SATURATION_LIMIT) continue;
+      float* logits = policy_logits + int64_t(p) * POLICY_SIZE;
+      if (in.packed) fp32_->evaluate_packed(in.packed + int64_t(p) * PACKED_INPUT_BYTES, 1, logits, value + p);
+      else fp32_->evaluate(in.features + int64_t(p) * INPUT_SIZE, 1, logits, value + p);
+    }
+  }
+
+  // Adds to saturated_ each position's u8 activations at 255 in `out` (positions [b0, b0 + n), stride c).
+  void count_saturated(const uint8_t* out, int c, int b0, int n) {
+    const size_t per_position = size_t(PADDED_SQUARES) * c;
+    for (int p = 0; p < n; ++p) saturated_[b0 + p] += kernels::count_saturated(out + p * per_position, per_position);
   }
 
   // The network on positions [b0, b1).
@@ -344,9 +367,12 @@ class SimdEvaluator : public Evaluator {
       uint8_t* h8 = h8_.data() + first * c;
       uint8_t* t8 = t8_.data() + first * c;
       conv_int8(stem_, input8_.data() + first * INPUT_STRIDE, INPUT_STRIDE, c, nullptr, h8, nullptr, 1, act_, n, split);
+      count_saturated(h8, c, b0, n);
       for (size_t b = 0; b < conv1_.size(); ++b) {
         conv_int8(conv1_[b], h8, c, c, nullptr, t8, nullptr, 1, act_, n, split);
+        count_saturated(t8, c, b0, n);
         conv_int8(conv2_[b], t8, c, c, nullptr, h8, h8, skip_scale_[b], act_, n, split);
+        count_saturated(h8, c, b0, n);
       }
       float* heads = heads_out_.data() + first * HEAD_CHANNELS;
       conv_int8(heads_, h8, c, HEAD_CHANNELS, heads, nullptr, nullptr, 1, Act::NONE, n, split);
@@ -422,6 +448,8 @@ class SimdEvaluator : public Evaluator {
   Aligned<uint16_t> input16_, h16_, t16_;
   Aligned<uint8_t> input8_, h8_, t8_;
   std::vector<float>* maxima_ = nullptr;  // during activation_maxima
+  std::unique_ptr<SimdEvaluator> fp32_;   // int8: the positions that saturate (SATURATION_LIMIT), again in fp32
+  std::vector<int> saturated_;            // int8: per position of a batch, its activations at 255
   std::mutex maxima_mutex_;
 };
 

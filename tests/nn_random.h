@@ -160,4 +160,27 @@ inline void check_int8_against_fp32(Evaluator& fp32, Evaluator& int8) {
   }
 }
 
+// An int8 evaluator on a position far outside the positions it was calibrated on (every input plane
+// set, which no game reaches: its activations run far past the calibrated maxima) gives the fp32
+// evaluator's answer, having evaluated it again in fp32 (SATURATION_LIMIT); beside it in the same
+// batch an ordinary position keeps its int8 answer, close to fp32's but not equal.
+inline void check_int8_saturation_falls_back_to_fp32(Evaluator& fp32, Evaluator& int8) {
+  const std::vector<uint8_t> packed = self_play_positions(fp32, 2, 4, 5);
+  REQUIRE(packed.size() >= 2 * PACKED_INPUT_BYTES);
+  std::vector<float> planes(2 * size_t(INPUT_SIZE), 1.0f);
+  unpack_features(packed.data() + PACKED_INPUT_BYTES, 1, planes.data() + INPUT_SIZE);
+  std::vector<float> p32(2 * size_t(POLICY_SIZE)), p8(p32.size()), v32(2), v8(2);
+  fp32.evaluate(planes.data(), 2, p32.data(), v32.data());
+  int8.evaluate(planes.data(), 2, p8.data(), v8.data());
+  CHECK(v8[0] == Approx(v32[0]).margin(1e-5));
+  double worst = 0, ordinary = 0;
+  for (int i = 0; i < POLICY_SIZE; ++i) {
+    worst = std::max(worst, double(std::abs(p8[i] - p32[i])));
+    ordinary = std::max(ordinary, double(std::abs(p8[POLICY_SIZE + i] - p32[POLICY_SIZE + i])));
+  }
+  CHECK(worst < 1e-4);
+  CHECK(ordinary > 0);
+  CHECK(std::abs(v8[1] - v32[1]) < 0.1);
+}
+
 }  // namespace jiriki::nn::testing

@@ -186,6 +186,13 @@ TEST_CASE("onednn backend in int8 stays close to fp32 on the shipped networks", 
       Catch::Matchers::Contains("only for ReLU networks"));
 }
 
+TEST_CASE("onednn backend in int8 evaluates a position that saturates its activations again in fp32", "[nn][cpu]") {
+  const Model m = random_model(2, 16, Activation::RELU, 11);
+  auto fp32 = make_evaluator(m, options(BackendKind::ONEDNN, 2, 1, Precision::FP32));
+  auto int8 = make_evaluator(m, options(BackendKind::ONEDNN, 2, 1, Precision::INT8));
+  check_int8_saturation_falls_back_to_fp32(*fp32, *int8);
+}
+
 TEST_CASE("onednn backend: batch sizes outside 1..max_batch are refused", "[nn][cpu]") {
   Model m = random_model(1, 8, Activation::RELU, 1);
   auto cpu = make_evaluator(m, options(BackendKind::ONEDNN, 4));

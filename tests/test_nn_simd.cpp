@@ -149,6 +149,14 @@ TEST_CASE("simd backend in int8 stays close to fp32 on the shipped networks, wit
       Catch::Matchers::Contains("no int8 convolution"));
 }
 
+TEST_CASE("simd backend in int8 evaluates a position that saturates its activations again in fp32", "[nn][simd]") {
+  if (!kernels::int8_kernels(kernels::best_isa())) return;  // no VNNI here
+  const Model m = random_model(2, 16, Activation::RELU, 11);
+  auto fp32 = make_evaluator(m, simd_options(2, 1, Precision::FP32, CpuIsa::BEST));
+  auto int8 = make_evaluator(m, simd_options(2, 1, Precision::INT8, CpuIsa::BEST));
+  check_int8_saturation_falls_back_to_fp32(*fp32, *int8);
+}
+
 TEST_CASE("simd backend: precision and batch sizes", "[nn][simd]") {
   Model m = random_model(1, 8, Activation::RELU, 3);
   // AUTO is int8 on a ReLU network where the kernel set has a VNNI kernel, else bf16 exactly where
