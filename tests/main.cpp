@@ -51,9 +51,11 @@ std::vector<std::string> without_gpu(const std::vector<std::string>& spec) {
 
 int main(int argc, char** argv) {
   jiriki::Position::init();
-  // The jiriki processes the tests start never read or write the user's file of tuned cuDNN engines
-  // (the tests' own evaluators keep none: a default nn::CudaSettings has no file).
+  // The jiriki processes the tests start never read or write the user's files of tuned cuDNN engines
+  // and of the batch tuner's step times (the tests' own evaluators and trainers keep none: a default
+  // nn::CudaSettings and TrainConfig have no file).
   setenv("JIRIKI_CUDNN_CACHE", "off", 1);
+  setenv("JIRIKI_TUNER_CACHE", "off", 1);
   Catch::Session session;
   if (int rc = session.applyCommandLine(argc, argv); rc != 0) return rc;
   Catch::ConfigData& data = session.configData();

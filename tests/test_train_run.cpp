@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -699,6 +700,23 @@ TEST_CASE("training: --batch auto keeps its measured step times for the next run
   CHECK(!keep_step_time_model(file, "a\tkey", one));  // a key must stay one field
   CHECK(!read_step_time_model("", "k"));
   CHECK(!keep_step_time_model("", "k", one));
+
+  // Where `jiriki train` keeps it: $JIRIKI_TUNER_CACHE ("off": nowhere), else the user's cache
+  // directory (the variables given back their values at the end).
+  const char* names[] = {"JIRIKI_TUNER_CACHE", "XDG_CACHE_HOME"};
+  std::vector<std::optional<std::string>> saved;
+  for (const char* n : names)
+    saved.push_back(std::getenv(n) ? std::optional<std::string>(std::getenv(n)) : std::nullopt);
+  setenv("JIRIKI_TUNER_CACHE", "/somewhere/models.txt", 1);
+  CHECK(tuner_file_path() == "/somewhere/models.txt");
+  setenv("JIRIKI_TUNER_CACHE", "off", 1);
+  CHECK(tuner_file_path().empty());
+  unsetenv("JIRIKI_TUNER_CACHE");
+  setenv("XDG_CACHE_HOME", "/cache", 1);
+  CHECK(tuner_file_path() == "/cache/jiriki/batch-tuner.txt");
+  for (size_t i = 0; i < saved.size(); ++i)
+    if (saved[i]) setenv(names[i], saved[i]->c_str(), 1);
+    else unsetenv(names[i]);
 }
 
 TEST_CASE("train command: options, errors and a short run", "[train][command]") {
