@@ -163,6 +163,15 @@ std::vector<float> calibration_once(const std::string& kind, const FoldedModel& 
 // each position's saturated activations and evaluate one with more than this many again in fp32.
 constexpr int SATURATION_LIMIT = 64;
 
+// The options of the fp32 evaluator with which an int8 one of options `o` evaluates those positions
+// again: one position at a time, on the calling thread.
+inline BackendOptions saturation_fallback_options(BackendOptions o) {
+  o.precision = Precision::FP32;
+  o.max_batch = 1;
+  o.threads = 1;
+  return o;
+}
+
 // The CPU backends' int8 calibration, once per network and backend: an fp32 evaluator of the
 // backend's class plays 8 games of at most 160 plies against itself, and its
 // activation_maxima(packed, count) gives the largest value of each u8 layer over those positions.

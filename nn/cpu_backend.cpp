@@ -110,11 +110,7 @@ class CpuEvaluator : public Evaluator {
       for (size_t i = 0; i < scale.size(); ++i) scale[i] = u8_scale(maxima[i]);
     }
     if (arith_ == Arith::INT8) {
-      BackendOptions f = o;
-      f.precision = Precision::FP32;
-      f.max_batch = 1;
-      f.threads = 1;
-      fp32_ = std::make_unique<CpuEvaluator>(m, f);
+      fp32_ = std::make_unique<CpuEvaluator>(m, saturation_fallback_options(o));
       saturated_.assign(size_t(max_batch_), 0);
     }
     const float trunk_out = scale[2 * blocks], value_planes = scale.back();

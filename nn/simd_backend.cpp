@@ -125,11 +125,7 @@ class SimdEvaluator : public Evaluator {
       for (size_t i = 0; i < scale.size(); ++i) scale[i] = maxima[i] > 0 ? 255.0f / maxima[i] : 1.0f;
     }
     if (int8_) {
-      BackendOptions f = o;
-      f.precision = Precision::FP32;
-      f.max_batch = 1;
-      f.threads = 1;
-      fp32_ = std::make_unique<SimdEvaluator>(m, f);
+      fp32_ = std::make_unique<SimdEvaluator>(m, saturation_fallback_options(o));
       saturated_.assign(size_t(max_batch_), 0);
     }
     stem_ = pack(m.stem, INPUT_STRIDE, 1.0f, scale[0]);

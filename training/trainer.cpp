@@ -156,6 +156,17 @@ json run_signature(const TrainConfig& c) {
   return sig;
 }
 
+// What a step's time depends on, as the tuner's file keys it (training/tuner_file.h): the device and
+// its aggregation, the network, the optimizer and the batches timed.
+std::string tuner_file_key(const Device& device, const nn::Architecture& arch, const TrainConfig& c,
+                           const std::vector<int>& timed) {
+  std::string key = device.hardware() + "; " + std::to_string(arch.blocks) + "x" + std::to_string(arch.channels) + " " +
+                    nn::activation_name(arch.activation) + ", features " + std::to_string(int(arch.feature_set)) +
+                    ", " + optimizer_name(c.optimizer.kind) + ", timed";
+  for (int b : timed) key += " " + std::to_string(b);
+  return key + " x" + std::to_string(c.tune_reps);
+}
+
 void check_resume(const json& meta, const TrainConfig& c, int64_t total_steps, uint64_t fingerprint) {
   const json now = run_signature(c);
   std::string diff;
@@ -492,12 +503,7 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   } else if (c.batch_auto) {
     // A model kept by an earlier run of this setting (training/tuner_file.h), as the lead read it.
     const std::vector<int> timed = timed_batches(candidates, batch);
-    std::string key = device->hardware() + "; " + std::to_string(model.arch.blocks) + "x" +
-                      std::to_string(model.arch.channels) + " " + nn::activation_name(model.arch.activation) +
-                      ", features " + std::to_string(int(model.arch.feature_set)) + ", " +
-                      optimizer_name(c.optimizer.kind) + ", timed";
-    for (int b : timed) key += " " + std::to_string(b);
-    key += " x" + std::to_string(c.tune_reps);
+    const std::string key = tuner_file_key(*device, model.arch, c, timed);
     double kept[5] = {0, 0, 0, 0, 0};  // found, alpha_c, beta_c, t_n, gamma
     if (lead)
       if (const auto m = read_step_time_model(c.tuner_file, key))
