@@ -102,6 +102,7 @@ struct Int8Kernels {
 // How many of `bytes` u8 activations are 255 (saturated: nn/backend.h's SATURATION_LIMIT), in the
 // widest vectors the processor has (AVX-512 BW 64 bytes at a time, AVX2 32, else 8 in a word).
 int count_saturated(const uint8_t* a, size_t bytes);
+
 // The widest int8 kernels the processor runs within `cap` (AVX512_BF16 or AVX512: any; AVX2: the
 // 256-bit AVX-VNNI only), or null where it has no VNNI instructions.
 const Int8Kernels* int8_kernels(Isa cap);
