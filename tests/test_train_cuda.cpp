@@ -16,6 +16,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -27,6 +29,7 @@
 #include "tests/temp_dir.h"
 #include "tests/train_configs.h"
 #include "training/comm.h"
+#include "training/conv_choices.h"
 #include "training/data.h"
 #include "training/loader.h"
 #include "training/network.h"
@@ -433,6 +436,65 @@ TEST_CASE("GPU trainer: the half batch's gradient equals a trainer built for the
   CHECK(compare(after, before, false).overall == 0.0);
   cuda::GpuTrainer odd(m, OptimizerConfig{}, 9);
   CHECK_THROWS_WITH(odd.half_batch_norm2(random_batch(9, 45), 0.3f), Catch::Contains("even"));
+}
+
+TEST_CASE("GPU trainer: a later set-up of a shape takes the kept convolution choices, and computes the same",
+          "[cuda][train][gpu]") {
+  // The first trainer of a shape times its convolutions and keeps the answer in the choice file
+  // (training/conv_choices.h); a second, after the process forgot it, reads the file, times nothing,
+  // adds no line, and computes the same gradients bit for bit. A kept line that sends every pass to
+  // the legacy algorithms is followed too (bf16 with other algorithms: within 1e-2).
+  require_gpu();
+  jiriki::testing::TempDir dir("conv_choices_gpu");
+  nn::CudaSettings settings;
+  settings.choice_file = dir.file("cudnn-choices.txt");
+  const nn::Model m = nn::testing::random_model(2, 16, nn::Activation::RELU, 61);
+  const Batch b = random_batch(16, 62);
+  auto lines = [&] {
+    std::vector<std::string> out;
+    std::ifstream in(settings.choice_file);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("jiriki-train-conv-1 ", 0) == 0) out.push_back(line);
+    return out;
+  };
+  auto gradients = [&](cuda::GpuTrainer& t) {
+    nn::Model g(m.arch);
+    t.compute_gradients(b, 0.3f, 0.0f, 1.0f / 16);
+    t.download_gradients(g);
+    return g;
+  };
+  forget_conv_choices();
+  cuda::GpuTrainer first(m, OptimizerConfig{}, 16, 0, settings);
+  CAPTURE(first.description());
+  CHECK_THAT(first.description(), Catch::Contains("legacy algorithms chosen"));
+  CHECK_THAT(first.description(), Catch::Contains(" ms ("));  // timings, as "graph API 0.0138 ms (engine ..."
+  REQUIRE(lines().size() == 1);
+  const nn::Model want = gradients(first);
+
+  forget_conv_choices();
+  cuda::GpuTrainer second(m, OptimizerConfig{}, 16, 0, settings);
+  CAPTURE(second.description());
+  CHECK_THAT(second.description(), Catch::Contains("legacy algorithms kept"));
+  CHECK_THAT(second.description(), !Catch::Contains(" ms ("));  // no timing
+  CHECK(lines().size() == 1);
+  const nn::Model got = gradients(second);
+  CHECK(compare(got, want, true).overall == 0.0);
+
+  // The same key with every pass on the legacy algorithms, appended: the later line wins.
+  const std::string line = lines()[0];
+  const std::string key = line.substr(line.find(' ') + 1, line.find(' ', line.find(' ') + 1) - line.find(' ') - 1);
+  std::optional<TrainConvChoices> kept = parse_conv_choices(line, key);
+  REQUIRE(kept);
+  kept->route.fill(ConvRoute::LEGACY);
+  REQUIRE(keep_conv_choices(settings.choice_file, key, *kept));
+  forget_conv_choices();
+  cuda::GpuTrainer legacy(m, OptimizerConfig{}, 16, 0, settings);
+  CAPTURE(legacy.description());
+  CHECK_THAT(legacy.description(), Catch::Contains("legacy algorithms kept"));
+  CHECK_THAT(legacy.description(), !Catch::Contains("graph API"));
+  const Comparison c = compare(gradients(legacy), want, true);
+  CHECK(c.overall < 1e-2);
+  forget_conv_choices();
 }
 
 TEST_CASE("GPU trainer: a batch staged during the previous step trains as one uploaded then", "[cuda][train][gpu]") {

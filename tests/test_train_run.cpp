@@ -24,6 +24,7 @@
 #include "tests/temp_dir.h"
 #include "tests/train_configs.h"
 #include "training/checkpoint.h"
+#include "training/conv_choices.h"
 #include "training/data.h"
 #include "training/loader.h"
 #include "training/network.h"
@@ -717,6 +718,58 @@ TEST_CASE("training: --batch auto keeps its measured step times for the next run
   for (size_t i = 0; i < saved.size(); ++i)
     if (saved[i]) setenv(names[i], saved[i]->c_str(), 1);
     else unsetenv(names[i]);
+}
+
+TEST_CASE("training: the GPU trainer's convolution choices are kept a shape, the later line winning", "[train][run]") {
+  // What training/conv_choices.h keeps for the GPU trainer (the trainer's own use of it is checked on
+  // a GPU in test_train_cuda.cpp): a line round-trips, the later line of a key wins, lines of other
+  // keys, of another format or with impossible values are skipped, and the process remembers its
+  // answers with no file at all.
+  forget_conv_choices();
+  jiriki::testing::TempDir dir("conv_choices");
+  const std::string file = dir.file("cache/cudnn-choices.txt");
+  TrainConvChoices a;
+  a.route = {ConvRoute::IDENTITY, ConvRoute::BARE, ConvRoute::IDENTITY,
+             ConvRoute::BARE,     ConvRoute::BARE, ConvRoute::IDENTITY};
+  a.stem = {1, 0, 1, 1, 1, 1};
+  a.block = {6, 1, 3, 1, 2, 1};
+  TrainConvChoices b = a;
+  b.route[BLOCK_DATA] = ConvRoute::LEGACY;
+  b.block.filter = 5;
+  CHECK(!kept_conv_choices(file, "H200/b64"));  // no file
+  const std::string line = format_conv_choices("H200/b64", a);
+  CHECK(line == "jiriki-train-conv-1 H200/b64 2 1 2 1 1 2 1 0 1 1 1 1 6 1 3 1 2 1");
+  CHECK(parse_conv_choices(line, "H200/b64") == a);
+  CHECK(!parse_conv_choices(line, "H200/b128"));
+  REQUIRE(keep_conv_choices(file, "H200/b64", a));  // creates the directory
+  REQUIRE(keep_conv_choices(file, "H200/b128", b));
+  forget_conv_choices();
+  CHECK(kept_conv_choices(file, "H200/b64") == a);
+  CHECK(kept_conv_choices(file, "H200/b128") == b);
+  REQUIRE(keep_conv_choices(file, "H200/b64", b));
+  forget_conv_choices();
+  CHECK(kept_conv_choices(file, "H200/b64") == b);
+  {
+    std::ofstream damaged(file, std::ios::app);
+    damaged << "jiriki-train-conv-1 H200/b64 2 1 2 1 1 2 1 0 1 1 1\n"                  // fields missing
+            << "jiriki-train-conv-1 H200/b64 2 1 2 1 1 2 1 0 1 1 1 1 6 1 3 1 2 1 7\n"  // one too many
+            << "jiriki-train-conv-1 H200/b64 2 2 2 1 1 2 1 0 1 1 1 1 6 1 3 1 2 1\n"    // a filter through an identity
+            << "jiriki-train-conv-1 H200/b64 2 1 2 1 1 1 1 0 1 1 1 1 6 1 3 1 2 1\n"    // the skip's pass without it
+            << "jiriki-train-conv-1 H200/b64 2 1 2 1 1 2 9 0 1 1 1 1 6 1 3 1 2 1\n"    // no forward algorithm 9
+            << "jiriki-train-conv-1 H200/b64 2 1 2 1 1 2 1 0 7 1 1 1 6 1 3 1 2 1\n"    // nor backward filter 7
+            << "jiriki-train-conv-1 H200/b64 3 1 2 1 1 2 1 0 1 1 1 1 6 1 3 1 2 1\n"    // no route 3
+            << "jiriki-cudnn-2 H200/b64 1 0 0 -1 0.05\n";                              // cuDNN's engine choices
+  }
+  forget_conv_choices();
+  CHECK(kept_conv_choices(file, "H200/b64") == b);
+  CHECK(!keep_conv_choices(file, "a key", a));   // a key must stay one field...
+  CHECK(kept_conv_choices(file, "a key") == a);  // ... but the process remembers it
+  // No file: remembered in the process only.
+  CHECK(!kept_conv_choices("", "H200/b64"));
+  CHECK(!keep_conv_choices("", "H200/b64", a));
+  CHECK(kept_conv_choices("", "H200/b64") == a);
+  forget_conv_choices();
+  CHECK(!kept_conv_choices("", "H200/b64"));
 }
 
 TEST_CASE("train command: options, errors and a short run", "[train][command]") {

@@ -41,7 +41,8 @@
 // inference backend's FusedConv: the bare convolution, or the convolution written through a
 // pointwise identity, which cuDNN's runtime-fusion engines take; for conv1's backward data an
 // addition of the skip connection's gradient; deterministic engines only for weight gradients)
-// when that is faster; see graph_conv().
+// when that is faster; see graph_conv(). The first set-up of a shape on a machine times them; later
+// ones take its choices from the choice file (training/conv_choices.h) without timing.
 #pragma once
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"  // cuDNN 9 marks the legacy convolution API
 #include "training/cuda/gpu_trainer.h"
@@ -68,6 +69,7 @@
 #include "nn/cuda/fused_conv.h"
 #include "nn/cuda/kernels.h"
 #include "training/buckets.h"
+#include "training/conv_choices.h"
 #include "training/cuda/train_kernels.h"
 
 #if JIRIKI_HAVE_NCCL
@@ -163,6 +165,37 @@ class Conv {
     JIRIKI_CUDNN_CHECK(cudnnSetConvolutionMathType(filter_conv_, g.mathType));
     workspace_ = std::max(workspace_, g.memory);
     text_ += ", filter " + std::to_string(int(g.algo)) + " " + ms(g.time);
+  }
+
+  // The algorithms tune() chose, to keep for later set-ups.
+  LegacyConvAlgorithms algorithms() const {
+    auto math = [](cudnnConvolutionDescriptor_t c) {
+      cudnnMathType_t m{};
+      JIRIKI_CUDNN_CHECK(cudnnGetConvolutionMathType(c, &m));
+      return int(m);
+    };
+    return {int(fwd_algo_), int(data_algo_), int(filter_algo_), math(fwd_conv_), math(data_conv_), math(filter_conv_)};
+  }
+  // Takes algorithms a tune() chose before for this shape on this GPU, without timing; false (this
+  // Conv then unusable until tune()) where cuDNN refuses one of them. data_pass: as tune()'s dx.
+  bool use(cudnnHandle_t h, const LegacyConvAlgorithms& a, bool data_pass) {
+    fwd_algo_ = cudnnConvolutionFwdAlgo_t(a.forward);
+    data_algo_ = cudnnConvolutionBwdDataAlgo_t(a.data);
+    filter_algo_ = cudnnConvolutionBwdFilterAlgo_t(a.filter);
+    size_t fwd = 0, data = 0, filter = 0;
+    const bool ok =
+        cudnnSetConvolutionMathType(fwd_conv_, cudnnMathType_t(a.forward_math)) == CUDNN_STATUS_SUCCESS &&
+        cudnnSetConvolutionMathType(data_conv_, cudnnMathType_t(a.data_math)) == CUDNN_STATUS_SUCCESS &&
+        cudnnSetConvolutionMathType(filter_conv_, cudnnMathType_t(a.filter_math)) == CUDNN_STATUS_SUCCESS &&
+        cudnnGetConvolutionForwardWorkspaceSize(h, x_, w_, fwd_conv_, y_, fwd_algo_, &fwd) == CUDNN_STATUS_SUCCESS &&
+        (!data_pass || cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_, y_, data_conv_, x_, data_algo_, &data) ==
+                           CUDNN_STATUS_SUCCESS) &&
+        cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_, y_, filter_conv_, w_, filter_algo_, &filter) ==
+            CUDNN_STATUS_SUCCESS;
+    workspace_ = std::max({fwd, data, filter});
+    text_ = "fwd " + std::to_string(a.forward) + (data_pass ? ", data " + std::to_string(a.data) : std::string()) +
+            ", filter " + std::to_string(a.filter) + " (kept)";
+    return ok;
   }
 
   size_t workspace_size() const { return workspace_; }
@@ -439,7 +472,9 @@ struct GpuTrainer::Impl {
   void allocate_activations();
   void tune_convolutions();  // after the weights are uploaded
   std::unique_ptr<nn::cuda::FusedConv> graph_conv(nn::cuda::ConvPass pass, int in_channels, bool residual,
-                                                  const nn::cuda::ConvArgs& args, const std::function<void()>& legacy);
+                                                  const nn::cuda::ConvArgs& args, const std::function<void()>& legacy,
+                                                  const ConvRoute* kept, ConvRoute& route);
+  std::string conv_choices_key() const;  // this trainer's shape in the choice file
   float milliseconds(const std::function<void()>& enqueue) const;
   void conv_forward(int unit, const uint16_t* in, uint16_t* out) const;
   void conv_backward_filter(int unit, const uint16_t* in, const uint16_t* dy, uint16_t* dw) const;

@@ -200,60 +200,95 @@ void GpuTrainer::Impl::allocate_activations() {
   norm_scratch = DeviceBuffer(SUM_OF_SQUARES_SCRATCH * sizeof(double));
 }
 
-// Times cuDNN's algorithms on random bf16 data in the real buffers (zeros can run faster than
-// real data), then sizes the one workspace the chosen algorithms share.
+// The key of this trainer's convolutions in the choice file: the GPU model, its compute capability,
+// cuDNN's version, the batch and the channels (no spaces).
+std::string GpuTrainer::Impl::conv_choices_key() const {
+  cudaDeviceProp prop;
+  JIRIKI_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::string gpu = prop.name;
+  for (char& ch : gpu)
+    if (ch == ' ' || ch == '\t' || ch == '\n') ch = '_';
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s/sm%d%d/cudnn%zu/b%d,i%d,c%d,blocks%d", gpu.c_str(), prop.major, prop.minor,
+                size_t(cudnnGetVersion()), batch, INPUT_CHANNELS_PADDED, channels, int(arch.blocks > 0));
+  return buf;
+}
+
+// Chooses how each convolution pass is computed: as kept for this shape (training/conv_choices.h),
+// else by timing cuDNN's algorithms and the graph API's engines on random bf16 data in the real
+// buffers (zeros can run faster than real data), keeping the answer. Then sizes the one workspace
+// the chosen algorithms share.
 void GpuTrainer::Impl::tune_convolutions() {
   const size_t c = size_t(channels);
   launch_fill_random(at(x0), rows * INPUT_CHANNELS_PADDED, 1, stream);
   launch_fill_random(at(act_out[0]), rows * c, 2, stream);
   launch_fill_random(at(dz_ring[0]), rows * c, 3, stream);
+  const std::string key = conv_choices_key();
+  std::optional<TrainConvChoices> kept = kept_conv_choices(settings.choice_file, key);
   const auto legacy_start = std::chrono::steady_clock::now();
-  DeviceBuffer find_workspace(FIND_WORKSPACE);
   stem_conv = std::make_unique<Conv>(batch, INPUT_CHANNELS_PADDED, channels);
-  stem_conv->tune(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), at(dz_ring[0]), nullptr, at(wgrad16),
-                  find_workspace.get(), FIND_WORKSPACE);
-  size_t workspace = stem_conv->workspace_size();
-  if (arch.blocks > 0) {
-    block_conv = std::make_unique<Conv>(batch, channels, channels);
-    block_conv->tune(cudnn, at(act_out[0]), weight16("blocks.0.conv1.weight"), at(conv_out[1]), at(dz_ring[0]),
-                     at(scratch), at(wgrad16), find_workspace.get(), FIND_WORKSPACE);
-    workspace = std::max(workspace, block_conv->workspace_size());
+  if (arch.blocks > 0) block_conv = std::make_unique<Conv>(batch, channels, channels);
+  if (kept && !(stem_conv->use(cudnn, kept->stem, false) && (!block_conv || block_conv->use(cudnn, kept->block, true))))
+    kept.reset();  // cuDNN refuses what was kept: time afresh
+  if (!kept) {
+    DeviceBuffer find_workspace(FIND_WORKSPACE);
+    stem_conv->tune(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), at(dz_ring[0]), nullptr, at(wgrad16),
+                    find_workspace.get(), FIND_WORKSPACE);
+    if (block_conv)
+      block_conv->tune(cudnn, at(act_out[0]), weight16("blocks.0.conv1.weight"), at(conv_out[1]), at(dz_ring[0]),
+                       at(scratch), at(wgrad16), find_workspace.get(), FIND_WORKSPACE);
   }
-  find_workspace = DeviceBuffer();
-  char legacy_text[80];
-  std::snprintf(legacy_text, sizeof legacy_text, "; legacy algorithms chosen in %.0f ms", ms_since(legacy_start));
+  size_t workspace = stem_conv->workspace_size();
+  if (block_conv) workspace = std::max(workspace, block_conv->workspace_size());
+  char legacy_text[96];
+  std::snprintf(legacy_text, sizeof legacy_text, "; legacy algorithms %s in %.0f ms", kept ? "kept" : "chosen",
+                ms_since(legacy_start));
   graph_text += legacy_text;
   // The graph API's engines where they beat the legacy ones. The legacy calls are timed with a
   // workspace of their own size (cudnn_workspace does not exist yet).
   using nn::cuda::ConvPass;
+  TrainConvChoices chosen;
+  auto kept_route = [&](ConvPassIndex p) { return kept ? &kept->route[p] : nullptr; };
   DeviceBuffer legacy_ws(std::max<size_t>(workspace, 256));
   stem_forward = graph_conv(
       ConvPass::FORWARD, INPUT_CHANNELS_PADDED, false,
       {at(x0), weight16("stem.conv.weight"), nullptr, nullptr, at(conv_out[0])},
-      [&] { stem_conv->forward(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), legacy_ws.get()); });
-  stem_filter = graph_conv(ConvPass::BACKWARD_FILTER, INPUT_CHANNELS_PADDED, false,
-                           {at(x0), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)}, [&] {
-                             stem_conv->backward_filter(cudnn, at(x0), at(dz_ring[0]), at(wgrad16), legacy_ws.get());
-                           });
+      [&] { stem_conv->forward(cudnn, at(x0), weight16("stem.conv.weight"), at(conv_out[0]), legacy_ws.get()); },
+      kept_route(STEM_FORWARD), chosen.route[STEM_FORWARD]);
+  stem_filter = graph_conv(
+      ConvPass::BACKWARD_FILTER, INPUT_CHANNELS_PADDED, false,
+      {at(x0), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)},
+      [&] { stem_conv->backward_filter(cudnn, at(x0), at(dz_ring[0]), at(wgrad16), legacy_ws.get()); },
+      kept_route(STEM_FILTER), chosen.route[STEM_FILTER]);
   if (block_conv) {
-    block_forward =
-        graph_conv(ConvPass::FORWARD, channels, false,
-                   {at(act_out[0]), weight16("blocks.0.conv1.weight"), nullptr, nullptr, at(conv_out[1])}, [&] {
-                     block_conv->forward(cudnn, at(act_out[0]), weight16("blocks.0.conv1.weight"), at(conv_out[1]),
-                                         legacy_ws.get());
-                   });
+    block_forward = graph_conv(
+        ConvPass::FORWARD, channels, false,
+        {at(act_out[0]), weight16("blocks.0.conv1.weight"), nullptr, nullptr, at(conv_out[1])},
+        [&] {
+          block_conv->forward(cudnn, at(act_out[0]), weight16("blocks.0.conv1.weight"), at(conv_out[1]),
+                              legacy_ws.get());
+        },
+        kept_route(BLOCK_FORWARD), chosen.route[BLOCK_FORWARD]);
     block_filter = graph_conv(
         ConvPass::BACKWARD_FILTER, channels, false,
         {at(act_out[0]), nullptr, nullptr, nullptr, at(dz_ring[0]), at(wgrad16)},
-        [&] { block_conv->backward_filter(cudnn, at(act_out[0]), at(dz_ring[0]), at(wgrad16), legacy_ws.get()); });
+        [&] { block_conv->backward_filter(cudnn, at(act_out[0]), at(dz_ring[0]), at(wgrad16), legacy_ws.get()); },
+        kept_route(BLOCK_FILTER), chosen.route[BLOCK_FILTER]);
     const uint16_t* w = weight16("blocks.0.conv1.weight");
     launch_fill_random(at(skip), rows * c, 4, stream);
-    for (bool add : {false, true})
+    for (bool add : {false, true}) {
+      const ConvPassIndex p = add ? BLOCK_DATA_ADD : BLOCK_DATA;
       (add ? block_data_add : block_data) = graph_conv(
           ConvPass::BACKWARD_DATA, channels, add,
-          {.w = w, .residual = add ? at(skip) : nullptr, .y = at(dz_ring[0]), .dx = at(scratch)}, [&] {
-            block_conv->backward_data(cudnn, at(dz_ring[0]), w, at(scratch), add ? 1.0f : 0.0f, legacy_ws.get());
-          });
+          {.w = w, .residual = add ? at(skip) : nullptr, .y = at(dz_ring[0]), .dx = at(scratch)},
+          [&] { block_conv->backward_data(cudnn, at(dz_ring[0]), w, at(scratch), add ? 1.0f : 0.0f, legacy_ws.get()); },
+          kept_route(p), chosen.route[p]);
+    }
+  }
+  if (!kept) {
+    chosen.stem = stem_conv->algorithms();
+    if (block_conv) chosen.block = block_conv->algorithms();
+    keep_conv_choices(settings.choice_file, key, chosen);
   }
   for (const auto* f : {stem_forward.get(), block_forward.get(), stem_filter.get(), block_filter.get(),
                         block_data.get(), block_data_add.get()})
@@ -288,10 +323,12 @@ float GpuTrainer::Impl::milliseconds(const std::function<void()>& enqueue) const
 // if the best of them is faster than the legacy algorithm run by `legacy`; null otherwise, or when
 // cuDNN offers none. The forward and backward data passes try two graphs: the bare convolution and
 // the convolution through an identity (ConvShape::identity); `residual` (backward data only): the
-// second alone, adding args.residual.
+// second alone, adding args.residual. `kept`: the route chosen before, built without timing (null:
+// choose by timing). `route`: the one taken.
 std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::ConvPass pass, int in_channels,
                                                                   bool residual, const nn::cuda::ConvArgs& args,
-                                                                  const std::function<void()>& legacy) {
+                                                                  const std::function<void()>& legacy,
+                                                                  const ConvRoute* kept, ConvRoute& route) {
   using nn::cuda::ConvPass;
   const char* what = pass == ConvPass::FORWARD           ? "forward"
                      : pass == ConvPass::BACKWARD_FILTER ? "backward filter"
@@ -300,8 +337,11 @@ std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::Conv
   char buf[200];
   std::unique_ptr<nn::cuda::FusedConv> best;
   float best_ms = 0;
+  route = ConvRoute::LEGACY;
   for (bool identity : {false, true}) {
     if (identity ? pass == ConvPass::BACKWARD_FILTER : residual) continue;
+    const ConvRoute here = identity ? ConvRoute::IDENTITY : ConvRoute::BARE;
+    if (kept && *kept != here) continue;
     nn::cuda::ConvShape shape;
     shape.batch = batch;
     shape.in_channels = in_channels;
@@ -316,22 +356,36 @@ std::unique_ptr<nn::cuda::FusedConv> GpuTrainer::Impl::graph_conv(nn::cuda::Conv
       auto f = std::make_unique<nn::cuda::FusedConv>(cudnn, shape, settings);
       f->tune(cudnn, stream, args);
       const double build_ms = ms_since(built);
+      if (kept) {
+        std::snprintf(buf, sizeof buf, "; %s %d->%d: graph API as kept (%s; built in %.0f ms)", what, in_channels,
+                      channels, f->description().c_str(), build_ms);
+        graph_text += buf;
+        route = here;
+        return f;
+      }
       DeviceBuffer ws(f->workspace_size());
       const float ms = milliseconds([&] { f->run(cudnn, stream, args, ws.get()); });
       std::snprintf(buf, sizeof buf, "; %s %d->%d: graph API %.4f ms (%s; built in %.0f ms)", what, in_channels,
                     channels, ms, f->description().c_str(), build_ms);
       graph_text += buf;
-      if (!best || ms < best_ms) best = std::move(f), best_ms = ms;
+      if (!best || ms < best_ms) best = std::move(f), best_ms = ms, route = here;
     } catch (const std::runtime_error& e) {
       graph_text += std::string("; graph API ") + what + (identity ? " through identity " : " ") +
                     std::to_string(in_channels) + "->" + std::to_string(channels) + " unavailable (" + e.what() + ")";
     }
   }
+  if (kept) {  // kept legacy, or a kept engine cuDNN no longer builds: the legacy algorithm
+    if (*kept != ConvRoute::LEGACY) graph_text += std::string("; ") + what + ": legacy (the kept graph failed)";
+    return nullptr;
+  }
   if (!best) return nullptr;
   const float legacy_ms = milliseconds(legacy);
   std::snprintf(buf, sizeof buf, "; %s %d->%d: legacy %.4f ms", what, in_channels, channels, legacy_ms);
   graph_text += buf;
-  if (best_ms >= legacy_ms) return nullptr;
+  if (best_ms >= legacy_ms) {
+    route = ConvRoute::LEGACY;
+    return nullptr;
+  }
   return best;
 }
 
