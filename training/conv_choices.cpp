@@ -35,8 +35,8 @@ std::string format_conv_choices(const std::string& key, const TrainConvChoices& 
   s << MAGIC << ' ' << key;
   for (ConvRoute r : c.route) s << ' ' << int(r);
   for (const LegacyConvAlgorithms* a : {&c.stem, &c.block})
-    s << ' ' << a->forward << ' ' << a->data << ' ' << a->filter << ' ' << a->forward_math << ' ' << a->data_math
-      << ' ' << a->filter_math;
+    s << ' ' << a->forward << ' ' << a->data << ' ' << a->filter << ' ' << a->forward_math << ' ' << a->data_math << ' '
+      << a->filter_math;
   return s.str();
 }
 

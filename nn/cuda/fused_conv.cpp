@@ -164,19 +164,11 @@ constexpr const char* CHOICE_FILE_MAGIC = "jiriki-cudnn-2";
 
 // The file's name for a shape: no spaces, so that a line splits on them.
 std::string disk_key(const ConvShape& s, bool force_unfused, int max_candidates) {
-  int device = 0;
-  JIRIKI_CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop;
-  JIRIKI_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  std::string gpu = prop.name;
-  for (char& c : gpu)
-    if (c == ' ' || c == '\t' || c == '\n') c = '_';
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%s/sm%d%d/cudnn%zu/b%d,i%d,o%d,k%d,r%d,a%d,e%d,u%d,p%d,id%d,c%d", gpu.c_str(),
-                prop.major, prop.minor, size_t(cudnnGetVersion()), s.batch, s.in_channels, s.out_channels, s.kernel,
-                int(s.residual), int(s.act), int(s.epilogue), int(force_unfused), int(s.pass), int(s.identity),
-                max_candidates);
-  return buf;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "/b%d,i%d,o%d,k%d,r%d,a%d,e%d,u%d,p%d,id%d,c%d", s.batch, s.in_channels,
+                s.out_channels, s.kernel, int(s.residual), int(s.act), int(s.epilogue), int(force_unfused), int(s.pass),
+                int(s.identity), max_candidates);
+  return choice_device_key() + buf;
 }
 
 // Reads the choice file into cache.disk if it is not the one read last. Under cache.mutex.
@@ -214,6 +206,18 @@ void append_choice(const std::string& path, const std::string& key, const FusedC
 }
 
 }  // namespace
+
+std::string choice_device_key() {
+  int device = 0;
+  JIRIKI_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop;
+  JIRIKI_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::string gpu = prop.name;
+  for (char& c : gpu)
+    if (c == ' ' || c == '\t' || c == '\n') c = '_';
+  return gpu + "/sm" + std::to_string(prop.major) + std::to_string(prop.minor) + "/cudnn" +
+         std::to_string(size_t(cudnnGetVersion()));
+}
 
 int shapes_tuned() {
   ChoiceCache& cache = choice_cache();

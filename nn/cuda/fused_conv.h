@@ -59,6 +59,10 @@ struct ConvArgs {
   uint16_t* dx = nullptr;
 };
 
+// The current CUDA device as the choice file names it: its model (spaces made '_'), compute
+// capability and cuDNN's version, e.g. "NVIDIA_H200/sm90/cudnn91900"; the start of every key there.
+std::string choice_device_key();
+
 // How many shapes this process has tuned (timed its engines for); the others reused a choice, made
 // in this process or read from the choice file (fused_conv.cpp says where it lives).
 int shapes_tuned();

@@ -200,18 +200,13 @@ void GpuTrainer::Impl::allocate_activations() {
   norm_scratch = DeviceBuffer(SUM_OF_SQUARES_SCRATCH * sizeof(double));
 }
 
-// The key of this trainer's convolutions in the choice file: the GPU model, its compute capability,
-// cuDNN's version, the batch and the channels (no spaces).
+// The key of this trainer's convolutions in the choice file: the device's (the GPU model, its
+// compute capability, cuDNN's version), the batch and the channels.
 std::string GpuTrainer::Impl::conv_choices_key() const {
-  cudaDeviceProp prop;
-  JIRIKI_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  std::string gpu = prop.name;
-  for (char& ch : gpu)
-    if (ch == ' ' || ch == '\t' || ch == '\n') ch = '_';
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%s/sm%d%d/cudnn%zu/b%d,i%d,c%d,blocks%d", gpu.c_str(), prop.major, prop.minor,
-                size_t(cudnnGetVersion()), batch, INPUT_CHANNELS_PADDED, channels, int(arch.blocks > 0));
-  return buf;
+  JIRIKI_CUDA_CHECK(cudaSetDevice(device));
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "/b%d,i%d,c%d,blocks%d", batch, INPUT_CHANNELS_PADDED, channels, int(arch.blocks > 0));
+  return nn::cuda::choice_device_key() + buf;
 }
 
 // Chooses how each convolution pass is computed: as kept for this shape (training/conv_choices.h),
