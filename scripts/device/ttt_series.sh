@@ -11,7 +11,9 @@
 # e.g. `TAG=x2_host_a bash scripts/device/ttt_series.sh host 110 b32_host:32 b128_host:128 b512_host:512
 # b1024_host:1024`, then on the same machine `TAG=x2_host_b ... host 110 auto_host_1:auto auto_host_2:auto
 # b512_host_r2:512` (names as scripts/batch_size_report.py reads them: b<batch>_<mode>[_r<k>],
-# auto_<mode>[_<k>]). Auto runs on several GPUs log the batch halves' noise scale beside the replicas'.
+# auto_<mode>[_<k>]). HALVES=1: auto runs on several GPUs also log the batch halves' noise scale
+# beside the replicas' (--noise-halves: one more full-batch pass every 50 steps, about 2% of a step,
+# so off by default: the series times --batch auto as users run it).
 set -uo pipefail
 source scripts/device/env.sh
 MODE=$1 SECS=$2
@@ -26,7 +28,7 @@ fi
 for run in "$@"; do
   name=${run%%:*} batch=${run#*:}
   halves=""
-  [[ $batch == auto && $N -gt 1 ]] && halves=1
+  [[ $batch == auto && $N -gt 1 && ${HALVES:-0} == 1 ]] && halves=1
   NOISE_HALVES=$halves bash scripts/device/ttt.sh "$name" "$batch" "$MODE" "$SECS" 2>&1 | grep -E "^=== train|^test" | tail -2
   # The replicas the run trained with, from its own log: a series on the wrong GPUs is caught here.
   grep -m1 -oE "steps of [0-9]+ positions( \([0-9]+ replicas x [0-9]+\))?" "$OUT/ttt_$name.log"
