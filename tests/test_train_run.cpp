@@ -511,6 +511,36 @@ TEST_CASE("training: a tiny network overfits a few hundred positions", "[train][
   CHECK(nn::load_model(c.model_out).arch == c.arch);
 }
 
+TEST_CASE("training: a held-out record's seconds leave every evaluation out, its own too", "[train][run]") {
+  // A held-out set a hundred times the training: each evaluation takes far longer than the steps
+  // and set-up before it, so a record that counted its own evaluation would show it.
+  TempDir dir("eval_seconds");
+  REQUIRE(!write_hcpe_file(dir.file("train.hcpe"), random_game_records(2, 20, 21)));
+  REQUIRE(!write_hcpe_file(dir.file("heldout.hcpe"), random_game_records(100, 40, 22)));
+  TrainConfig c = tiny_config(dir.file("train.hcpe"), dir.file("model.bin"));
+  c.steps = 6;
+  c.eval_every = 2;
+  c.test = {dir.file("heldout.hcpe")};
+  c.log = dir.file("log.jsonl");
+  train(c);
+  std::vector<nlohmann::json> tests;
+  std::ifstream log(c.log);
+  for (std::string line; std::getline(log, line);)
+    if (auto j = nlohmann::json::parse(line); j["type"] == "test") tests.push_back(j);
+  REQUIRE(tests.size() == 3);
+  for (size_t i = 0; i < tests.size(); ++i) {
+    INFO("evaluation " << i << ": seconds " << tests[i]["seconds"] << ", its own " << tests[i]["eval_seconds"]);
+    CHECK(tests[i]["samples"] == 2 * 32 * int64_t(i + 1));
+    CHECK(tests[i]["seconds"].get<double>() < tests[i]["eval_seconds"].get<double>());
+    // Two steps between records: the training time grows, by less than an evaluation.
+    if (i) {
+      const double gap = tests[i]["seconds"].get<double>() - tests[i - 1]["seconds"].get<double>();
+      CHECK(gap > 0);
+      CHECK(gap < tests[i - 1]["eval_seconds"].get<double>());
+    }
+  }
+}
+
 TEST_CASE("training: a resumed run ends with exactly the weights of an uninterrupted one", "[train][run]") {
   TempDir dir("resume");
   REQUIRE(!write_hcpe_file(dir.file("train.hcpe"), random_game_records(5, 20, 12)));  // 100 positions

@@ -464,6 +464,9 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
   };
   auto test_metrics = [&] {
     const auto t_eval = Clock::now();
+    // Time to a held-out loss: everything since the data was read (the tuner's measurements and
+    // batch changes included) except the held-out evaluations, this one too.
+    const double trained = seconds_since(replica_start) - evaluating;
     const std::vector<float> own = mean_running_statistics(*device, model, comm, true);
     Metrics m = evaluate(*device, test, c, comm);
     restore_own_statistics(*device, model, comm, own, true);
@@ -471,10 +474,9 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     j["type"] = "test";
     j["step"] = step;
     j["samples"] = stream;
-    // Time to a held-out loss: everything since the data was read (the tuner's measurements and
-    // batch changes included) except the held-out evaluations themselves.
-    j["seconds"] = seconds_since(replica_start) - evaluating;
-    evaluating += seconds_since(t_eval);
+    j["seconds"] = trained;
+    j["eval_seconds"] = seconds_since(t_eval);
+    evaluating += j["eval_seconds"].get<double>();
     log.write(j);
     if (!quiet)
       std::fprintf(
