@@ -13,6 +13,7 @@
 # TEACHER=1: teacher games (scripts/device/teacher_games.sh, CONC 12 at nice 19) on the cores the
 # run leaves idle, for as long as it trains; their records come back in $OUT.
 # NOISE_HALVES=1: --noise-halves (several GPUs: the halves' noise scale logged beside the replicas').
+# LOG_EVERY: steps between train records (default 1000; 50 shows the first steps after a batch change).
 # NOISE_EVERY: auto's --noise-every (default: the trainer's, 50; each sample costs one more full-batch
 # pass on one GPU; the first auto runs of docs/batch-size.md took 10).
 # FUZZ=NAME: instead, scripts/device/fuzz.sh NAME with FUZZ_JOBS (default 14, as in the lr 0.05 series) processes at nice 19 for
@@ -73,7 +74,7 @@ timeout -s INT "$SECS" build-device/jiriki train --backend cuda --gpus "$GPUS" -
   --blocks 10 --channels 192 --optimizer sgd --lr "$LR" --schedule constant --warmup-steps $((51200 / G)) \
   --eval-every $((250000 / G)) --batch "$BATCH" --batch-start 64 --allreduce "$MODE" --steps 100000000 \
   ${NOISE_EVERY:+--noise-every "$NOISE_EVERY"} ${NOISE_HALVES:+--noise-halves} \
-  --loader-threads 8 --log-every 1000 --model-out /tmp/ttt.jnn --checkpoint /tmp/ttt.ckpt \
+  --loader-threads 8 --log-every "${LOG_EVERY:-1000}" --model-out /tmp/ttt.jnn --checkpoint /tmp/ttt.ckpt \
   --log "$OUT/ttt_$NAME.jsonl" 2>&1 | grep -E "^test|^tuner at|^training|stopped|backend"
 # Only that job: a bare `wait` would also wait for start's tee, which outlives the script's output.
 [[ -n "${BESIDE:-}" ]] && wait "$BESIDE"
