@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "nn/layers.h"
-#include "nn/layers_backward.h"  // batchnorm_train_forward: batch norm with the batch's statistics
+#include "nn/layers_backward.h"  // the trainer's float products, batch norm with the batch's statistics
 
 namespace jiriki::nn {
 
@@ -53,14 +53,14 @@ namespace {
 
 void conv_forward(ThreadPool& pool, float* out, const float* in, const Tensor& w, int batch, int cin, int cout, int k) {
   pool.parallel_for(batch, [&](int64_t b0, int64_t b1) {
-    nn::conv_forward(out + b0 * cout * SQUARES, in + b0 * cin * SQUARES, w.ptr(), nullptr, int(b1 - b0), cin, cout, k);
+    nn::conv_forward_columns(out + b0 * cout * SQUARES, in + b0 * cin * SQUARES, w.ptr(), int(b1 - b0), cin, cout, k);
   });
 }
 
 void linear_forward(ThreadPool& pool, float* out, const float* in, const Tensor& w, const Tensor& bias, int batch,
                     int in_f, int out_f) {
   pool.parallel_for(batch, [&](int64_t b0, int64_t b1) {
-    nn::linear_forward(out + b0 * out_f, in + b0 * in_f, w.ptr(), bias.ptr(), int(b1 - b0), in_f, out_f);
+    nn::linear_forward_lanes(out + b0 * out_f, in + b0 * in_f, w.ptr(), bias.ptr(), int(b1 - b0), in_f, out_f);
   });
 }
 

@@ -60,7 +60,73 @@ inline void axpy(float* y, float a, const float* x, int n) {
   for (int j = 0; j < n; ++j) y[j] += a * x[j];
 }
 
+// im2col's patches transposed: columns[j][sq], so that a product runs over contiguous squares.
+void im2col_columns(float* columns, const float* x, int in_channels, int kernel) {
+  const int pad = kernel / 2;
+  for (int i = 0; i < in_channels; ++i)
+    for (int kh = 0; kh < kernel; ++kh)
+      for (int kw = 0; kw < kernel; ++kw) {
+        float* c = columns + ((i * kernel + kh) * kernel + kw) * SQUARES;
+        for (int h = 0; h < BOARD; ++h)
+          for (int w = 0; w < BOARD; ++w) {
+            const int hh = h + kh - pad, ww = w + kw - pad;
+            const bool inside = hh >= 0 && hh < BOARD && ww >= 0 && ww < BOARD;
+            c[h * BOARD + w] = inside ? x[i * SQUARES + hh * BOARD + ww] : 0.0f;
+          }
+      }
+}
+
+// Rows y[r][0..81) = sum over j of w[r][j] * c[j][0..81), for R rows at once: each column is read
+// once for R outputs. The order of the sums is j's whatever R is.
+template <int R>
+void product_rows(float* __restrict y, const float* __restrict w, const float* __restrict c, int cols) {
+  std::fill(y, y + R * SQUARES, 0.0f);
+  for (int j = 0; j < cols; ++j) {
+    const float* __restrict cj = c + int64_t(j) * SQUARES;
+    float a[R];
+    for (int r = 0; r < R; ++r) a[r] = w[int64_t(r) * cols + j];
+    for (int r = 0; r < R; ++r) {
+      float* __restrict yr = y + r * SQUARES;
+      for (int sq = 0; sq < SQUARES; ++sq) yr[sq] += a[r] * cj[sq];
+    }
+  }
+}
+
 }  // namespace
+
+void conv_forward_columns(float* out, const float* in, const float* weight, int batch, int in_channels,
+                          int out_channels, int kernel) {
+  const int cols = in_channels * kernel * kernel;
+  float* columns = kernel == 1 ? nullptr : scratch(size_t(SQUARES) * cols);
+  for (int n = 0; n < batch; ++n) {
+    const float* x = in + int64_t(n) * in_channels * SQUARES;
+    const float* c = x;  // a 1x1 convolution's columns are the input's planes
+    if (kernel != 1) im2col_columns(columns, x, in_channels, kernel), c = columns;
+    float* y = out + int64_t(n) * out_channels * SQUARES;
+    int o = 0;
+    for (; o + 4 <= out_channels; o += 4) product_rows<4>(y + o * SQUARES, weight + int64_t(o) * cols, c, cols);
+    for (; o < out_channels; ++o) product_rows<1>(y + o * SQUARES, weight + int64_t(o) * cols, c, cols);
+  }
+}
+
+void linear_forward_lanes(float* out, const float* in, const float* weight, const float* bias, int batch,
+                          int in_features, int out_features) {
+  constexpr int LANES = 8;
+  for (int b = 0; b < batch; ++b) {
+    const float* __restrict x = in + int64_t(b) * in_features;
+    for (int o = 0; o < out_features; ++o) {
+      const float* __restrict w = weight + int64_t(o) * in_features;
+      float lane[LANES] = {};
+      int i = 0;
+      for (; i + LANES <= in_features; i += LANES)
+        for (int l = 0; l < LANES; ++l) lane[l] += w[i + l] * x[i + l];
+      float tail = 0.0f;
+      for (; i < in_features; ++i) tail += w[i] * x[i];
+      const float sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      out[int64_t(b) * out_features + o] = (bias ? bias[o] : 0.0f) + (sum + tail);
+    }
+  }
+}
 
 void conv_backward_data(float* din, const float* dout, const float* weight, int batch, int in_channels,
                         int out_channels, int kernel) {

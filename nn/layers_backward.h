@@ -23,6 +23,19 @@
 
 namespace jiriki::nn {
 
+// ---- the trainer's forward products --------------------------------------------------------
+// conv_forward of nn/layers.h without a bias, computed as products over the input's columns
+// (columns[j][sq]: the value weight column j = (i * k + kh) * k + kw multiplies at output square
+// sq), out[n][o][:] = sum over j of weight[o][j] * columns[j][:], summed in float in the order of j
+// with a contiguous loop over the 81 squares that the compiler vectorises. The reference loop sums
+// in double, element by element; the two agree to float rounding, and this one is ~30 times faster.
+void conv_forward_columns(float* out, const float* in, const float* weight, int batch, int in_channels,
+                          int out_channels, int kernel);
+// linear_forward of nn/layers.h, summed in float: eight interleaved partial sums (one vector
+// register), added in a fixed order. Results do not depend on how a caller splits the batch.
+void linear_forward_lanes(float* out, const float* in, const float* weight, const float* bias, int batch,
+                          int in_features, int out_features);
+
 // ---- convolution (3x3 pad 1, or 1x1; no bias: batch norm follows every convolution) ----------
 // din[n][i][sq] += d(loss)/d(in) for out = conv_forward(in, weight), given dout = d(loss)/d(out).
 void conv_backward_data(float* din, const float* dout, const float* weight, int batch, int in_channels,

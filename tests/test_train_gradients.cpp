@@ -88,6 +88,38 @@ std::vector<size_t> sample_indices(size_t n, size_t count, std::mt19937_64& rng)
 
 }  // namespace
 
+TEST_CASE("the trainer's forward products equal the reference loops to float rounding", "[train][gradients]") {
+  // Output channels and features that leave the blocks of four rows and the eight lanes a tail,
+  // and a bias the reference adds that the trainer's convolution has none of.
+  std::mt19937_64 rng(10);
+  for (int kernel : {3, 1})
+    for (int cout : {4, 7}) {
+      const int batch = 3, cin = 5;
+      const auto in = random_vector(size_t(batch) * cin * SQUARES, rng);
+      const auto w = random_vector(size_t(cout) * cin * kernel * kernel, rng, 0.0, 0.3);
+      std::vector<float> reference(size_t(batch) * cout * SQUARES), fast(reference.size(), -1.0f);
+      conv_forward(reference.data(), in.data(), w.data(), nullptr, batch, cin, cout, kernel);
+      conv_forward_columns(fast.data(), in.data(), w.data(), batch, cin, cout, kernel);
+      CAPTURE(kernel, cout);
+      for (size_t i = 0; i < fast.size(); ++i) REQUIRE(fast[i] == Approx(reference[i]).margin(1e-5));
+      // Sample by sample: the last sample alone gives the same bits (threads split the batch).
+      std::vector<float> last(size_t(cout) * SQUARES);
+      conv_forward_columns(last.data(), in.data() + size_t(batch - 1) * cin * SQUARES, w.data(), 1, cin, cout, kernel);
+      CHECK(std::equal(last.begin(), last.end(), fast.end() - last.size()));
+    }
+  for (int in_features : {8, 21}) {
+    const int batch = 2, out_features = 3;
+    const auto in = random_vector(size_t(batch) * in_features, rng);
+    const auto w = random_vector(size_t(out_features) * in_features, rng);
+    const auto bias = random_vector(out_features, rng);
+    std::vector<float> reference(size_t(batch) * out_features), fast(reference.size());
+    linear_forward(reference.data(), in.data(), w.data(), bias.data(), batch, in_features, out_features);
+    linear_forward_lanes(fast.data(), in.data(), w.data(), bias.data(), batch, in_features, out_features);
+    CAPTURE(in_features);
+    for (size_t i = 0; i < fast.size(); ++i) CHECK(fast[i] == Approx(reference[i]).margin(1e-5));
+  }
+}
+
 TEST_CASE("conv backward: data and weight gradients match finite differences (3x3 and 1x1)", "[train][gradients]") {
   std::mt19937_64 rng(11);
   for (int kernel : {3, 1}) {
