@@ -105,6 +105,15 @@ bool same_weights(const nn::Model& a, const nn::Model& b) {
   return true;
 }
 
+// The records of one type in a training log (one JSON object a line).
+std::vector<nlohmann::json> log_records(const std::string& path, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  std::ifstream log(path);
+  for (std::string line; std::getline(log, line);)
+    if (auto j = nlohmann::json::parse(line); j["type"] == type) out.push_back(j);
+  return out;
+}
+
 // A small, quick configuration shared by the run tests.
 TrainConfig tiny_config(const std::string& data, const std::string& out) {
   TrainConfig c = small_train_config(data, out, 1, 8, 32, OptimizerKind::ADAMW, 3e-3);
@@ -487,10 +496,7 @@ TEST_CASE("training: a tiny network overfits a few hundred positions", "[train][
   c.log = dir.file("log.jsonl");
   TrainResult r = train(c);
   // Held-out records every 20 steps and at the end, with the samples seen and the seconds of training.
-  std::vector<nlohmann::json> tests;
-  std::ifstream log(c.log);
-  for (std::string line; std::getline(log, line);)
-    if (auto j = nlohmann::json::parse(line); j["type"] == "test") tests.push_back(j);
+  const std::vector<nlohmann::json> tests = log_records(c.log, "test");
   REQUIRE(tests.size() == 4);
   for (size_t i = 0; i < tests.size(); ++i) {
     CHECK(tests[i]["step"] == 20 * int64_t(i + 1));
@@ -523,10 +529,7 @@ TEST_CASE("training: a held-out record's seconds leave every evaluation out, its
   c.test = {dir.file("heldout.hcpe")};
   c.log = dir.file("log.jsonl");
   train(c);
-  std::vector<nlohmann::json> tests;
-  std::ifstream log(c.log);
-  for (std::string line; std::getline(log, line);)
-    if (auto j = nlohmann::json::parse(line); j["type"] == "test") tests.push_back(j);
+  const std::vector<nlohmann::json> tests = log_records(c.log, "test");
   REQUIRE(tests.size() == 3);
   for (size_t i = 0; i < tests.size(); ++i) {
     INFO("evaluation " << i << ": seconds " << tests[i]["seconds"] << ", its own " << tests[i]["eval_seconds"]);
