@@ -1,10 +1,11 @@
 // Backward passes and training-mode layers (see nn/layers_backward.h).
 //
-// The convolution gradients go through "patches" (im2col): patches[sq][j] holds, for output square
-// sq, the input value that weight column j = (i * k + kh) * k + kw multiplies (0 off the board).
-// Both gradients are then products with a contiguous innermost loop over j, which the compiler
-// vectorises: dweight[o][:] += dout[o][sq] * patches[sq][:] and dpatches[sq][:] += dout[o][sq] *
-// weight[o][:]. Sums are in float in a fixed order; statistics (batch norm, the loss) in double.
+// The convolutions go through the input's columns or patches (im2col): columns[j][sq] (patches
+// are the same transposed, [sq][j]) holds, for output square sq, the input value that weight column
+// j = (i * k + kh) * k + kw multiplies (0 off the board). The forward pass and the data gradient are
+// then products of rows of 81 contiguous squares, the weight gradient a product over the squares
+// with 16 weight columns held in registers: loops the compiler vectorises. Sums are in float in a
+// fixed order; statistics (batch norm, the loss) in double.
 #include "nn/layers_backward.h"
 
 #include <algorithm>
@@ -40,19 +41,15 @@ void im2col(float* patches, const float* x, int in_channels, int kernel) {
     }
 }
 
-// The adjoint of im2col: dx[i][square] += every patch entry that was read from it.
-void col2im_add(float* dx, const float* dpatches, int in_channels, int kernel) {
-  const int pad = kernel / 2, cols = in_channels * kernel * kernel;
-  for (int h = 0; h < BOARD; ++h)
-    for (int w = 0; w < BOARD; ++w) {
-      const float* p = dpatches + (h * BOARD + w) * cols;
-      for (int i = 0; i < in_channels; ++i)
-        for (int kh = 0; kh < kernel; ++kh)
-          for (int kw = 0; kw < kernel; ++kw, ++p) {
-            int hh = h + kh - pad, ww = w + kw - pad;
-            if (hh >= 0 && hh < BOARD && ww >= 0 && ww < BOARD) dx[i * SQUARES + hh * BOARD + ww] += *p;
-          }
-    }
+// a * b + c, rounded once on a processor with FMA (every x86-64-v3 build): written out rather than
+// left to the compiler, which fuses some vectorised variants of a loop and not others, so that a
+// sum comes out the same in every tiling of the loops below (and so for any number of threads).
+inline float mul_add(float a, float b, float c) {
+#ifdef __FMA__
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
 }
 
 // y[0..n) += a * x[0..n)
@@ -76,20 +73,80 @@ void im2col_columns(float* columns, const float* x, int in_channels, int kernel)
       }
 }
 
-// Rows y[r][0..81) = sum over j of w[r][j] * c[j][0..81), for R rows at once: each column is read
-// once for R outputs. The order of the sums is j's whatever R is.
-template <int R>
-void product_rows(float* __restrict y, const float* __restrict w, const float* __restrict c, int cols) {
-  std::fill(y, y + R * SQUARES, 0.0f);
-  for (int j = 0; j < cols; ++j) {
-    const float* __restrict cj = c + int64_t(j) * SQUARES;
-    float a[R];
-    for (int r = 0; r < R; ++r) a[r] = w[int64_t(r) * cols + j];
+// Rows y[r][0..81) = sum over k of a(r, k) * c[k][0..81), a(r, k) = coef[r * row_step + k * k_step],
+// for R rows at once, squares [sq0, sq0 + S) held in registers through the whole sum over k. The
+// sums run in the order of k whatever R and S are.
+template <int R, int S>
+void product_squares(float* __restrict y, const float* __restrict coef, int64_t row_step, int64_t k_step,
+                     const float* __restrict c, int ks, int sq0) {
+  float acc[R][S] = {};
+  for (int k = 0; k < ks; ++k) {
+    const float* __restrict ck = c + int64_t(k) * SQUARES + sq0;
     for (int r = 0; r < R; ++r) {
-      float* __restrict yr = y + r * SQUARES;
-      for (int sq = 0; sq < SQUARES; ++sq) yr[sq] += a[r] * cj[sq];
+      const float a = coef[r * row_step + k * k_step];
+      for (int q = 0; q < S; ++q) acc[r][q] = mul_add(a, ck[q], acc[r][q]);
     }
   }
+  for (int r = 0; r < R; ++r)
+    for (int q = 0; q < S; ++q) y[r * SQUARES + sq0 + q] = acc[r][q];
+}
+
+// The 81 squares as three chunks of 24 (three vector registers a row) and one of 9.
+template <int R>
+void product_rows(float* y, const float* coef, int64_t row_step, int64_t k_step, const float* c, int ks) {
+  static_assert(SQUARES == 3 * 24 + 9);
+  for (int sq0 = 0; sq0 < 72; sq0 += 24) product_squares<R, 24>(y, coef, row_step, k_step, c, ks, sq0);
+  product_squares<R, 9>(y, coef, row_step, k_step, c, ks, 72);
+}
+
+// The adjoint of im2col_columns: dx[i][square] += every column entry that was read from it.
+void columns_add(float* dx, const float* columns, int in_channels, int kernel) {
+  const int pad = kernel / 2;
+  for (int i = 0; i < in_channels; ++i)
+    for (int kh = 0; kh < kernel; ++kh)
+      for (int kw = 0; kw < kernel; ++kw) {
+        const float* c = columns + ((i * kernel + kh) * kernel + kw) * SQUARES;
+        float* d = dx + i * SQUARES;
+        for (int h = 0; h < BOARD; ++h) {
+          const int hh = h + kh - pad;
+          if (hh < 0 || hh >= BOARD) continue;
+          for (int w = 0; w < BOARD; ++w) {
+            const int ww = w + kw - pad;
+            if (ww >= 0 && ww < BOARD) d[hh * BOARD + ww] += c[h * BOARD + w];
+          }
+        }
+      }
+}
+
+// dw[r][j0 + c] += sum over squares of g[r][sq] * patches[sq][j0 + c] for R rows and J columns held in
+// registers through the 81 squares (the sums run in the order of the squares). Four rows of 24
+// columns fill AVX2's 16 vector registers (12 sums, 3 columns, 1 broadcast) without spilling; four
+// rows of 16 spilled two sums to the stack and ran at half the speed.
+template <int R, int J>
+void weight_columns(float* __restrict dw, const float* __restrict g, const float* __restrict patches, int cols,
+                    int j0) {
+  float acc[R][J];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < J; ++c) acc[r][c] = dw[int64_t(r) * cols + j0 + c];
+  for (int sq = 0; sq < SQUARES; ++sq) {
+    const float* __restrict p = patches + int64_t(sq) * cols + j0;
+    for (int r = 0; r < R; ++r) {
+      const float gv = g[r * SQUARES + sq];
+      for (int c = 0; c < J; ++c) acc[r][c] = mul_add(gv, p[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < J; ++c) dw[int64_t(r) * cols + j0 + c] = acc[r][c];
+}
+
+// All columns of R rows: 24 at a time, then 8, then one (the stem's 1,071 and the heads' 64 leave
+// tails).
+template <int R>
+void weight_rows(float* dw, const float* g, const float* patches, int cols) {
+  int j0 = 0;
+  for (; j0 + 24 <= cols; j0 += 24) weight_columns<R, 24>(dw, g, patches, cols, j0);
+  for (; j0 + 8 <= cols; j0 += 8) weight_columns<R, 8>(dw, g, patches, cols, j0);
+  for (; j0 < cols; ++j0) weight_columns<R, 1>(dw, g, patches, cols, j0);
 }
 
 }  // namespace
@@ -104,8 +161,9 @@ void conv_forward_columns(float* out, const float* in, const float* weight, int 
     if (kernel != 1) im2col_columns(columns, x, in_channels, kernel), c = columns;
     float* y = out + int64_t(n) * out_channels * SQUARES;
     int o = 0;
-    for (; o + 4 <= out_channels; o += 4) product_rows<4>(y + o * SQUARES, weight + int64_t(o) * cols, c, cols);
-    for (; o < out_channels; ++o) product_rows<1>(y + o * SQUARES, weight + int64_t(o) * cols, c, cols);
+    for (; o + 4 <= out_channels; o += 4)
+      product_rows<4>(y + o * SQUARES, weight + int64_t(o) * cols, cols, 1, c, cols);
+    for (; o < out_channels; ++o) product_rows<1>(y + o * SQUARES, weight + int64_t(o) * cols, cols, 1, c, cols);
   }
 }
 
@@ -130,17 +188,16 @@ void linear_forward_lanes(float* out, const float* in, const float* weight, cons
 
 void conv_backward_data(float* din, const float* dout, const float* weight, int batch, int in_channels,
                         int out_channels, int kernel) {
+  // The forward product transposed: dcolumns[j][:] = sum over o of weight[o][j] * dout[o][:], then
+  // each column entry back to the input square it was read from.
   const int cols = in_channels * kernel * kernel;
-  float* dpatches = scratch(size_t(SQUARES) * cols);
+  float* dcolumns = scratch(size_t(SQUARES) * cols);
   for (int n = 0; n < batch; ++n) {
-    std::fill(dpatches, dpatches + size_t(SQUARES) * cols, 0.0f);
     const float* g = dout + int64_t(n) * out_channels * SQUARES;
-    for (int sq = 0; sq < SQUARES; ++sq)
-      for (int o = 0; o < out_channels; ++o) {
-        float gv = g[o * SQUARES + sq];
-        if (gv != 0.0f) axpy(dpatches + sq * cols, gv, weight + int64_t(o) * cols, cols);
-      }
-    col2im_add(din + int64_t(n) * in_channels * SQUARES, dpatches, in_channels, kernel);
+    int j = 0;
+    for (; j + 4 <= cols; j += 4) product_rows<4>(dcolumns + j * SQUARES, weight + j, 1, cols, g, out_channels);
+    for (; j < cols; ++j) product_rows<1>(dcolumns + j * SQUARES, weight + j, 1, cols, g, out_channels);
+    columns_add(din + int64_t(n) * in_channels * SQUARES, dcolumns, in_channels, kernel);
   }
 }
 
@@ -150,12 +207,10 @@ void conv_backward_weight(float* dweight, const float* dout, const float* in, in
   float* patches = scratch(size_t(SQUARES) * cols);
   for (int n = 0; n < batch; ++n) {
     im2col(patches, in + int64_t(n) * in_channels * SQUARES, in_channels, kernel);
-    for (int o = o_begin; o < o_end; ++o) {
-      const float* g = dout + (int64_t(n) * out_channels + o) * SQUARES;
-      float* dw = dweight + int64_t(o) * cols;
-      for (int sq = 0; sq < SQUARES; ++sq)
-        if (g[sq] != 0.0f) axpy(dw, g[sq], patches + sq * cols, cols);
-    }
+    const float* g = dout + int64_t(n) * out_channels * SQUARES;
+    int o = o_begin;
+    for (; o + 4 <= o_end; o += 4) weight_rows<4>(dweight + int64_t(o) * cols, g + o * SQUARES, patches, cols);
+    for (; o < o_end; ++o) weight_rows<1>(dweight + int64_t(o) * cols, g + o * SQUARES, patches, cols);
   }
 }
 
