@@ -481,9 +481,10 @@ TrainResult run_replica(const TrainConfig& c, const Dataset& data, const Dataset
     if (!quiet)
       std::fprintf(
           stderr,
-          "test  step %lld  loss %.4f (policy %.4f, value %.4f, eval %.4f)  policy top-1 %.2f%%  value %.2f%%\n",
+          "test  step %lld  loss %.4f (policy %.4f, value %.4f, eval %.4f)  policy top-1 %.2f%%  value %.2f%%  "
+          "(%.2f s)\n",
           (long long)step, m.loss, m.policy_loss, m.value_loss, m.value_eval_loss, 100 * m.policy_accuracy,
-          100 * m.value_accuracy);
+          100 * m.value_accuracy, j["eval_seconds"].get<double>());
     return m;
   };
 
