@@ -4,8 +4,8 @@
 // are the same transposed, [sq][j]) holds, for output square sq, the input value that weight column
 // j = (i * k + kh) * k + kw multiplies (0 off the board). The forward pass and the data gradient are
 // then products of rows of 81 contiguous squares, the weight gradient a product over the squares
-// with 16 weight columns held in registers: loops the compiler vectorises. Sums are in float in a
-// fixed order; statistics (batch norm, the loss) in double.
+// with 24 weight columns of 4 rows held in registers: loops the compiler vectorises. Sums are in
+// float in a fixed order; statistics (batch norm, the loss) in double.
 #include "nn/layers_backward.h"
 
 #include <algorithm>
@@ -177,9 +177,9 @@ void linear_forward_lanes(float* out, const float* in, const float* weight, cons
       float lane[LANES] = {};
       int i = 0;
       for (; i + LANES <= in_features; i += LANES)
-        for (int l = 0; l < LANES; ++l) lane[l] += w[i + l] * x[i + l];
+        for (int l = 0; l < LANES; ++l) lane[l] = mul_add(w[i + l], x[i + l], lane[l]);
       float tail = 0.0f;
-      for (; i < in_features; ++i) tail += w[i] * x[i];
+      for (; i < in_features; ++i) tail = mul_add(w[i], x[i], tail);
       const float sum = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
       out[int64_t(b) * out_features + o] = (bias ? bias[o] : 0.0f) + (sum + tail);
     }
