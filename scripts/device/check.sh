@@ -17,7 +17,7 @@ build jiriki jiriki_tests
 J=$PWD/build-device/jiriki
 
 step "ctest -L gpu (every [gpu] test case as its own process, 4 cuDNN candidates per convolution)"
-(cd build-device && time JIRIKI_CUDNN_CANDIDATES=4 ctest -L gpu -j 2 --timeout 300 > "$OUT/check_ctest.txt" 2>&1; tail -25 "$OUT/check_ctest.txt")
+(cd build-device && time JIRIKI_CUDNN_CANDIDATES=4 ctest -L gpu -j 2 --timeout 300 --output-on-failure > "$OUT/check_ctest.txt" 2>&1; tail -25 "$OUT/check_ctest.txt")
 
 step "selfplay, train and nn eval with no --backend"
 W=/tmp/check-auto
