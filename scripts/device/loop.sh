@@ -11,9 +11,10 @@
 # What travels is kept small: the config's prune_records and window_max_rows bound the records, a
 # generation 0 that is its init_model file in the tree (e.g. networks/gpu.jnn) stays behind and is
 # copied back, only the networks the run still needs go (generation 0 and each network's best), with
-# bf16 weights, and no checkpoint of a finished training. A resume still over RESUME_MB (default 36)
-# leaves the oldest generations' self-play records behind, as many as it must: the next machine's
-# loop plays the window's share of them again with the newest network.
+# bf16 weights, and no checkpoint of a finished training. A resume still over RESUME_MB leaves the
+# oldest generations' self-play records behind, as many as it must: the next machine's loop plays the
+# window's share of them again with the newest network. RESUME_MB defaults to what the next call can
+# carry beside the tree and the rest of .carry as this call carried them (64 MiB in all, 2 MB spare).
 #
 # The config: scripts/device/loop.json (one GPU, a 6x64 from networks/cpu.jnn), or CONFIG=FILE, e.g.
 # scripts/device/loop_x4.json: a machine of 4 GPUs, the GPU network (10x128) and the CPU network
@@ -34,8 +35,19 @@
 set -uo pipefail
 source scripts/device/env.sh
 SECONDS_LIMIT=${1:-540}
-# The most megabytes of resume that can be carried in beside the tree (~20 MB) and .carry (64 MiB in all).
-RESUME_MB=${RESUME_MB:-36}
+# The most megabytes of resume the next call can carry in: 64 MiB less the tree (the working tree's
+# files, without .carry, build outputs and .git) and the rest of .carry as this call carried it (the
+# Boost headers travel compressed when include.tar.xz is there), 2 MB spare.
+carried_bytes() {
+  local c total=0
+  for c in .carry/*; do
+    [[ $c == .carry/resume || ($c == .carry/include && -f .carry/include.tar.xz) ]] && continue
+    total=$((total + $(du -sb "$c" | cut -f1)))
+  done
+  echo $total
+}
+TREE_BYTES=$(du -sb --exclude=./.carry --exclude='./build*' --exclude=./.git . | cut -f1)
+RESUME_MB=${RESUME_MB:-$(((67108864 - TREE_BYTES - $(carried_bytes)) / 1000000 - 2))}
 CONFIG=${CONFIG:-scripts/device/loop.json}
 RUN=build-device/loop-run
 start loop_device.log
