@@ -207,7 +207,7 @@ int cmd_match(int argc, char** argv) {
             "an engine: \"cmd=PATH name=NAME [dir=DIR] [args=\\\"a b\\\"] [nodes=N] [env.VAR=VALUE ...] "
             "[option.NAME=VALUE ...]\" (repeat; nodes=: its own count under --tc nodes), or a jiriki network played "
             "in this process: \"model=PATH name=NAME [nodes=N] [option.NAME=VALUE ...]\" (search options only; "
-            "every engine a network, --tc nodes=N)")
+            "it plays at nodes=N, or --tc nodes=N; USI engines beside it keep their processes and the clock)")
       .flag("gauntlet", config.gauntlet, "the first engine against each other one")
       .flag("round-robin", round_robin, "every engine against every other one (the default with more than two)")
       .bind("games", config.games, "games per pairing (pairs of colour-swapped games; an odd count is rounded up)", 1)
@@ -289,8 +289,9 @@ int cmd_match(int argc, char** argv) {
       std::cerr << "note: --concurrency lowered to " << config.concurrency << ", the number of games\n";
     }
     for (const auto& e : config.engines)
-      if (e.nodes > 0 && config.game.tc.nodes == 0)
-        throw std::invalid_argument("engine '" + e.name + "': nodes= applies under --tc nodes=N only");
+      if (e.nodes > 0 && config.game.tc.nodes == 0 && e.model.empty())
+        throw std::invalid_argument("engine '" + e.name +
+                                    "': nodes= of a USI engine applies under --tc nodes=N only (a network's always)");
     if (config.cpus_per_game > 0) {
       const size_t cpus = affinity_cpus().size();
       if (cpus == 0) throw std::invalid_argument("--cpus-per-game: this system does not say which CPUs it may use");
@@ -325,11 +326,11 @@ int cmd_match(int argc, char** argv) {
     if (config.records.kif && config.records.dir.empty()) throw std::invalid_argument("--kif needs --out");
     if (std::any_of(config.engines.begin(), config.engines.end(),
                     [](const EngineSpec& e) { return !e.model.empty(); })) {
-      if (!all_networks(config)) throw std::invalid_argument("networks (model=PATH) play only against networks");
-      if (config.cpus_per_game > 0)
+      if (config.cpus_per_game > 0 && std::all_of(config.engines.begin(), config.engines.end(),
+                                                  [](const EngineSpec& e) { return !e.model.empty(); }))
         throw std::invalid_argument(
             "--cpus-per-game confines engine processes; networks (model=PATH) play in this one");
-      if (config.game.tc.nodes == 0) throw std::invalid_argument("networks (model=PATH) play at --tc nodes=N only");
+      if (auto err = network_nodes_error(config)) throw std::invalid_argument(*err);
       arena.backend = options::backend(device, nn::BackendUse::INFERENCE).kind;
       arena.gpus = device.gpus;
       arena.cuda = nn::CudaSettings::from_environment();
@@ -350,7 +351,7 @@ int cmd_match(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   TournamentResult result;
   try {
-    result = all_networks(config) ? run_arena(config, arena) : run_tournament(config);
+    result = any_network(config) ? run_arena(config, arena) : run_tournament(config);
   } catch (const std::exception& e) {  // the records could not be set up (an unwritable --out, say)
     std::cerr << "error: " << e.what() << "\n";
     return 1;

@@ -87,8 +87,9 @@ const std::vector<ConfigKey>& config_keys() {
       {"gate_concurrency", 2, "games at once in matches of USI engine processes"},
       {"arena", true,
        "matches between jiriki networks at a node limit (the gate, eval_first, anchors with \"model\" and a "
-       "nodes= tc) play in the match's own process over every GPU of gpus (jiriki match's model=PATH engines); "
-       "false: two USI engine processes a game"},
+       "nodes= tc), and the candidate of an anchor with \"engine\" and \"nodes\", play in the match's own "
+       "process over every GPU of gpus (jiriki match's model=PATH engines); false: a USI engine process for "
+       "each side of a game"},
       {"arena_concurrency", 0, "games at once of a match of networks in one process, over all GPUs (0: all of them)"},
       {"gate_sprt", "elo0=0 elo1=10 alpha=0.05 beta=0.05", "the gate's SPRT, as jiriki match --sprt takes it"},
       {"gate_random_plies", 8, "random opening plies of match games (when no openings file)"},
@@ -107,7 +108,9 @@ const std::vector<ConfigKey>& config_keys() {
        "more fixed references, each played by every generation: a JSON array of {\"name\", "
        "\"engine\" (as anchor) or \"model\" (a jiriki network file, e.g. the shipped one), "
        "\"games\", and optionally \"tc\" (default anchor_tc), \"args\", \"network\" (whose "
-       "candidate plays: a name from networks; default the main one)}; recorded under anchors.NAME"},
+       "candidate plays: a name from networks; default the main one), \"nodes\" (with an \"engine\" and "
+       "arena: the candidate plays at this many nodes a move in the match's own process, sharing each "
+       "GPU's network calls, while the engine keeps its processes and the tc)}; recorded under anchors.NAME"},
       {"engine_options", "", "more USI options of jiriki in matches, e.g. \"option.Threads=2\""},
       {"match_command", "", "the match program (empty: this jiriki's `match`); for tests and other tools"},
       {"teacher", "", "bootstrap: a USI engine (a command line, or a jiriki match --engine spec with cmd=)"},
@@ -245,12 +248,15 @@ void Config::check() const {
                  {"games", json::value_t::number_integer},
                  {"tc", json::value_t::string},
                  {"args", json::value_t::string},
-                 {"network", json::value_t::string}},
+                 {"network", json::value_t::string},
+                 {"nodes", json::value_t::number_integer}},
                 names);
     const std::string where = "loop config key 'anchors', entry \"" + e["name"].get<std::string>() + "\": ";
     if (e.contains("engine") == e.contains("model"))
       throw std::invalid_argument(where + "needs an \"engine\" or a \"model\"");
     if (e.value("games", 0.0) < 1) throw std::invalid_argument(where + "needs \"games\", a positive number");
+    if (e.contains("nodes") && (!e.contains("engine") || e["nodes"].get<double>() < 1))
+      throw std::invalid_argument(where + "\"nodes\" (the candidate's count against an \"engine\") must be positive");
     const std::string n = e.value("network", std::string());
     if (!n.empty() && std::find(networks.begin(), networks.end(), n) == networks.end())
       throw std::invalid_argument(where + "its network \"" + n + "\" is not one of the key 'networks'");

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "common/atomic_file.h"
+#include "common/cpus.h"
 #include "loop/child.h"
 #include "loop/report.h"
 #include "loop/window.h"
@@ -225,7 +226,8 @@ class Loop {
           continue;
         }
         out_ << gen_name(g) << ": " << step << ", " << x.games << " games" << std::endl;
-        json s = match(step, x.dir + "/" + gen_name(g), model, x.engine, x.games, x.tc, x.args, false, "", g, &r);
+        json s =
+            match(step, x.dir + "/" + gen_name(g), model, x.engine, x.games, x.tc, x.args, false, "", g, &r, x.nodes);
         if (s.is_null()) return 130;
         r[json::json_pointer(x.record)] = s;
         double total = 0;  // the generation's seconds, this match's included
@@ -808,10 +810,12 @@ class Loop {
 
   // A match of `candidate` against `opponent` (an --engine spec) at `tc`, with `extra` options, in
   // RUN/`out`, logged as `step` of generation `gen` (default: the one in flight) into `record`
-  // (default: the one in flight); its summary, or null when interrupted.
+  // (default: the one in flight); its summary, or null when interrupted. `candidate_nodes` > 0 (and
+  // the arena allowed): the candidate plays at that many nodes in the match's own process against a
+  // USI opponent.
   json match(const std::string& step, const std::string& out, const std::string& candidate, const std::string& opponent,
              int64_t games, const std::string& tc, const std::string& extra, bool sprt, const std::string& kp,
-             int64_t gen = -1, json* record = nullptr) {
+             int64_t gen = -1, json* record = nullptr, int64_t candidate_nodes = 0) {
     if (gen < 0) gen = generation();
     const std::string dir = run_ + "/" + out;
     fs::remove_all(dir);  // a redone match starts over
@@ -821,10 +825,17 @@ class Loop {
     const int salt = step.rfind("gate", 0) == 0 ? 9 : step == "eval_first" ? 11 : 13;
     // A network opponent in the match's own process (model=PATH) plays a network candidate there too,
     // with all of the match's games at once (or arena_concurrency) spread over every GPU.
-    const bool in_process = opponent.rfind("model=", 0) == 0;
-    const int64_t arena_games = config_.integer("arena_concurrency") > 0 ? config_.integer("arena_concurrency") : games;
-    const std::string candidate_spec =
+    // A USI opponent against a candidate at a node count of its own plays there too, its processes
+    // as many at once as the games, up to the cores.
+    const bool mixed = candidate_nodes > 0 && config_.flag("arena") && opponent.rfind("model=", 0) != 0;
+    const bool in_process = mixed || opponent.rfind("model=", 0) == 0;
+    int64_t arena_games = config_.integer("arena_concurrency") > 0 ? config_.integer("arena_concurrency") : games;
+    if (mixed) arena_games = std::min<int64_t>(arena_games, usable_cpus().count);
+    std::string candidate_spec =
         in_process ? engine_spec("candidate", candidate, tc) : engine_spec("candidate", candidate, "");
+    if (mixed)
+      candidate_spec = "model=" + candidate + " name=candidate nodes=" + std::to_string(candidate_nodes) +
+                       (config_.str("engine_options").empty() ? "" : " " + config_.str("engine_options"));
     a.insert(a.end(), {"--engine", candidate_spec, "--engine", opponent, "--games", std::to_string(games),
                        "--concurrency", std::to_string(in_process ? arena_games : config_.integer("gate_concurrency")),
                        "--seed", seed(salt, true, gen), "--tc", tc, "--out", dir});
@@ -890,6 +901,7 @@ class Loop {
   struct Anchor {
     std::string name, record, dir, engine, tc, args, network;  // record: a JSON pointer into a generation's record
     int64_t games;
+    int64_t nodes = 0;  // > 0: the candidate plays at this many nodes in the match's own process
   };
   std::vector<Anchor> anchors() const {
     std::vector<Anchor> out;
@@ -904,7 +916,7 @@ class Loop {
               ? engine_spec(name, fs::absolute(e["model"].get<std::string>()).lexically_normal().string(), tc)
               : usi_spec(e["engine"], name);
       out.push_back({name, "/anchors/" + name, "anchors/" + name, engine, tc, e.value("args", std::string()),
-                     e.value("network", std::string()), e["games"].get<int64_t>()});
+                     e.value("network", std::string()), e["games"].get<int64_t>(), e.value("nodes", int64_t(0))});
     }
     return out;
   }
@@ -920,8 +932,9 @@ class Loop {
       const json::json_pointer at(x.record);
       const json* k = network_record(c, x.network);
       if (c.contains(at) || !k) continue;  // played by an earlier attempt, or no candidate to play it
-      json s = match(anchor_step(x), x.dir + "/" + gen_name(generation()),
-                     run_ + "/" + (*k)["candidate"].get<std::string>(), x.engine, x.games, x.tc, x.args, false, kp);
+      json s =
+          match(anchor_step(x), x.dir + "/" + gen_name(generation()), run_ + "/" + (*k)["candidate"].get<std::string>(),
+                x.engine, x.games, x.tc, x.args, false, kp, -1, nullptr, x.nodes);
       if (s.is_null()) return "";
       c[at] = s;
       save();

@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <thread>
 
 #include "common/cpus.h"
+#include "common/platform.h"
 #include "engine/mate.h"
 #include "engine/network_setup.h"
 #include "engine/search/eval_queue.h"
@@ -39,6 +42,7 @@ struct Shared {
   const std::vector<ArenaEngine>& engines;
   const std::vector<bool>& unloaded;  // by engine: its network could not be loaded, so it resigns
   Schedule& schedule;
+  bool usi(int engine) const { return config.engines[engine].model.empty(); }  // a USI engine process
 };
 
 // One game between two engines' trees, stepped without ever blocking (as selfplay/game.h steps a
@@ -46,8 +50,13 @@ struct Shared {
 // leaves of the side to move in that engine's LeafBatch.
 class ArenaGame {
  public:
-  ArenaGame(const Shared& shared, search::NodePool& pool, MateSolver& solver) : s_(shared), solver_(solver) {
+  // `slot`: the game slot among all the arena's games at once, whose USI engine processes this game
+  // keeps from game to game, confined to `cpus` when not empty (--cpus-per-game).
+  ArenaGame(const Shared& shared, search::NodePool& pool, MateSolver& solver, int slot, std::vector<int> cpus)
+      : s_(shared), solver_(solver), slot_(slot), cpus_(std::move(cpus)) {
     for (auto& side : sides_) side.tree.pool = &pool;
+    settings_ = s_.config.game;
+    settings_.interrupt = stop_flag();
   }
   ~ArenaGame() { drop(); }
   ArenaGame(const ArenaGame&) = delete;
@@ -57,9 +66,13 @@ class ArenaGame {
   const Schedule::Job& job() const { return job_; }
   const PlayedGame& played() const { return game_; }
 
-  // Starts `job` from its opening, as play_game does.
-  void start(const Schedule::Job& job) {
+  // Starts `job` from its opening, as play_game does; false when a USI engine of it cannot be made
+  // ready (the schedule then fails, or the runner stops).
+  bool start(const Schedule::Job& job) {
     drop();
+    for (int engine : {job.black, job.white})
+      if (s_.usi(engine) && !ready_engine(processes_[engine], s_.config, s_.schedule, engine, slot_, cpus_))
+        return false;
     job_ = job;
     game_ = PlayedGame{};
     const Opening& opening = s_.schedule.opening(job);
@@ -75,13 +88,19 @@ class ArenaGame {
       sides_[c].tree.params = &s_.engines[engine].params;
       const int64_t own = s_.config.engines[engine].nodes;
       sides_[c].nodes = own > 0 ? own : s_.config.game.tc.nodes;
+      sides_[c].remaining_ms = s_.config.game.tc.time_ms;
+      if (s_.usi(engine)) processes_[engine]->send("usinewgame");
     }
     phase_ = Phase::TURN;
     active_ = true;
+    return true;
   }
 
-  // Drops the game (finished, or the match stops); nothing of it may be in flight.
+  // Drops the game (finished, or the match stops); no leaf of it may be in flight. A USI engine's
+  // move in flight is waited for (it ends at once when the runner is told to stop).
   void drop() {
+    if (usi_answer_.valid()) usi_answer_.wait();
+    usi_answer_ = {};
     for (auto& side : sides_) {
       if (side.tree.root) side.tree.pool->release(side.tree.root);
       side.tree.root = nullptr;
@@ -94,6 +113,12 @@ class ArenaGame {
   // before must have been evaluated and landed. FINISHED: played() holds the game, now inactive.
   Progress step(std::vector<search::LeafBatch>& batches) {
     for (;;) {
+      if (phase_ == Phase::USI) {
+        if (usi_answer_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return Progress::RUNNING;
+        if (take_usi_answer()) return Progress::FINISHED;
+        continue;
+      }
+      if (phase_ == Phase::STOPPED) return Progress::RUNNING;  // the match stops: the worker drops it
       if (phase_ == Phase::TURN) {
         if (begin_turn()) return Progress::FINISHED;
         continue;
@@ -117,13 +142,14 @@ class ArenaGame {
   }
 
  private:
-  enum class Phase { TURN, ROOT, SEARCH, DECIDE };
+  enum class Phase { TURN, ROOT, SEARCH, DECIDE, USI, STOPPED };
   struct Side {
     search::Tree tree;
     int engine = 0;
-    int64_t nodes = 0;      // playout attempts a move
-    size_t tree_moves = 0;  // the game's moves (the opening's included) up to the tree's root
-    int64_t reserved = 0;   // playout attempts of the search in progress
+    int64_t nodes = 0;         // playout attempts a move (a USI engine: its go nodes)
+    size_t tree_moves = 0;     // the game's moves (the opening's included) up to the tree's root
+    int64_t reserved = 0;      // playout attempts of the search in progress
+    int64_t remaining_ms = 0;  // a USI engine on a clock: its time left
   };
 
   const ArenaEngine& engine(Color c) const { return s_.engines[sides_[c].engine]; }
@@ -134,15 +160,19 @@ class ArenaGame {
     const Color us = pos_.side_to_move();
     started_ = Clock::now();
     if (Verdict v = scores_verdict(game_.scores, us, s_.config.game.scores); v.over) return end(v);
+    if (s_.usi(sides_[us].engine)) {
+      ask_usi_engine();
+      return false;
+    }
     const ArenaEngine& e = engine(us);
-    if (s_.unloaded[sides_[us].engine]) return answer("resign", std::nullopt, -1);  // as the USI engine does
-    if (pos_.declaration_win(e.params.rules.entering_king_rule)) return answer("win", std::nullopt, -1);
+    if (s_.unloaded[sides_[us].engine]) return answer("resign", std::nullopt, std::nullopt);  // as the USI engine does
+    if (pos_.declaration_win(e.params.rules.entering_king_rule)) return answer("win", std::nullopt, std::nullopt);
     if (e.params.root_mate_search && e.root_mate_nodes > 0) {
       MateLimits ml;
       ml.max_nodes = e.root_mate_nodes;
       const MateResult m = solver_.solve(pos_, ml);
       if (m.status == MateResult::MATE && !m.pv.empty())
-        return answer(move_to_usi(m.pv[0]), MATE_SCORE - int(m.pv.size()), -1);
+        return answer(move_to_usi(m.pv[0]), MATE_SCORE - int(m.pv.size()), std::nullopt);
     }
     prepare_root(sides_[us]);
     return false;
@@ -245,15 +275,78 @@ class ArenaGame {
     return answer(move_to_usi(best->move), score, nodes);
   }
 
-  // The engine's answer (a move, "resign" or "win") to the referee, as play_game hands it over;
-  // `nodes` < 0 for an answer without a tree search.
-  bool answer(const std::string& text, std::optional<int> score, int64_t nodes) {
+  // The side to move's USI engine asked for its move (position and go, as play_game sends them), on
+  // a thread of its own: the worker goes on with its other games meanwhile.
+  void ask_usi_engine() {
     const Color us = pos_.side_to_move();
-    const int64_t elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_).count();
-    SearchStats& stats = game_.search[us];
+    const TimeControl& tc = settings_.tc;
+    const Opening& opening = s_.schedule.opening(job_);
+    std::string position = opening.sfen == "startpos" ? "position startpos" : "position sfen " + opening.sfen;
+    if (!game_.record.moves.empty()) position += " moves";
+    for (Move m : game_.record.moves) position += " " + move_to_usi(m);
+    std::string go;
+    int64_t limit_ms;
+    if (clocked()) {
+      go = "go btime " + std::to_string(sides_[BLACK].remaining_ms) + " wtime " +
+           std::to_string(sides_[WHITE].remaining_ms);
+      if (tc.byoyomi_ms > 0) go += " byoyomi " + std::to_string(tc.byoyomi_ms);
+      else if (tc.inc_ms > 0) go += " binc " + std::to_string(tc.inc_ms) + " winc " + std::to_string(tc.inc_ms);
+      limit_ms = sides_[us].remaining_ms + tc.byoyomi_ms;
+    } else {
+      go = "go nodes " + std::to_string(sides_[us].nodes);
+      limit_ms = settings_.timeout_ms;
+    }
+    usi_limit_ms_ = limit_ms;
+    EngineProcess* process = processes_[sides_[us].engine].get();
+    usi_answer_ = std::async(std::launch::async, [process, position, go, limit_ms, this] {
+      return ask_move(*process, position, go, limit_ms, clocked(), settings_);
+    });
+    phase_ = Phase::USI;
+  }
+
+  // The USI engine's answer, on the clock, to the referee; true when the game is over.
+  bool take_usi_answer() {
+    const UsiAnswer a = usi_answer_.get();
+    const Color us = pos_.side_to_move();
+    Side& side = sides_[us];
+    if (a.kind == UsiAnswer::INTERRUPTED) {
+      phase_ = Phase::STOPPED;
+      return false;
+    }
+    if (a.kind != UsiAnswer::BESTMOVE) {
+      if (a.failed()) {
+        game_.failed[us] = true;
+        processes_[side.engine].reset();  // started afresh for the slot's next game
+      }
+      return end(failed_answer_verdict(a, us, clocked()));
+    }
+    if (clocked()) {
+      if (a.elapsed_ms > usi_limit_ms_ + settings_.margin_ms) {
+        record_stats(a.elapsed_ms, a.nodes);
+        return end(Verdict::loss(us, GameEnd::TIME_UP, "time forfeit"));
+      }
+      side.remaining_ms = std::max<int64_t>(0, side.remaining_ms - a.elapsed_ms) + settings_.tc.inc_ms;
+    }
+    return answer(a.move, a.score, a.nodes, a.elapsed_ms);
+  }
+
+  bool clocked() const { return settings_.tc.nodes == 0; }
+
+  void record_stats(int64_t elapsed, std::optional<int64_t> nodes) {
+    SearchStats& stats = game_.search[pos_.side_to_move()];
     stats.moves++;
     stats.ms += elapsed;
-    if (nodes >= 0) stats.counted++, stats.nodes += nodes, stats.nodes_ms += elapsed;
+    if (nodes) stats.counted++, stats.nodes += *nodes, stats.nodes_ms += elapsed;
+  }
+
+  // The engine's answer (a move, "resign" or "win") to the referee, as play_game hands it over;
+  // no `nodes` for an answer without a tree search; `elapsed_ms` < 0: the time since the turn began.
+  bool answer(const std::string& text, std::optional<int> score, std::optional<int64_t> nodes,
+              int64_t elapsed_ms = -1) {
+    const int64_t elapsed =
+        elapsed_ms >= 0 ? elapsed_ms
+                        : std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_).count();
+    record_stats(elapsed, nodes);
     Move m = MOVE_NONE;
     if (Verdict v = answer_verdict(pos_, text, rules_, m); v.over) return end(v);
     pos_.do_move(m);
@@ -265,17 +358,26 @@ class ArenaGame {
     return end(ending_verdict(judge_position(pos_, rules_), pos_.side_to_move()));
   }
 
-  // Ends the game when the verdict says it is over.
+  // Ends the game when the verdict says it is over, telling its USI engines how it ended.
   bool end(const Verdict& v) {
     if (!v.over) return false;
     game_.verdict = v;
     game_.record.end = v.end;
+    for (Color c : {BLACK, WHITE})
+      if (auto& p = processes_[sides_[c].engine]; p && !game_.failed[c])
+        p->send(!v.winner ? "gameover draw" : *v.winner == c ? "gameover win" : "gameover lose");
     drop();
     return true;
   }
 
   const Shared& s_;
   MateSolver& solver_;
+  const int slot_;
+  const std::vector<int> cpus_;
+  GameSettings settings_;                                    // the match's, with the runner's stop as the interrupt
+  std::map<int, std::unique_ptr<EngineProcess>> processes_;  // by engine index: the USI engines of the slot
+  std::future<UsiAnswer> usi_answer_;                        // the USI engine's move in flight
+  int64_t usi_limit_ms_ = 0;                                 // its clock's limit
   Side sides_[COLOR_NB];
   Schedule::Job job_;
   PlayedGame game_;
@@ -290,11 +392,16 @@ class ArenaGame {
 // network, evaluated on its GPU's queue of that network.
 class Worker {
  public:
-  Worker(const Shared& shared, int id, std::vector<search::EvalQueue*> queues, int games, int batch)
+  // Its games are the game slots first_slot, first_slot + 1, ... (their USI engines' CPUs from
+  // `allowed` under --cpus-per-game).
+  Worker(const Shared& shared, int id, std::vector<search::EvalQueue*> queues, int games, int batch, int first_slot,
+         const std::vector<int>& allowed)
       : s_(shared), id_(id), queues_(std::move(queues)), pool_(size_t(games) * 2 * TREE_BYTES) {
     for (size_t e = 0; e < queues_.size(); ++e) batches_.emplace_back(batch);
     pending_.resize(queues_.size());
-    for (int i = 0; i < games; ++i) games_.push_back(std::make_unique<ArenaGame>(s_, pool_, solver_));
+    for (int i = 0; i < games; ++i)
+      games_.push_back(std::make_unique<ArenaGame>(s_, pool_, solver_, first_slot + i,
+                                                   cpus_for_slot(allowed, s_.config.cpus_per_game, first_slot + i)));
   }
 
   void run() {
@@ -320,7 +427,7 @@ class Worker {
           if (!g.active()) {
             Schedule::Job job;
             if (!s_.schedule.next(job)) break;
-            g.start(job);
+            if (!g.start(job)) return;  // a USI engine that cannot start: the schedule has failed
           }
           any = true;
           if (g.step(batches_) == ArenaGame::Progress::RUNNING) break;
@@ -351,7 +458,8 @@ class Worker {
       }
       for (auto& lb : batches_)
         if (lb.batch.size() > 0) search::finish_batch(lb);
-      if (!queued) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the pool is spent: wait for frees
+      // Nothing for the network: the pool is spent (wait for frees) or the games wait on USI engines.
+      if (!queued) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
 
@@ -432,21 +540,29 @@ std::optional<std::string> arena_engine(const EngineSpec& spec, nn::BackendKind 
   return std::nullopt;
 }
 
-bool all_networks(const TournamentConfig& config) {
-  return !config.engines.empty() && std::all_of(config.engines.begin(), config.engines.end(),
-                                                [](const EngineSpec& e) { return !e.model.empty(); });
+bool any_network(const TournamentConfig& config) {
+  return std::any_of(config.engines.begin(), config.engines.end(),
+                     [](const EngineSpec& e) { return !e.model.empty(); });
+}
+
+std::optional<std::string> network_nodes_error(const TournamentConfig& config) {
+  for (const auto& e : config.engines)
+    if (!e.model.empty() && e.nodes <= 0 && config.game.tc.nodes <= 0)
+      return e.name + ": a network (model=PATH) plays at a node count: nodes=N in its spec, or --tc nodes=N";
+  return std::nullopt;
 }
 
 TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& settings) {
-  if (!all_networks(config) || config.engines.size() < 2)
-    throw std::invalid_argument("the arena plays networks (model=PATH) only, two or more");
-  if (config.game.tc.nodes <= 0) throw std::invalid_argument("networks in one process play at --tc nodes=N only");
+  if (!any_network(config) || config.engines.size() < 2)
+    throw std::invalid_argument("the arena plays two or more engines, at least one a network (model=PATH)");
+  if (auto err = network_nodes_error(config)) throw std::invalid_argument(*err);
   if (settings.gpus.empty() || settings.evaluators < 1 || settings.threads < 0 || settings.batch < 0)
     throw std::invalid_argument("the arena needs GPUs, evaluators >= 1, threads >= 0 and batch >= 0");
   const bool gpu = settings.backend == nn::BackendKind::CUDA;
   std::vector<ArenaEngine> engines(config.engines.size());
   int leaves = 1;  // the largest batch of leaves one search step adds
   for (size_t i = 0; i < engines.size(); ++i) {
+    if (config.engines[i].model.empty()) continue;  // a USI engine process
     if (auto err = arena_engine(config.engines[i], settings.backend, engines[i])) throw std::invalid_argument(*err);
     leaves = std::max(leaves, engines[i].params.batch_size);
   }
@@ -466,6 +582,11 @@ TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& 
   std::vector<std::optional<nn::Model>> models;
   std::vector<bool> unloaded;
   for (const auto& e : config.engines) {
+    if (e.model.empty()) {  // a USI engine process: no network, no queue
+      models.push_back(std::nullopt);
+      unloaded.push_back(false);
+      continue;
+    }
     try {
       models.push_back(nn::load_model(e.model));
       unloaded.push_back(false);
@@ -477,7 +598,8 @@ TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& 
   }
   // queues[gpu][engine]; a CPU backend shares the cores the workers leave between its evaluators.
   std::vector<std::vector<std::unique_ptr<search::EvalQueue>>> queues(settings.gpus.size());
-  const int evaluators_total = settings.evaluators * int(models.size() * settings.gpus.size());
+  const int networks = int(std::count_if(models.begin(), models.end(), [](const auto& m) { return m.has_value(); }));
+  const int evaluators_total = settings.evaluators * std::max(1, networks) * int(settings.gpus.size());
   engine::NetworkSettings network;
   network.backend = nn::backend_kind_name(settings.backend);
   network.batch = batch;
@@ -503,10 +625,11 @@ TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& 
   Schedule schedule(config, result);
   const Shared shared{config, engines, unloaded, schedule};
   std::vector<std::unique_ptr<Worker>> workers;
-  for (int w = 0; w < workers_total; ++w) {
+  const std::vector<int> allowed = config.cpus_per_game > 0 ? affinity_cpus() : std::vector<int>();
+  for (int w = 0, slot = 0; w < workers_total; slot += games[w], ++w) {
     std::vector<search::EvalQueue*> q;
     for (auto& queue : queues[w % settings.gpus.size()]) q.push_back(queue.get());
-    workers.push_back(std::make_unique<Worker>(shared, w, std::move(q), games[w], batch));
+    workers.push_back(std::make_unique<Worker>(shared, w, std::move(q), games[w], batch, slot, allowed));
   }
   std::vector<std::thread> threads;
   for (auto& w : workers) threads.emplace_back([&w] { w->run(); });

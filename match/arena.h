@@ -61,14 +61,22 @@ struct ArenaEngine {
 // NetworkDelay2, MinimumThinkingTime, SlowMover). An error names any other option or a bad value.
 std::optional<std::string> arena_engine(const EngineSpec& spec, nn::BackendKind backend, ArenaEngine& out);
 
-// Whether every engine of the tournament is a network (model=PATH): then run_arena plays it.
-bool all_networks(const TournamentConfig& config);
+// Whether an engine of the tournament is a network (model=PATH): then run_arena plays it.
+bool any_network(const TournamentConfig& config);
 
-// Plays the tournament of `config` (two or more model=PATH engines, `--tc nodes=N`) in this
-// process. config.concurrency is the games at once in all (spread over the GPUs). A model file
+// An error naming a network that has no node count (nodes=N of its own, or --tc nodes=N).
+std::optional<std::string> network_nodes_error(const TournamentConfig& config);
+
+// Plays the tournament of `config` (two or more engines, at least one of them model=PATH) in this
+// process. config.concurrency is the games at once in all (spread over the GPUs). Networks play at
+// their node count; USI engines (cmd=PATH) are processes of their own, one per engine and game slot
+// (confined under --cpus-per-game), on the match's clock or node count, each move asked on a thread
+// of its own while the worker steps its other games, so that a network's searches against them
+// share the GPU's calls as between networks (the loop's anchor against gpsshogi). A model file
 // that cannot be loaded makes its engine resign every move (as the USI engine does), with a warning
 // on stderr. Throws std::invalid_argument for a configuration the arena cannot play; a network that
-// fails mid-match stops it with result.error.
+// fails mid-match, or a USI engine that cannot start three times in a row, stops it with
+// result.error.
 TournamentResult run_arena(const TournamentConfig& config, const ArenaSettings& settings);
 
 }  // namespace jiriki::match

@@ -83,6 +83,54 @@ void play_opening(Position& pos, PlayedGame& game, const Opening& opening) {
   game.opening_plies = int(opening.moves.size());
 }
 
+UsiAnswer ask_move(EngineProcess& e, const std::string& position, const std::string& go, int64_t limit_ms, bool clocked,
+                   const GameSettings& settings) {
+  UsiAnswer a;
+  e.send(position);
+  e.send(go);
+  a.sent_at = Clock::now();
+  const auto deadline = a.sent_at + std::chrono::milliseconds(limit_ms + (clocked ? settings.margin_ms : 0));
+  while (auto line = e.read_line(deadline)) {
+    if (starts_with(line->text, "bestmove")) {
+      std::istringstream words(line->text);
+      std::string bestmove;
+      words >> bestmove >> a.move;
+      a.kind = UsiAnswer::BESTMOVE;
+      a.at = line->at;
+      a.elapsed_ms = ms_between(a.sent_at, line->at);
+      return a;
+    }
+    if (auto s = parse_info_score(line->text)) a.score = s;
+    if (auto n = parse_info_nodes(line->text)) a.nodes = n;
+  }
+  if (settings.interrupt && *settings.interrupt) return a;  // the wait ended on the interrupt, not the clock
+  if (e.ended()) {
+    a.kind = UsiAnswer::CRASH;
+    return a;
+  }
+  // Out of time: a working engine answers `stop` at once; one that does not is killed.
+  e.send("stop");
+  const auto grace = Clock::now() + std::chrono::milliseconds(settings.grace_ms);
+  while (auto line = e.read_line(grace))
+    if (starts_with(line->text, "bestmove")) {
+      a.kind = UsiAnswer::TIME_UP;
+      return a;
+    }
+  e.kill();
+  a.kind = UsiAnswer::NO_ANSWER;
+  return a;
+}
+
+Verdict failed_answer_verdict(const UsiAnswer& a, Color us, bool clocked) {
+  switch (a.kind) {
+    case UsiAnswer::CRASH:
+      return Verdict::loss(us, us == BLACK ? GameEnd::BLACK_ILLEGAL_ACTION : GameEnd::WHITE_ILLEGAL_ACTION, "crash");
+    case UsiAnswer::TIME_UP: return Verdict::loss(us, GameEnd::TIME_UP, clocked ? "time forfeit" : "no answer");
+    case UsiAnswer::NO_ANSWER: return Verdict::loss(us, GameEnd::TIME_UP, "no answer");
+    default: return {true, std::nullopt, GameEnd::ABORT, "interrupted"};
+  }
+}
+
 PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& opening, const GameSettings& settings) {
   const TimeControl& tc = settings.tc;
   PlayedGame g;
@@ -124,56 +172,25 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
       go = "go nodes " + std::to_string(e.spec().nodes > 0 ? e.spec().nodes : tc.nodes);
       limit_ms = settings.timeout_ms;
     }
-    e.send(moves_text.empty() ? position_base : position_base + " moves" + moves_text);
-    e.send(go);
-    const auto sent_at = Clock::now();
+    const std::string position = moves_text.empty() ? position_base : position_base + " moves" + moves_text;
+    const double cpu_before = thread_cpu_us();
+    const UsiAnswer a = ask_move(e, position, go, limit_ms, clocked, settings);
     if (last_answer) {
-      g.runner_us += std::chrono::duration<double, std::micro>(sent_at - *last_answer).count();
-      g.runner_cpu_us += thread_cpu_us() - last_taken_cpu;
+      g.runner_us += std::chrono::duration<double, std::micro>(a.sent_at - *last_answer).count();
+      g.runner_cpu_us += cpu_before - last_taken_cpu;
       ++g.runner_moves;
     }
-    const auto deadline = sent_at + std::chrono::milliseconds(limit_ms + (clocked ? settings.margin_ms : 0));
-    std::optional<int> score;
-    std::optional<int64_t> nodes;
-    std::optional<EngineLine> answer;
-    while (auto line = e.read_line(deadline)) {
-      if (starts_with(line->text, "bestmove")) {
-        answer = std::move(line);
-        break;
-      }
-      if (auto s = parse_info_score(line->text)) score = s;
-      if (auto n = parse_info_nodes(line->text)) nodes = n;
-    }
-    if (!answer) {
-      if (settings.interrupt && *settings.interrupt) {  // the wait ended on the interrupt, not the clock
-        v = {true, std::nullopt, GameEnd::ABORT, "interrupted"};
-        break;
-      }
-      if (e.ended()) {
-        g.failed[us] = true;
-        v = Verdict::loss(us, us == BLACK ? GameEnd::BLACK_ILLEGAL_ACTION : GameEnd::WHITE_ILLEGAL_ACTION, "crash");
-        break;
-      }
-      // Out of time: a working engine answers `stop` at once; one that does not is killed.
-      v = Verdict::loss(us, GameEnd::TIME_UP, clocked ? "time forfeit" : "no answer");
-      e.send("stop");
-      bool answered = false;
-      const auto grace = Clock::now() + std::chrono::milliseconds(settings.grace_ms);
-      while (auto line = e.read_line(grace))
-        if ((answered = starts_with(line->text, "bestmove"))) break;
-      if (!answered) {
-        e.kill();
-        g.failed[us] = true;
-        v.reason = "no answer";
-      }
+    if (a.kind != UsiAnswer::BESTMOVE) {
+      g.failed[us] = a.failed();
+      v = failed_answer_verdict(a, us, clocked);
       break;
     }
-    const int64_t elapsed = ms_between(sent_at, answer->at);
+    const int64_t elapsed = a.elapsed_ms;
     SearchStats& stats = g.search[us];
     stats.moves++;
     stats.ms += elapsed;
-    if (nodes) stats.counted++, stats.nodes += *nodes, stats.nodes_ms += elapsed;
-    last_answer = answer->at;
+    if (a.nodes) stats.counted++, stats.nodes += *a.nodes, stats.nodes_ms += elapsed;
+    last_answer = a.at;
     last_taken_cpu = thread_cpu_us();
     if (clocked) {
       if (elapsed > limit_ms + settings.margin_ms) {
@@ -182,9 +199,8 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
       }
       remaining[us] = std::max<int64_t>(0, remaining[us] - elapsed) + tc.inc_ms;
     }
-    std::istringstream words(answer->text);
-    std::string bestmove, text;
-    words >> bestmove >> text;
+    const std::string& text = a.move;
+    const std::optional<int> score = a.score;
     Move m = MOVE_NONE;
     v = answer_verdict(pos, text, rules, m);
     if (v.over) break;

@@ -54,7 +54,7 @@ struct PlayedGame {
   SearchStats search[COLOR_NB];            // each side's moves, time and nodes
   // The runner's own time per move, summed: wall time from a bestmove line's arrival (the reader
   // thread's time stamp) to the next go written, and the game thread's CPU time from taking the
-  // line to writing that go (wall time on a loaded machine also counts the waits for a core).
+  // line to writing the next position (wall time on a loaded machine also counts the waits for a core).
   double runner_us = 0, runner_cpu_us = 0;
   int runner_moves = 0;
 };
@@ -70,6 +70,35 @@ std::optional<int64_t> parse_info_nodes(const std::string& line);
 
 // A move's record comment: the mover's score and the exact time (the CSA T line holds seconds).
 std::string move_comment(std::optional<int> score, int64_t ms);
+
+// One engine's answer to `position ...` and `go ...`, as a game of USI engines takes it.
+struct UsiAnswer {
+  enum Kind {
+    BESTMOVE,     // a bestmove line came (late or not: the caller's clock decides)
+    INTERRUPTED,  // the runner was told to stop while waiting
+    CRASH,        // the engine ended
+    TIME_UP,      // no bestmove by the deadline; the engine answered `stop` within the grace
+    NO_ANSWER,    // ... nor `stop` within the grace: killed
+  };
+  Kind kind = INTERRUPTED;
+  std::string move;  // BESTMOVE: the move text (a USI move, "resign" or "win")
+  std::optional<int> score;
+  std::optional<int64_t> nodes;  // from the last info line that had them
+  Clock::time_point sent_at;     // when `go` was written
+  Clock::time_point at;          // BESTMOVE: when the bestmove line arrived
+  int64_t elapsed_ms = 0;        // BESTMOVE: from `go` written to the bestmove line's arrival
+  bool failed() const { return kind == CRASH || kind == NO_ANSWER; }  // restart the engine
+};
+
+// Sends `position` and `go` to `e` and waits for its bestmove until `limit_ms` (plus the margin when
+// `clocked`) after the `go`; on a time-out sends `stop` and kills an engine that does not answer it
+// within settings.grace_ms.
+UsiAnswer ask_move(EngineProcess& e, const std::string& position, const std::string& go, int64_t limit_ms, bool clocked,
+                   const GameSettings& settings);
+
+// The verdict against `us` for an answer that is no move: a crash, a time-out (a time forfeit on a
+// clock, else no answer), or an interrupted game.
+Verdict failed_answer_verdict(const UsiAnswer& a, Color us, bool clocked);
 
 // Plays a game from `opening`; both engines must be started and in sync. Names in the record are
 // the engines' display names.

@@ -160,28 +160,7 @@ namespace {
 // One game thread of run_tournament: its own engine processes, games taken from the schedule.
 void play_games(const TournamentConfig& config, Schedule& schedule, int thread, const std::vector<int>& cpus) {
   std::map<int, std::unique_ptr<EngineProcess>> engines;
-  const auto timeout = std::chrono::milliseconds(config.game.timeout_ms);
-  // The engine of index i, in sync and ready for a game; nullptr when three starts in a row
-  // failed (then the tournament stops: the engine is broken, not unlucky).
-  // nullptr too when the runner is told to stop meanwhile (an interrupted start is no failure).
-  auto ready = [&](int i) -> EngineProcess* {
-    auto& e = engines[i];
-    if (e && e->sync(timeout)) return e.get();
-    std::string error;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      if (stop_requested) return nullptr;
-      EngineSpec spec = spec_for_slot(config.engines[i], thread);
-      if (!cpus.empty()) spec.cpus = cpus;
-      e = std::make_unique<EngineProcess>(std::move(spec), schedule.traffic_log(),
-                                          config.engines[i].name + "#" + std::to_string(thread), &stop_requested);
-      auto err = e->start(timeout);
-      if (!err) return e.get();
-      error = *err;
-    }
-    if (stop_requested) return nullptr;
-    schedule.fail(error + " (three starts)");
-    return nullptr;
-  };
+  auto ready = [&](int i) { return ready_engine(engines[i], config, schedule, i, thread, cpus); };
   Schedule::Job job;
   while (schedule.next(job)) {
     EngineProcess* b = ready(job.black);
@@ -198,6 +177,28 @@ void play_games(const TournamentConfig& config, Schedule& schedule, int thread, 
 }
 
 }  // namespace
+
+EngineProcess* ready_engine(std::unique_ptr<EngineProcess>& e, const TournamentConfig& config, Schedule& schedule,
+                            int engine, int slot, const std::vector<int>& cpus) {
+  const auto timeout = std::chrono::milliseconds(config.game.timeout_ms);
+  if (e && e->sync(timeout)) return e.get();
+  std::string error;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (stop_requested) return nullptr;
+    EngineSpec spec = spec_for_slot(config.engines[engine], slot);
+    if (!cpus.empty()) spec.cpus = cpus;
+    e = std::make_unique<EngineProcess>(std::move(spec), schedule.traffic_log(),
+                                        config.engines[engine].name + "#" + std::to_string(slot), &stop_requested);
+    auto err = e->start(timeout);
+    if (!err) return e.get();
+    error = *err;
+  }
+  if (stop_requested) return nullptr;
+  schedule.fail(error + " (three starts)");
+  return nullptr;
+}
+
+const std::atomic<bool>* stop_flag() { return &stop_requested; }
 
 bool Tally::add(const GameOutcome& g) {
   PairingResult& pr = result_.pairings[g.pairing];

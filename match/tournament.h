@@ -154,6 +154,15 @@ class Schedule {
 // Stops a running tournament soon (safe in a signal handler): no new game starts, and the games
 // in progress end before their next move, unrecorded.
 void request_stop();
+// The flag request_stop() sets: GameSettings::interrupt and the engine processes' interrupt.
+const std::atomic<bool>* stop_flag();
+
+// The process of engine `engine` for game slot `slot` (spec_for_slot; confined to `cpus` when not
+// empty) in sync and ready for a game: started, or started again when it does not answer. nullptr
+// when three starts in a row failed (the schedule then fails: the engine is broken, not unlucky) or
+// when the runner is told to stop meanwhile (an interrupted start is no failure).
+EngineProcess* ready_engine(std::unique_ptr<EngineProcess>& process, const TournamentConfig& config, Schedule& schedule,
+                            int engine, int slot, const std::vector<int>& cpus);
 
 // The pairings (engine index pairs) of a tournament.
 std::vector<std::pair<int, int>> make_pairings(int engines, bool gauntlet);

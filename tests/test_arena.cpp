@@ -21,6 +21,7 @@
 #include "shogi/csa.h"
 #include "shogi/hcpe3.h"
 #include "temp_dir.h"
+#include "tests/scripted_match.h"
 
 using namespace jiriki;
 using namespace jiriki::match;
@@ -75,7 +76,8 @@ std::string csa_without_times(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("arena: the same games as two jiriki USI processes at the same nodes, openings and seed", "[arena]") {
+TEST_CASE("arena: the same games as two jiriki USI processes at the same nodes, openings and seed, and against one",
+          "[arena]") {
   // One search thread on each side, the reference backend (whose answer for a position does not
   // depend on the batch around it: the engine evaluates each root alone, the arena with other
   // games' leaves) and no df-pn root search (the engine's runs on a thread beside the search, so
@@ -83,7 +85,7 @@ TEST_CASE("arena: the same games as two jiriki USI processes at the same nodes, 
   TempDir dir("arena_same");
   write_models(dir);
   TournamentConfig usi = match_config(dir, "usi", 4, 12, 36);
-  for (const char* name : {"a", "b"}) {
+  auto usi_engine = [&](const char* name) {
     EngineSpec e;
     e.name = name;
     e.cmd = JIRIKI_BINARY;
@@ -93,20 +95,26 @@ TEST_CASE("arena: the same games as two jiriki USI processes at the same nodes, 
                  {"BatchSize", "4"},
                  {"RootMateSearch", "false"},
                  {"USI_Hash", "64"}};
-    usi.engines.push_back(e);
-  }
+    return e;
+  };
+  for (const char* name : {"a", "b"}) usi.engines.push_back(usi_engine(name));
   usi.concurrency = 2;
   const TournamentResult by_usi = run_tournament(usi);
   INFO(by_usi.error);
   REQUIRE(by_usi.error.empty());
 
-  // Twice: a worker and an evaluator of each network per GPU (each worker runs its calls itself),
-  // then two workers per GPU sharing one evaluator (its queue's worker thread merges their calls).
-  for (int workers : {1, 2}) {
-    INFO(workers << " worker(s) a GPU");
-    const std::string out = workers == 1 ? "arena" : "arena-shared";
+  // Three times: a worker and an evaluator of each network per GPU (each worker runs its calls
+  // itself); two workers per GPU sharing one evaluator (its queue's worker thread merges their
+  // calls); and network a in the arena against b as the same USI process as above, one per game slot.
+  for (const std::string out : {"arena", "arena-shared", "arena-mixed"}) {
+    const int workers = out == "arena" ? 1 : 2;
+    INFO(out << ": " << workers << " worker(s) a GPU");
     TournamentConfig in_process = match_config(dir, out, 4, 12, 36);
     for (const char* name : {"a", "b"}) {
+      if (out == "arena-mixed" && std::string(name) == "b") {
+        in_process.engines.push_back(usi_engine(name));
+        continue;
+      }
       EngineSpec e;
       e.name = name;
       e.model = dir.file(std::string(name) + ".jnn");
@@ -145,6 +153,42 @@ TEST_CASE("arena: the same games as two jiriki USI processes at the same nodes, 
     json su = summary_json(usi, by_usi), sa = summary_json(in_process, by_arena);
     for (const char* k : {"wins", "losses", "draws", "score", "elo", "penta"}) CHECK(sa[k] == su[k]);
   }
+}
+
+TEST_CASE("arena: a USI engine beside a network, on the clock: a crash is its loss, and its slot starts it afresh",
+          "[arena]") {
+  // A scripted engine (tests/data/fake_usi.sh) against network a at 8 nodes of its own, byoyomi 10 s,
+  // one game slot. Game 1, the network Black: the engine crashes at its first move (ply 1). Game 2,
+  // the engine Black: a started-afresh process plays 7g7f at ply 0 and resigns at ply 2.
+  TempDir dir("arena_usi");
+  write_models(dir);
+  TournamentConfig c = match_config(dir, "out", 2, 0, 320);
+  c.concurrency = 1;
+  c.random_plies = 0;
+  c.game.tc = {};
+  c.game.tc.byoyomi_ms = 10000;
+  EngineSpec net;
+  net.name = "net";
+  net.model = dir.file("a.jnn");
+  net.nodes = 8;
+  c.engines = {net, jiriki::match::testing::fake(dir, "fake", {"7g7f", "crash-once 3c3d"})};
+  ArenaSettings settings;
+  settings.backend = nn::BackendKind::REFERENCE;
+  const TournamentResult r = run_arena(c, settings);
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  REQUIRE(r.games == 2);
+  CHECK(r.pairings[0].wins == 2);
+  CHECK(r.faults[1].crash == 1);
+  const auto games = games_by_number(dir.file("out"));
+  REQUIRE(games.size() == 2);
+  CHECK(games.at(1)["reason"] == "crash");
+  CHECK(games.at(1)["plies"] == 1);  // the network's move, then the crash
+  CHECK(games.at(2)["reason"] == "resign");
+  CHECK(games.at(2)["plies"] == 2);  // 7g7f from the fresh process, the network's reply
+  // The network searched its moves on the clock's match at its own node count.
+  CHECK(r.search[0].moves == 2);
+  CHECK(r.search[0].nodes_per_move() == Approx(8).margin(1));
 }
 
 TEST_CASE("arena: legal games judged by the referee, colours swapped per pair, counts as in the records", "[arena]") {
@@ -264,9 +308,15 @@ TEST_CASE("match command: networks in one process, with the CPU queues of two 'G
   std::ifstream in(dir.file("out/summary.json"));
   const json s = json::parse(in);
   CHECK(s["wins"].get<int>() + s["losses"].get<int>() + s["draws"].get<int>() == 4);
-  // Networks play at a node limit only, and only against networks.
+  // Networks play at a node count only: their own nodes=N, or --tc nodes=N.
   CHECK(run(bin + " match" + engines + " --games 2 --tc byoyomi=100") == 2);
-  CHECK(run(bin + " match" + engines + " --engine \"cmd=" + bin + " name=c\" --games 2 --tc nodes=8") == 2);
+  // Beside a USI engine process, in a round robin: every pairing played.
+  CHECK(run(bin + " match" + engines + " --engine \"cmd=" + bin + " name=c option.Threads=1\" --games 2" +
+            " --tc nodes=8 --max-plies 30 --random-plies 4 --backend cpu --out " + dir.file("mixed")) == 0);
+  std::ifstream mixed_in(dir.file("mixed/summary.json"));
+  const json mixed = json::parse(mixed_in);
+  CHECK(mixed["games"] == 6);
+  CHECK(mixed["pairings"].size() == 3);
   CHECK(run(bin + " match --engine \"model=" + dir.file("a.jnn") +
             " name=a option.Backend=cpu\" --engine \"model=" + dir.file("b.jnn") + "\" --games 2 --tc nodes=8") == 2);
   // A network that cannot be loaded resigns every game, as the USI engine does.

@@ -980,8 +980,15 @@ TEST_CASE("loop config: how generations train, more networks, more anchors; the 
   CHECK_THROWS_WITH(
       Config(json{{"anchors", json::array({{{"name", "x"}, {"engine", "a"}, {"games", 2}, {"network", "cpu"}}})}}),
       Catch::Contains("its network \"cpu\" is not one of"));
+  CHECK_THROWS_WITH(
+      Config(json{{"anchors", json::array({{{"name", "x"}, {"model", "m.jnn"}, {"games", 2}, {"nodes", 100}}})}}),
+      Catch::Contains("\"nodes\" (the candidate's count against an \"engine\") must be positive"));
+  CHECK_THROWS_WITH(
+      Config(json{{"anchors", json::array({{{"name", "x"}, {"engine", "a"}, {"games", 2}, {"nodes", 0}}})}}),
+      Catch::Contains("must be positive"));
   // The GPU machine's configs are valid.
-  for (const char* f : {"loop.json", "loop_rl.json", "loop_teacher.json", "loop_x4.json", "loop_distill.json"}) {
+  for (const char* f :
+       {"loop.json", "loop_rl.json", "loop_teacher.json", "loop_x2.json", "loop_x4.json", "loop_distill.json"}) {
     INFO(f);
     CHECK_NOTHROW(Config::load(std::string(JIRIKI_SOURCE_DIR) + "/scripts/device/" + f));
   }
@@ -1075,7 +1082,8 @@ TEST_CASE(
   c["networks"] = json::array({{{"name", "small"}, {"blocks", 1}, {"channels", 8}, {"train_args", "--lr 0.005"}}});
   c["anchors"] = json::array(
       {{{"name", "shipped"}, {"model", tmp.file("shipped.jnn")}, {"games", 2}, {"tc", "nodes=3"}, {"network", "small"}},
-       {{"name", "gps"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"args", "--margin 200"}}});
+       {{"name", "gps"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"args", "--margin 200"}},
+       {{"name", "gps-nodes"}, {"engine", "/usr/games/gpsusi"}, {"games", 2}, {"nodes", 40}}});
   c["anchor_tc"] = "movetime=50";
   const std::string dir = run_to_end(tmp, c);
   check_finished_run(dir, 2);
@@ -1098,6 +1106,7 @@ TEST_CASE(
     CHECK(small["gate"]["games"] == 4);
     CHECK(h[g]["anchors"]["shipped"]["games"] == 4);
     CHECK(h[g]["anchors"]["gps"]["games"] == 4);
+    CHECK(h[g]["anchors"]["gps-nodes"]["games"] == 4);
   }
   // Same data and window, its own best and options; self-play with the main network only.
   const std::string small_log = read_bytes(dir + "/logs/gen0002-train-small.log");
@@ -1121,6 +1130,12 @@ TEST_CASE(
   CHECK(gps.find("name=candidate option.ModelFile=" + dir + "/train/gen0002/candidate.jnn") != std::string::npos);
   CHECK(gps.find("--tc movetime=50") != std::string::npos);
   CHECK(gps.find("--margin 200") != std::string::npos);
+  // With "nodes", the candidate plays at that count in the match's own process, the engine as before.
+  const std::string gps_nodes = read_bytes(dir + "/anchors/gps-nodes/fake_match_calls.txt");
+  CHECK(gps_nodes.find("model=" + dir + "/train/gen0002/candidate.jnn name=candidate nodes=40") != std::string::npos);
+  CHECK(gps_nodes.find("cmd=/usr/games/gpsusi name=gps-nodes") != std::string::npos);
+  CHECK(gps_nodes.find("--tc movetime=50") != std::string::npos);
+  CHECK(gps_nodes.find("--backend") != std::string::npos);
   // TensorBoard has the small network's and the anchors' figures.
   const auto events = decode_event_file(read_bytes(dir + "/tensorboard/events.out.tfevents.0000000002.jiriki"));
   std::map<std::string, float> tags;
@@ -1133,7 +1148,7 @@ TEST_CASE(
     // network's gate.
     const auto table = plot_rows(dir);
     REQUIRE(table.size() == 3);
-    REQUIRE(table[1].size() == 16 + 4 * 3);
+    REQUIRE(table[1].size() == 16 + 4 * 4);
     CHECK(table[1][16] == "0");
     CHECK(table[1][17] == "-100");
     CHECK(table[1][19] == "NaN");  // not won outright: no bound
