@@ -79,7 +79,9 @@ int cmd_selfplay(int argc, char** argv) {
       .bind("evaluators", net.evaluators, "network calls in flight per GPU (0: 4 on cuda, 1 on the CPU)", 0, 64)
       .bind("batch", net.batch, "positions per network call (0: 256 on cuda, 32 on the CPU)", 0, 65536)
       .bind("concurrent", c.concurrent,
-            "games per GPU (0: enough to fill every batch, or about one per 100 --positions if fewer)", 0)
+            "games per GPU (0: enough to fill every batch, or about one per 100 --positions, 25 under the playout "
+            "cap's 0.25, if fewer)",
+            0)
       .bind("leaves-per-game", g.leaves_per_step, "new leaves each game adds to one batch", 1, 64)
       .bind("nn-threads", net.cpu_threads,
             "CPU backend: threads per evaluator (0: the cores the workers leave, shared)", 0)

@@ -133,9 +133,17 @@ int auto_concurrent(const SelfPlayConfig& c) {
   const int per_worker = (batch * 5 / 4 + c.game.leaves_per_step - 1) / std::max(c.game.leaves_per_step, 1);
   const int full = std::max(per_worker, 1) * std::max(c.threads, 1);
   // The games running when a --positions target is reached are finished, so thousands at once
-  // would overshoot a small target many times over; one game per 100 positions wanted keeps the
-  // overshoot near half the target (games average 100 to 200 plies).
-  if (c.positions > 0) return int(std::clamp<int64_t>(c.positions / 100, std::max(c.threads, 1), full));
+  // would overshoot a small target many times over. One game per 100 training positions a game makes
+  // keeps the overshoot near half the target: games average about 100 plies (80 with resignation at
+  // 5%), and under the playout cap only the full searches (full_probability of the moves) are
+  // training positions, so a game makes about 100 full_probability of them. (Counting 100 a game
+  // under the cap ran a quarter of the games: calls of 58 positions on an H200 where 166 made 1.43x
+  // the moves, docs/performance.md.)
+  if (c.positions > 0) {
+    const double per_game = 100.0 * (c.game.full_playouts > 0 ? c.game.full_probability : 1.0);
+    return int(
+        std::clamp<int64_t>(int64_t(double(c.positions) / std::max(per_game, 1.0)), std::max(c.threads, 1), full));
+  }
   return full;
 }
 

@@ -49,7 +49,8 @@ struct SelfPlayResult {
 };
 
 // The games per GPU `concurrent` = 0 stands for: enough that every worker fills its batches, or
-// about one per 100 positions of a --positions target when that is fewer.
+// about one per 100 training positions a game makes (100 full_probability under the playout cap) of
+// a --positions target when that is fewer.
 int auto_concurrent(const SelfPlayConfig& config);
 
 // Plays until the quota is met, `stop` is set (Ctrl-C), the time runs out or something fails.

@@ -390,6 +390,12 @@ TEST_CASE("selfplay: automatic games at once fill the batches, or follow a small
   CHECK(selfplay::auto_concurrent(c) == 12);
   c.positions = 100000000;  // never more than fill the batches
   CHECK(selfplay::auto_concurrent(c) == 320 * 12);
+  // Under the playout cap a game makes training positions of its full searches only: a quarter.
+  c.game.full_playouts = 400;
+  c.positions = 30000;
+  CHECK(selfplay::auto_concurrent(c) == 1200);
+  c.game.full_probability = 0.5;
+  CHECK(selfplay::auto_concurrent(c) == 600);
 }
 
 TEST_CASE("selfplay: --positions and --seconds end a run", "[selfplay][cli]") {
