@@ -364,8 +364,8 @@ class ArenaGame {
     game_.verdict = v;
     game_.record.end = v.end;
     for (Color c : {BLACK, WHITE})
-      if (auto& p = processes_[sides_[c].engine]; p && !game_.failed[c])
-        p->send(!v.winner ? "gameover draw" : *v.winner == c ? "gameover win" : "gameover lose");
+      if (auto p = processes_.find(sides_[c].engine); p != processes_.end() && p->second && !game_.failed[c])
+        p->second->send(!v.winner ? "gameover draw" : *v.winner == c ? "gameover win" : "gameover lose");
     drop();
     return true;
   }
