@@ -13,6 +13,7 @@
 #include <regex>
 #include <set>
 
+#include "common/platform.h"
 #include "match/arena.h"
 #include "match/report.h"
 #include "match/tournament.h"
@@ -189,6 +190,41 @@ TEST_CASE("arena: a USI engine beside a network, on the clock: a crash is its lo
   // The network searched its moves on the clock's match at its own node count.
   CHECK(r.search[0].moves == 2);
   CHECK(r.search[0].nodes_per_move() == Approx(8).margin(1));
+}
+
+TEST_CASE("arena: under --cpus-per-game each game slot's USI engine runs on the slot's CPUs", "[arena]") {
+  const std::vector<int> allowed = jiriki::affinity_cpus();
+  REQUIRE(!allowed.empty());
+  TempDir dir("arena_cpus");
+  write_models(dir);
+  TournamentConfig c = match_config(dir, "out", 0, 8, 320);
+  c.concurrency = int(std::min<size_t>(2, allowed.size()));
+  c.games = 2 * c.concurrency;
+  c.random_plies = 0;
+  c.cpus_per_game = 1;
+  c.log = dir.file("traffic.log");
+  EngineSpec net;
+  net.name = "net";
+  net.model = dir.file("a.jnn");
+  c.engines = {net, jiriki::match::testing::fake(dir, "fake", {"7g7f", "3c3d", "resign", "resign"})};
+  ArenaSettings settings;
+  settings.backend = nn::BackendKind::REFERENCE;
+  const TournamentResult r = run_arena(c, settings);  // one worker, stepping every game slot
+  INFO(r.error);
+  REQUIRE(r.error.empty());
+  CHECK(r.games == c.games);
+  std::ifstream log(c.log);
+  std::map<std::string, std::set<std::string>> reported;  // "fake#0" -> the CPU lists it reported
+  for (std::string line; std::getline(log, line);)
+    if (const size_t at = line.find(" > id author cpus "); at != std::string::npos) {
+      const size_t from = line.find(' ') + 1;
+      reported[line.substr(from, at - from)].insert(line.substr(at + 18));
+    }
+  for (int slot = 0; slot < c.concurrency; ++slot) {
+    INFO("slot " << slot);
+    CHECK(reported["fake#" + std::to_string(slot)] == std::set<std::string>{std::to_string(allowed[size_t(slot)])});
+  }
+  CHECK(jiriki::affinity_cpus() == allowed);  // the runner keeps every CPU it had
 }
 
 TEST_CASE("arena: legal games judged by the referee, colours swapped per pair, counts as in the records", "[arena]") {
