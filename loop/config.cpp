@@ -90,7 +90,9 @@ const std::vector<ConfigKey>& config_keys() {
        "nodes= tc), and the candidate of an anchor with \"engine\" and \"nodes\", play in the match's own "
        "process over every GPU of gpus (jiriki match's model=PATH engines); false: a USI engine process for "
        "each side of a game"},
-      {"arena_concurrency", 0, "games at once of a match of networks in one process, over all GPUs (0: all of them)"},
+      {"arena_concurrency", 0,
+       "games at once of a match in one process, over all GPUs (0: all of them; against an engine's processes "
+       "at most the cores)"},
       {"gate_sprt", "elo0=0 elo1=10 alpha=0.05 beta=0.05", "the gate's SPRT, as jiriki match --sprt takes it"},
       {"gate_random_plies", 8, "random opening plies of match games (when no openings file)"},
       {"gate_undecided", "score", "an undecided gate: score (promote when the candidate scored over 50%) or keep"},
