@@ -75,6 +75,7 @@ class ArenaGame {
         return false;
     job_ = job;
     game_ = PlayedGame{};
+    clock_ = GameClock(s_.config.game.tc);
     const Opening& opening = s_.schedule.opening(job);
     pos_.set_sfen(opening.sfen);  // checked when the openings were made
     game_.record.start = pos_;
@@ -88,7 +89,6 @@ class ArenaGame {
       sides_[c].tree.params = &s_.engines[engine].params;
       const int64_t own = s_.config.engines[engine].nodes;
       sides_[c].nodes = own > 0 ? own : s_.config.game.tc.nodes;
-      sides_[c].remaining_ms = s_.config.game.tc.time_ms;
       if (s_.usi(engine)) processes_[engine]->send("usinewgame");
     }
     phase_ = Phase::TURN;
@@ -146,10 +146,9 @@ class ArenaGame {
   struct Side {
     search::Tree tree;
     int engine = 0;
-    int64_t nodes = 0;         // playout attempts a move (a USI engine: its go nodes)
-    size_t tree_moves = 0;     // the game's moves (the opening's included) up to the tree's root
-    int64_t reserved = 0;      // playout attempts of the search in progress
-    int64_t remaining_ms = 0;  // a USI engine on a clock: its time left
+    int64_t nodes = 0;      // playout attempts a move (a USI engine: its go nodes)
+    size_t tree_moves = 0;  // the game's moves (the opening's included) up to the tree's root
+    int64_t reserved = 0;   // playout attempts of the search in progress
   };
 
   const ArenaEngine& engine(Color c) const { return s_.engines[sides_[c].engine]; }
@@ -279,27 +278,15 @@ class ArenaGame {
   // a thread of its own: the worker goes on with its other games meanwhile.
   void ask_usi_engine() {
     const Color us = pos_.side_to_move();
-    const TimeControl& tc = settings_.tc;
     const Opening& opening = s_.schedule.opening(job_);
     std::string position = opening.sfen == "startpos" ? "position startpos" : "position sfen " + opening.sfen;
     if (!game_.record.moves.empty()) position += " moves";
     for (Move m : game_.record.moves) position += " " + move_to_usi(m);
-    std::string go;
-    int64_t limit_ms;
-    if (clocked()) {
-      go = "go btime " + std::to_string(sides_[BLACK].remaining_ms) + " wtime " +
-           std::to_string(sides_[WHITE].remaining_ms);
-      if (tc.byoyomi_ms > 0) go += " byoyomi " + std::to_string(tc.byoyomi_ms);
-      else if (tc.inc_ms > 0) go += " binc " + std::to_string(tc.inc_ms) + " winc " + std::to_string(tc.inc_ms);
-      limit_ms = sides_[us].remaining_ms + tc.byoyomi_ms;
-    } else {
-      go = "go nodes " + std::to_string(sides_[us].nodes);
-      limit_ms = settings_.timeout_ms;
-    }
-    usi_limit_ms_ = limit_ms;
+    const std::string go = clock_.go(sides_[us].nodes);
+    const int64_t limit_ms = clock_.limit_ms(us, settings_.timeout_ms);
     EngineProcess* process = processes_[sides_[us].engine].get();
     usi_answer_ = std::async(std::launch::async, [process, position, go, limit_ms, this] {
-      return ask_move(*process, position, go, limit_ms, clocked(), settings_);
+      return ask_move(*process, position, go, limit_ms, clock_.clocked(), settings_);
     });
     phase_ = Phase::USI;
   }
@@ -308,7 +295,6 @@ class ArenaGame {
   bool take_usi_answer() {
     const UsiAnswer a = usi_answer_.get();
     const Color us = pos_.side_to_move();
-    Side& side = sides_[us];
     if (a.kind == UsiAnswer::INTERRUPTED) {
       phase_ = Phase::STOPPED;
       return false;
@@ -316,21 +302,16 @@ class ArenaGame {
     if (a.kind != UsiAnswer::BESTMOVE) {
       if (a.failed()) {
         game_.failed[us] = true;
-        processes_[side.engine].reset();  // started afresh for the slot's next game
+        processes_[sides_[us].engine].reset();  // started afresh for the slot's next game
       }
-      return end(failed_answer_verdict(a, us, clocked()));
+      return end(failed_answer_verdict(a, us, clock_.clocked()));
     }
-    if (clocked()) {
-      if (a.elapsed_ms > usi_limit_ms_ + settings_.margin_ms) {
-        record_stats(a.elapsed_ms, a.nodes);
-        return end(Verdict::loss(us, GameEnd::TIME_UP, "time forfeit"));
-      }
-      side.remaining_ms = std::max<int64_t>(0, side.remaining_ms - a.elapsed_ms) + settings_.tc.inc_ms;
+    if (!clock_.charge(us, a.elapsed_ms, settings_.margin_ms)) {
+      record_stats(a.elapsed_ms, a.nodes);
+      return end(Verdict::loss(us, GameEnd::TIME_UP, "time forfeit"));
     }
     return answer(a.move, a.score, a.nodes, a.elapsed_ms);
   }
-
-  bool clocked() const { return settings_.tc.nodes == 0; }
 
   void record_stats(int64_t elapsed, std::optional<int64_t> nodes) {
     SearchStats& stats = game_.search[pos_.side_to_move()];
@@ -377,7 +358,7 @@ class ArenaGame {
   GameSettings settings_;                                    // the match's, with the runner's stop as the interrupt
   std::map<int, std::unique_ptr<EngineProcess>> processes_;  // by engine index: the USI engines of the slot
   std::future<UsiAnswer> usi_answer_;                        // the USI engine's move in flight
-  int64_t usi_limit_ms_ = 0;                                 // its clock's limit
+  GameClock clock_{TimeControl{}};                           // the USI engines' clocks
   Side sides_[COLOR_NB];
   Schedule::Job job_;
   PlayedGame game_;

@@ -83,6 +83,21 @@ void play_opening(Position& pos, PlayedGame& game, const Opening& opening) {
   game.opening_plies = int(opening.moves.size());
 }
 
+std::string GameClock::go(int64_t nodes) const {
+  if (!clocked()) return "go nodes " + std::to_string(nodes);
+  std::string go = "go btime " + std::to_string(remaining_[BLACK]) + " wtime " + std::to_string(remaining_[WHITE]);
+  if (tc_.byoyomi_ms > 0) go += " byoyomi " + std::to_string(tc_.byoyomi_ms);
+  else if (tc_.inc_ms > 0) go += " binc " + std::to_string(tc_.inc_ms) + " winc " + std::to_string(tc_.inc_ms);
+  return go;
+}
+
+bool GameClock::charge(Color us, int64_t elapsed_ms, int64_t margin_ms) {
+  if (!clocked()) return true;
+  if (elapsed_ms > limit_ms(us, 0) + margin_ms) return false;
+  remaining_[us] = std::max<int64_t>(0, remaining_[us] - elapsed_ms) + tc_.inc_ms;
+  return true;
+}
+
 UsiAnswer ask_move(EngineProcess& e, const std::string& position, const std::string& go, int64_t limit_ms, bool clocked,
                    const GameSettings& settings) {
   UsiAnswer a;
@@ -147,8 +162,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
 
   EngineProcess* engines[COLOR_NB] = {&black, &white};
   for (auto* e : engines) e->send("usinewgame");
-  const bool clocked = tc.nodes == 0;
-  int64_t remaining[COLOR_NB] = {tc.time_ms, tc.time_ms};
+  GameClock clock(tc);
   std::optional<Clock::time_point> last_answer;
   double last_taken_cpu = 0;
   Verdict v;
@@ -161,20 +175,10 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     v = scores_verdict(g.scores, us, settings.scores);
     if (v.over) break;
     EngineProcess& e = *engines[us];
-    std::string go;
-    int64_t limit_ms;
-    if (clocked) {
-      go = "go btime " + std::to_string(remaining[BLACK]) + " wtime " + std::to_string(remaining[WHITE]);
-      if (tc.byoyomi_ms > 0) go += " byoyomi " + std::to_string(tc.byoyomi_ms);
-      else if (tc.inc_ms > 0) go += " binc " + std::to_string(tc.inc_ms) + " winc " + std::to_string(tc.inc_ms);
-      limit_ms = remaining[us] + tc.byoyomi_ms;
-    } else {
-      go = "go nodes " + std::to_string(e.spec().nodes > 0 ? e.spec().nodes : tc.nodes);
-      limit_ms = settings.timeout_ms;
-    }
+    const std::string go = clock.go(e.spec().nodes > 0 ? e.spec().nodes : tc.nodes);
     const std::string position = moves_text.empty() ? position_base : position_base + " moves" + moves_text;
     const double cpu_before = thread_cpu_us();
-    const UsiAnswer a = ask_move(e, position, go, limit_ms, clocked, settings);
+    const UsiAnswer a = ask_move(e, position, go, clock.limit_ms(us, settings.timeout_ms), clock.clocked(), settings);
     if (last_answer) {
       g.runner_us += std::chrono::duration<double, std::micro>(a.sent_at - *last_answer).count();
       g.runner_cpu_us += cpu_before - last_taken_cpu;
@@ -182,7 +186,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     }
     if (a.kind != UsiAnswer::BESTMOVE) {
       g.failed[us] = a.failed();
-      v = failed_answer_verdict(a, us, clocked);
+      v = failed_answer_verdict(a, us, clock.clocked());
       break;
     }
     const int64_t elapsed = a.elapsed_ms;
@@ -192,12 +196,9 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
     if (a.nodes) stats.counted++, stats.nodes += *a.nodes, stats.nodes_ms += elapsed;
     last_answer = a.at;
     last_taken_cpu = thread_cpu_us();
-    if (clocked) {
-      if (elapsed > limit_ms + settings.margin_ms) {
-        v = Verdict::loss(us, GameEnd::TIME_UP, "time forfeit");
-        break;
-      }
-      remaining[us] = std::max<int64_t>(0, remaining[us] - elapsed) + tc.inc_ms;
+    if (!clock.charge(us, elapsed, settings.margin_ms)) {
+      v = Verdict::loss(us, GameEnd::TIME_UP, "time forfeit");
+      break;
     }
     const std::string& text = a.move;
     const std::optional<int> score = a.score;

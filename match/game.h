@@ -71,6 +71,27 @@ std::optional<int64_t> parse_info_nodes(const std::string& line);
 // A move's record comment: the mover's score and the exact time (the CSA T line holds seconds).
 std::string move_comment(std::optional<int> score, int64_t ms);
 
+// The clocks of a game as the runner keeps them for USI engines (from the moment `go` is written to
+// the moment the `bestmove` line arrives): what `go` says and each side's time left.
+class GameClock {
+ public:
+  explicit GameClock(const TimeControl& tc) : tc_(tc), remaining_{tc.time_ms, tc.time_ms} {}
+  bool clocked() const { return tc_.nodes == 0; }
+  // The `go` line for `us`, whose node count under a node limit is `nodes`.
+  std::string go(int64_t nodes) const;
+  // The longest `us`'s answer may take, the margin aside (`timeout_ms` under a node limit).
+  int64_t limit_ms(Color us, int64_t timeout_ms) const {
+    return clocked() ? remaining_[us] + tc_.byoyomi_ms : timeout_ms;
+  }
+  // Charges an answer of `elapsed_ms` to `us`; false when it came after its limit and the margin
+  // (a time forfeit; nothing is charged). Always true under a node limit.
+  bool charge(Color us, int64_t elapsed_ms, int64_t margin_ms);
+
+ private:
+  TimeControl tc_;
+  int64_t remaining_[COLOR_NB];
+};
+
 // One engine's answer to `position ...` and `go ...`, as a game of USI engines takes it.
 struct UsiAnswer {
   enum Kind {
