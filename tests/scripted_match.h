@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,19 @@ inline EngineSpec fake(const jiriki::testing::TempDir& dir, const std::string& n
   spec.cmd = FAKE;
   spec.args = {dir.file(name + ".script")};
   return spec;
+}
+
+// The CPU lists fake engines reported in a --log traffic file (their `id author cpus LIST`), by the
+// process's label ("a#0" -> {"3"}).
+inline std::map<std::string, std::set<std::string>> reported_cpus(const std::string& traffic_log) {
+  std::map<std::string, std::set<std::string>> reported;
+  std::ifstream log(traffic_log);
+  for (std::string line; std::getline(log, line);)
+    if (const size_t at = line.find(" > id author cpus "); at != std::string::npos) {
+      const size_t from = line.find(' ') + 1;
+      reported[line.substr(from, at - from)].insert(line.substr(at + 18));
+    }
+  return reported;
 }
 
 // The opening of a line of an openings file; a bad line fails the test.

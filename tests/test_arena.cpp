@@ -213,13 +213,7 @@ TEST_CASE("arena: under --cpus-per-game each game slot's USI engine runs on the 
   INFO(r.error);
   REQUIRE(r.error.empty());
   CHECK(r.games == c.games);
-  std::ifstream log(c.log);
-  std::map<std::string, std::set<std::string>> reported;  // "fake#0" -> the CPU lists it reported
-  for (std::string line; std::getline(log, line);)
-    if (const size_t at = line.find(" > id author cpus "); at != std::string::npos) {
-      const size_t from = line.find(' ') + 1;
-      reported[line.substr(from, at - from)].insert(line.substr(at + 18));
-    }
+  auto reported = jiriki::match::testing::reported_cpus(c.log);
   for (int slot = 0; slot < c.concurrency; ++slot) {
     INFO("slot " << slot);
     CHECK(reported["fake#" + std::to_string(slot)] == std::set<std::string>{std::to_string(allowed[size_t(slot)])});

@@ -450,13 +450,7 @@ TEST_CASE("match tournament: --cpus-per-game gives each game slot's engines CPUs
   INFO(r.error);
   REQUIRE(r.error.empty());
   CHECK(r.games == c.games);
-  std::ifstream log(c.log);
-  std::map<std::string, std::set<std::string>> reported;  // "a#0" -> the CPU lists it reported
-  for (std::string line; std::getline(log, line);)
-    if (const size_t at = line.find(" > id author cpus "); at != std::string::npos) {
-      const size_t from = line.find(' ') + 1;
-      reported[line.substr(from, at - from)].insert(line.substr(at + 18));
-    }
+  auto reported = reported_cpus(c.log);
   for (int slot = 0; slot < c.concurrency; ++slot)
     for (const std::string engine : {"a", "b"}) {
       const std::string label = engine + "#" + std::to_string(slot);
