@@ -54,6 +54,7 @@ start loop_device.log
 
 step "machine"
 machine
+echo "resume budget: $RESUME_MB MB (the tree $((TREE_BYTES / 1000000)) MB, the rest of .carry $(($(carried_bytes) / 1000000)) MB)"
 
 step "build"
 build jiriki
