@@ -164,6 +164,7 @@ if [[ -f "$RUN/state.json" ]]; then
   fi
   ls -l "$OUT"/resume.tar.xz.*
   echo "resume: $MB MB"
+  ((MB <= RESUME_MB)) || echo "warning: the resume is still over the $RESUME_MB MB the next call can carry: carry less beside it"
 fi
 cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
 import json, sys
