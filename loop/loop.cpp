@@ -338,6 +338,7 @@ class Loop {
     json& seconds = (record ? *record : current())["seconds"];
     if (!seconds.is_object()) seconds = json::object();
     seconds[step] = seconds.value(step, 0.0) + longest;
+    save();  // at once: a phase interrupted now is machine time spent too, and its finished files still count
     if (stop_) return -1;
     for (size_t i = 0; i < n; ++i)
       if (!fine(results[i].exit_code) && results[i].exit_code != 130)

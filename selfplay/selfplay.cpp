@@ -28,6 +28,7 @@ struct Shared {
   Counters counters;
   RecordWriter writer;
   std::atomic<uint64_t> next_game{0};
+  std::atomic<int64_t> started{0};  // games started (counters.games: those finished)
   std::atomic<bool> stop{false};
   std::atomic<int> workers_done{0};
   std::mutex error_mutex;
@@ -38,9 +39,31 @@ struct Shared {
   // The number of the next game to start, or false when the quota allows no new game.
   bool take_game(uint64_t& index) {
     if (stop.load(std::memory_order_relaxed)) return false;
-    if (config.positions > 0 && counters.positions.load(std::memory_order_relaxed) >= config.positions) return false;
+    if (config.positions > 0 && !room_for_a_game()) return false;
     index = next_game.fetch_add(1, std::memory_order_relaxed);
-    return config.games <= 0 || int64_t(index) < config.games;
+    if (config.games > 0 && int64_t(index) >= config.games) return false;
+    started.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // Under a --positions target: whether one more game fits. The games running when the target is
+  // reached are finished, so a game starts only while the positions made and what the running games
+  // are expected to add (a game's length less their average progress, at least half a game each)
+  // fall short of it; a game's length is its finished games'
+  // average, but never less than the usual game's (expected_positions_per_game) while fewer have
+  // finished than run: the first to finish are the short ones. The run then ends near its target,
+  // where starting games until it was reached ended half as much again over it with thousands of games
+  // at once. When the estimate was short, idle games start again (Worker::loop).
+  bool room_for_a_game() const {
+    const int64_t made = counters.positions.load(std::memory_order_relaxed);
+    if (made >= config.positions) return false;
+    const int64_t finished = counters.games.load(), recorded = counters.recorded_positions.load();
+    const int64_t running = started.load() - finished;
+    double per_game = finished > 0 ? double(recorded) / double(finished) : 0.0;
+    if (finished < running) per_game = std::max(per_game, expected_positions_per_game(config));
+    // What the running games have made so far, on average, from what they will make.
+    const double progress = running > 0 ? double(made - recorded) / double(running) : 0.0;
+    return double(made) + double(running) * std::max(per_game - progress, per_game / 2) < double(config.positions);
   }
 
   void finished(FinishedGame g) {
@@ -100,6 +123,8 @@ struct Worker {
       for (size_t visited = 0; visited < n && !lb.batch.full(); ++visited) {
         Game& g = *games[cursor];
         cursor = (cursor + 1) % n;
+        // A game left idle when the positions looked enough starts when they turn out short.
+        if (uint64_t index; !g.active() && shared.take_game(index)) g.start(index);
         while (g.active() && !lb.batch.full() && g.step(lb) == Game::Progress::FINISHED) {
           shared.finished(g.take_finished());
           if (uint64_t index; shared.take_game(index)) g.start(index);
@@ -126,6 +151,11 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 }  // namespace
 
+double expected_positions_per_game(const SelfPlayConfig& c) {
+  // (80 plies with resignation at 5%.)
+  return 100.0 * (c.game.full_playouts > 0 ? c.game.full_probability : 1.0);
+}
+
 int auto_concurrent(const SelfPlayConfig& c) {
   // A game adds leaves_per_step leaves to a batch; a quarter more games than a batch holds keeps
   // batches full while some games are between moves.
@@ -133,14 +163,11 @@ int auto_concurrent(const SelfPlayConfig& c) {
   const int per_worker = (batch * 5 / 4 + c.game.leaves_per_step - 1) / std::max(c.game.leaves_per_step, 1);
   const int full = std::max(per_worker, 1) * std::max(c.threads, 1);
   // The games running when a --positions target is reached are finished, so thousands at once
-  // would overshoot a small target many times over. One game per 100 training positions a game makes
-  // keeps the overshoot near half the target: games average about 100 plies (80 with resignation at
-  // 5%), and under the playout cap only the full searches (full_probability of the moves) are
-  // training positions, so a game makes about 100 full_probability of them. (Counting 100 a game
-  // under the cap ran a quarter of the games: calls of 58 positions on an H200 where 166 made 1.43x
-  // the moves, docs/performance.md.)
+  // would overshoot a small target many times over: one game at once per game's worth of the target.
+  // (Counting 100 positions a game under the playout cap ran a quarter of the games: calls of 58
+  // positions on an H200 where 166 made 1.43x the moves, docs/performance.md.)
   if (c.positions > 0) {
-    const double per_game = 100.0 * (c.game.full_playouts > 0 ? c.game.full_probability : 1.0);
+    const double per_game = expected_positions_per_game(c);
     return int(
         std::clamp<int64_t>(int64_t(double(c.positions) / std::max(per_game, 1.0)), std::max(c.threads, 1), full));
   }

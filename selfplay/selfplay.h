@@ -48,6 +48,10 @@ struct SelfPlayResult {
   std::string error;          // what failed (the network, a write), empty when nothing did
 };
 
+// Training positions a game is expected to make before any has finished: about 100 (games average
+// about 100 plies), full_probability of them under the playout cap.
+double expected_positions_per_game(const SelfPlayConfig& config);
+
 // The games per GPU `concurrent` = 0 stands for: enough that every worker fills its batches, or
 // about one per 100 training positions a game makes (100 full_probability under the playout cap) of
 // a --positions target when that is fewer.

@@ -762,8 +762,15 @@ TEST_CASE("loop: SIGTERM or SIGINT stops the phase in flight, and the next start
   CHECK(WEXITSTATUS(rc) == 130);
   const json state = read_json_file(dir + "/state.json");
   CHECK(state["history"].empty());
+  // The interrupted self-play's second is kept: the generation's time and rate count every attempt.
+  const double interrupted = state["current"]["seconds"].value("selfplay", 0.0);
+  CHECK(interrupted > 0.5);
   REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=10", dir) == 0);
   check_finished_run(dir, 1);
+  const json r = read_json_file(dir + "/state.json")["history"][0];
+  CHECK(r["seconds"]["selfplay"].get<double>() > interrupted);
+  CHECK(r["selfplay"]["positions_per_hour"].get<double>() ==
+        Approx(r["selfplay"]["positions"].get<double>() / r["seconds"]["selfplay"].get<double>() * 3600));
 }
 
 TEST_CASE("loop gate with the real jiriki match: its command line and summary round-trip", "[loop][cli]") {

@@ -410,6 +410,19 @@ TEST_CASE("selfplay: --positions and --seconds end a run", "[selfplay][cli]") {
     for (const auto& m : g.moves) positions += !m.candidates.empty();
   CHECK(positions >= 50);
   CHECK(positions < 50 + 3 * 20);
+  // Ten games at once of about 20 positions each (the move limit) and a target of 300: once the
+  // first ten have finished, new games start only for the positions still missing, about five, not
+  // ten as when games started until 300 positions were played (which ended near 400).
+  const TempDir tmp_many("selfplay_positions_many");
+  REQUIRE(run_cli(common + " --concurrent 10 --positions 300 --out " + tmp_many.path.string()) == 0);
+  int many = 0, games = 0;
+  for (const auto& g : read_games(tmp_many.path)) {
+    ++games;
+    for (const auto& m : g.moves) many += !m.candidates.empty();
+  }
+  INFO(games << " games");
+  CHECK(many >= 300);
+  CHECK(many < 300 + 2 * 20);
   // No game limit: the clock ends the run, dropping the games in progress.
   const TempDir tmp_seconds("selfplay_seconds");
   const fs::path& seconds_dir = tmp_seconds.path;

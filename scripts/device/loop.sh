@@ -90,6 +90,15 @@ LOOP_SECONDS=$((SECONDS_LIMIT - SECONDS - 60))  # (bash's SECONDS: the time sinc
 step "loop for at most $LOOP_SECONDS s"
 ARGS=(--dir "$RUN")
 [[ -f "$RUN/state.json" && -z "${NEW_CONFIG:-}" ]] || ARGS+=(--config "$CONFIG")  # NEW_CONFIG=1: the config replaces the run's
+# A run that goes on keeps its own config: say which of CONFIG's keys it does not follow.
+if [[ -f "$RUN/state.json" && -z "${NEW_CONFIG:-}" ]]; then
+  python3 -c '
+import json, sys
+mine, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for k in sorted(k for k in mine if run.get(k) != mine[k]):
+    print("warning: the run keeps its own %s (%s has %s); NEW_CONFIG=1 replaces the run config" % (k, sys.argv[1], json.dumps(mine[k])[:200]))' \
+    "$CONFIG" "$RUN/config.json"
+fi
 [[ -n "${TEACHER:-}" && ! -f "$RUN/state.json" ]] && ARGS+=(--teacher "$TEACHER")
 # --foreground: the signal goes to the loop alone, which passes it on to the phase as SIGINT (training
 # then writes its checkpoint); its phases die with it if it must be killed after 30 s more.
