@@ -28,6 +28,8 @@
 #     CONFIG=scripts/device/loop_x4.json bash scripts/device/loop.sh [SECONDS]   (default 540, under
 #     the 10-minute call limit)
 #
+# A run that goes on (on the warm machine, or from .carry/resume) keeps its own config: NEW_CONFIG=1
+# passes CONFIG to the loop, whose settings it then replaces for the generations to come.
 # TEACHER="CMD" bootstraps generation 0 from a USI engine (on the first call only).
 # FUZZ=NAME: scripts/device/fuzz.sh NAME beside the loop, FUZZ_JOBS processes (default: the cores) at
 # nice 19 for as long as the loop runs, so that it takes only the cores the loop leaves idle (carry
