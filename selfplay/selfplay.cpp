@@ -47,13 +47,13 @@ struct Shared {
   }
 
   // Under a --positions target: whether one more game fits. The games running when the target is
-  // reached are finished, so a game starts only while the positions made and what the running games
+  // reached are finished, so a game starts only while the positions made and those the running games
   // are expected to add (a game's length less their average progress, at least half a game each)
-  // fall short of it; a game's length is its finished games'
-  // average, but never less than the usual game's (expected_positions_per_game) while fewer have
-  // finished than run: the first to finish are the short ones. The run then ends near its target,
-  // where starting games until it was reached ended half as much again over it with thousands of games
-  // at once. When the estimate was short, idle games start again (Worker::loop).
+  // fall short of it. A game's length is the finished games' average, but never less than the usual
+  // game's (expected_positions_per_game) while fewer have finished than run: the short ones finish
+  // first. The run then ends near its target, where starting games until it was reached ended half
+  // as much again over it with thousands of games at once. When the estimate was short, idle games
+  // start again (Worker::loop).
   bool room_for_a_game() const {
     const int64_t made = counters.positions.load(std::memory_order_relaxed);
     if (made >= config.positions) return false;
@@ -61,7 +61,7 @@ struct Shared {
     const int64_t running = started.load() - finished;
     double per_game = finished > 0 ? double(recorded) / double(finished) : 0.0;
     if (finished < running) per_game = std::max(per_game, expected_positions_per_game(config));
-    // What the running games have made so far, on average, from what they will make.
+    // The running games' positions so far, on average: each still has the rest of a game's length.
     const double progress = running > 0 ? double(made - recorded) / double(running) : 0.0;
     return double(made) + double(running) * std::max(per_game - progress, per_game / 2) < double(config.positions);
   }
