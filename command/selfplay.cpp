@@ -69,7 +69,8 @@ int cmd_selfplay(int argc, char** argv) {
       .bind("out", c.out_dir, "output directory (required)")
       .bind("name", name, "file name prefix (default: selfplay-DATE-TIME-PID)")
       .bind("games", c.games, "games to play (0: no limit)", 0)
-      .bind("positions", c.positions, "or: start no new game once this many training positions are played", 0)
+      .bind("positions", c.positions,
+            "or: about this many training positions (no new game once the running ones should make them)", 0)
       .bind("seconds", c.seconds, "or: stop after this many seconds, dropping the games in progress", 0.0)
       .bind("playouts", g.playouts, "playouts per move (the small cap with --playout-cap-full)", 1, 1000000)
       .bind("playout-cap-full", g.full_playouts,
