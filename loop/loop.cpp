@@ -19,6 +19,7 @@
 
 #include "common/atomic_file.h"
 #include "common/cpus.h"
+#include "common/fnv1a.h"
 #include "loop/child.h"
 #include "loop/report.h"
 #include "loop/window.h"
@@ -215,7 +216,7 @@ class Loop {
       if (first_games > 0 && !r.contains("eval_first"))
         wanted.push_back({"generation 0", "/eval_first", "eval_first",
                           engine_spec("opponent", run_ + "/models/gen0000.jnn", gate_tc()), gate_tc(), "", "",
-                          first_games});
+                          first_games, 0, ""});
       for (const Anchor& x : anchors())
         if (!r.contains(json::json_pointer(x.record))) wanted.push_back(x);
       for (const Anchor& x : wanted) {
@@ -229,6 +230,7 @@ class Loop {
         json s =
             match(step, x.dir + "/" + gen_name(g), model, x.engine, x.games, x.tc, x.args, false, "", g, &r, x.nodes);
         if (s.is_null()) return 130;
+        if (!x.model.empty()) s["model_fnv1a64"] = file_fnv1a64(x.model);
         r[json::json_pointer(x.record)] = s;
         double total = 0;  // the generation's seconds, this match's included
         for (const auto& [k, seconds] : r["seconds"].items())
@@ -903,23 +905,49 @@ class Loop {
     std::string name, record, dir, engine, tc, args, network;  // record: a JSON pointer into a generation's record
     int64_t games;
     int64_t nodes = 0;  // > 0: the candidate plays at this many nodes in the match's own process
+    std::string model;  // a network anchor's file, whose content each match records (model_fnv1a64)
   };
   std::vector<Anchor> anchors() const {
     std::vector<Anchor> out;
     if (config_.integer("anchor_games") > 0)
       out.push_back({"anchor", "/eval_anchor", "eval_anchor", usi_spec(config_.str("anchor"), "anchor"),
-                     config_.str("anchor_tc"), config_.str("anchor_args"), "", config_.integer("anchor_games")});
+                     config_.str("anchor_tc"), config_.str("anchor_args"), "", config_.integer("anchor_games"), 0, ""});
     for (const json& e : config_.values()["anchors"]) {
       const std::string name = e["name"];
       const std::string tc = e.value("tc", config_.str("anchor_tc"));
-      const std::string engine =
-          e.contains("model")
-              ? engine_spec(name, fs::absolute(e["model"].get<std::string>()).lexically_normal().string(), tc)
-              : usi_spec(e["engine"], name);
+      const std::string model =
+          e.contains("model") ? fs::absolute(e["model"].get<std::string>()).lexically_normal().string() : "";
+      const std::string engine = e.contains("model") ? engine_spec(name, model, tc) : usi_spec(e["engine"], name);
       out.push_back({name, "/anchors/" + name, "anchors/" + name, engine, tc, e.value("args", std::string()),
-                     e.value("network", std::string()), e["games"].get<int64_t>(), e.value("nodes", int64_t(0))});
+                     e.value("network", std::string()), e["games"].get<int64_t>(), e.value("nodes", int64_t(0)),
+                     model});
     }
     return out;
+  }
+  // A network anchor names a file, and a file can change under a run (a network shipped in the
+  // meantime): each match records the file's checksum, and a change is said here and drawn by the plots
+  // as another curve, so that Elo against two networks is never read as one line.
+  static std::string file_fnv1a64(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("anchor network " + path + ": cannot be read");
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    char hex[17];
+    std::snprintf(
+        hex, sizeof hex, "%016llx",
+        static_cast<unsigned long long>(fnv1a64(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
+    return hex;
+  }
+  void warn_if_anchor_changed(const Anchor& x, const std::string& hash) {
+    const json::json_pointer at(x.record + "/model_fnv1a64");
+    const json& history = state_["history"];
+    for (auto r = history.rbegin(); r != history.rend(); ++r)
+      if (r->contains(at)) {
+        if ((*r)[at] != hash)
+          out_ << "warning: anchor " << x.name << ": " << x.model << " is not the network generation "
+               << (*r)["generation"] << " played (fnv1a64 " << (*r)[at].get<std::string>() << ", now " << hash
+               << "): from here on its Elo is against another network, drawn as another curve\n";
+        return;
+      }
   }
   // The log's and the seconds' name of an anchor's matches.
   static std::string anchor_step(const Anchor& x) {
@@ -933,10 +961,13 @@ class Loop {
       const json::json_pointer at(x.record);
       const json* k = network_record(c, x.network);
       if (c.contains(at) || !k) continue;  // played by an earlier attempt, or no candidate to play it
+      const std::string model_hash = x.model.empty() ? "" : file_fnv1a64(x.model);
+      if (!model_hash.empty()) warn_if_anchor_changed(x, model_hash);
       json s =
           match(anchor_step(x), x.dir + "/" + gen_name(generation()), run_ + "/" + (*k)["candidate"].get<std::string>(),
                 x.engine, x.games, x.tc, x.args, false, kp, -1, nullptr, x.nodes);
       if (s.is_null()) return "";
+      if (!model_hash.empty()) s["model_fnv1a64"] = model_hash;
       c[at] = s;
       save();
     }

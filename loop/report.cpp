@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "common/atomic_file.h"
@@ -197,8 +198,16 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   double elo_low = 0, elo_high = 0;
   bool open_interval = false, first_bounds = false, anchor_bounds = false;
   // The anchors' and the other networks' matches, each 4 more columns (Elo, lo, hi, the Elo of the
-  // score bound when one side won outright) after the 16 above, in the order they first appear.
-  std::vector<std::pair<std::string, std::string>> more;  // (JSON pointer of the match, the curve's title)
+  // score bound when one side won outright) after the 16 above, in the order they first appear. A
+  // network anchor whose file changed during the run (model_fnv1a64) is a curve for each content,
+  // titled with the generation it first played from there on.
+  struct Curve {
+    std::string pointer, title;  // the match's JSON pointer in a generation's record, the curve's title
+    std::string model;           // only the records whose anchor file had this checksum ("": all)
+  };
+  std::vector<Curve> more;
+  // An anchor match's file checksum; matches recorded before checksums were are one content of their own.
+  auto model_of = [](const json& match) { return match.value("model_fnv1a64", std::string("unrecorded")); };
   // Which network's candidate plays each anchor (the config's anchors[].network; "": the main one).
   std::map<std::string, std::string> anchor_network;
   if (std::ifstream in(run_dir + "/config.json"); in) {
@@ -208,21 +217,31 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
         if (a.is_object() && a.contains("name") && a["name"].is_string())
           anchor_network[a["name"].get<std::string>()] = a.value("network", std::string());
   }
+  std::map<std::string, std::set<std::string>> anchor_models;  // each anchor's file checksums
+  for (const json& r : history)
+    if (r.contains("anchors") && r["anchors"].is_object())
+      for (const auto& [name, m] : r["anchors"].items()) anchor_models[name].insert(model_of(m));
   for (const json& r : history)
     for (const char* group : {"anchors", "networks"})
       if (r.contains(group) && r[group].is_object())
         for (const auto& [name, m] : r[group].items()) {
-          const std::string pointer =
-              "/" + std::string(group) + "/" + name + (group == std::string("anchors") ? "" : "/gate");
+          const bool anchor = group == std::string("anchors");
+          const std::string pointer = "/" + std::string(group) + "/" + name + (anchor ? "" : "/gate");
           const std::string& network = anchor_network[name];
-          const std::string title = group == std::string("anchors")
-                                        ? (network.empty() ? "" : network + " ") + "candidate vs " + name
-                                        : name + " candidate vs its best (gate)";
-          if ((group != std::string("networks") || m.contains("gate")) &&
-              std::find(more.begin(), more.end(), std::pair(pointer, title)) == more.end())
-            more.emplace_back(pointer, title);
+          Curve c{pointer,
+                  anchor ? (network.empty() ? "" : network + " ") + "candidate vs " + name
+                         : name + " candidate vs its best (gate)",
+                  ""};
+          if (anchor && anchor_models[name].size() > 1) c.model = model_of(m);
+          if (!anchor && !m.contains("gate")) continue;
+          const auto same = [&](const Curve& x) { return x.pointer == c.pointer && x.model == c.model; };
+          if (std::any_of(more.begin(), more.end(), same)) continue;
+          const bool later =
+              std::any_of(more.begin(), more.end(), [&](const Curve& x) { return x.pointer == c.pointer; });
+          if (later) c.title += " (another file from generation " + std::to_string(r.value("generation", 0)) + ")";
+          more.push_back(c);
         }
-  for (const auto& [pointer, title] : more) gens << ' ' << pointer.substr(1) << "_elo lo hi bound";
+  for (const Curve& c : more) gens << ' ' << c.pointer.substr(1) << "_elo lo hi bound";
   std::vector<bool> more_bounds(more.size(), false);  // some generation won or lost that match outright
   gens << '\n';
   for (const json& r : history) {
@@ -257,7 +276,12 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
       gens << ' ' << bound;
     }
     for (size_t i = 0; i < more.size(); ++i) {
-      const std::string& pointer = more[i].first;
+      const std::string& pointer = more[i].pointer;
+      const json::json_pointer at(pointer);
+      if (!more[i].model.empty() && r.contains(at) && model_of(r[at]) != more[i].model) {
+        gens << " NaN NaN NaN NaN";  // the anchor's file had other content in this generation
+        continue;
+      }
       double elo, v;
       const bool has = number_at(r, pointer + "/elo", elo);
       for (const char* b : {"/elo_95/0", "/elo_95/1"})
@@ -295,9 +319,9 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   for (size_t i = 0; i < more.size(); ++i) {
     const size_t col = 17 + 4 * i;
     more_curves += ", '' using 1:" + std::to_string(col) + ":" + std::to_string(col + 1) + ":" +
-                   std::to_string(col + 2) + " with yerrorlines title '" + more[i].second + "'";
+                   std::to_string(col + 2) + " with yerrorlines title '" + more[i].title + "'";
     if (more_bounds[i])
-      more_curves += ", '' using 1:" + std::to_string(col + 3) + " with points pt 12 ps 1.5 title '" + more[i].second +
+      more_curves += ", '' using 1:" + std::to_string(col + 3) + " with points pt 12 ps 1.5 title '" + more[i].title +
                      ", won or lost outright: Elo of the score bound'";
   }
   std::string bound_curves;

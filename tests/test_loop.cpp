@@ -1199,6 +1199,45 @@ TEST_CASE("loop: anchor_every plays the anchors in every K-th generation only, a
   CHECK_THROWS_WITH(Config(json{{"anchor_every", 0}}), Catch::Contains("'anchor_every'"));
 }
 
+TEST_CASE("loop: a network anchor's file that changes during the run is said, recorded and drawn as another curve",
+          "[loop][cli]") {
+  const TempDir tmp("loop_anchor_changed");
+  const std::string shipped = init_network(tmp, "shipped.jnn", 1, 8, 3);
+  json c = tiny_config(fake_match(tmp), 1);
+  c["eval_first_games"] = 0;
+  c["anchors"] = json::array({{{"name", "shipped"}, {"model", shipped}, {"games", 2}}});
+  const std::string dir = run_to_end(tmp, c);
+  // The same file in generation 2, another network in its place for generation 3 (a network shipped
+  // in the meantime).
+  REQUIRE(run_loop_cli("", dir, "--generations 2") == 0);
+  CHECK(run_output(dir).find("warning: anchor shipped") == std::string::npos);
+  init_network(tmp, "shipped.jnn", 1, 8, 4);
+  REQUIRE(run_loop_cli("", dir, "--generations 3") == 0);
+  const std::string out = run_output(dir);
+  INFO(out);
+  CHECK(out.find("warning: anchor shipped: " + shipped + " is not the network generation 2 played") !=
+        std::string::npos);
+  const json h = read_json_file(dir + "/state.json")["history"];
+  REQUIRE(h.size() == 3);
+  const std::string first = h[0]["anchors"]["shipped"]["model_fnv1a64"];
+  CHECK(first.size() == 16);
+  CHECK(h[1]["anchors"]["shipped"]["model_fnv1a64"] == first);
+  CHECK(h[2]["anchors"]["shipped"]["model_fnv1a64"] != first);
+  if (std::system("command -v gnuplot > /dev/null 2>&1") == 0) {
+    // Two curves for the one anchor: generations 1-2 in the first, 3 in the second.
+    const auto table = plot_rows(dir);
+    REQUIRE(table.size() == 4);
+    REQUIRE(table[1].size() == 16 + 4 * 2);
+    CHECK(table[1][16] == "0");
+    CHECK(table[2][16] == "0");
+    CHECK(table[3][16] == "NaN");
+    CHECK(table[1][20] == "NaN");
+    CHECK(table[3][20] == "0");
+    CHECK(read_bytes(dir + "/plots/elo.gp").find("'candidate vs shipped (another file from generation 3)'") !=
+          std::string::npos);
+  }
+}
+
 TEST_CASE("loop: self-play records left behind count as pruned, and the next self-play plays the window's share again",
           "[loop][cli]") {
   const TempDir tmp("loop_refill");

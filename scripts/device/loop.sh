@@ -14,7 +14,7 @@
 # bf16 weights, and no checkpoint of a finished training. A resume still over RESUME_MB leaves the
 # oldest generations' self-play records behind, as many as it must: the next machine's loop plays the
 # window's share of them again with the newest network. RESUME_MB defaults to what the next call can
-# carry beside the tree and the rest of .carry as this call carried them (64 MiB in all, 2 MB spare).
+# carry beside the tree and the rest of this script's carry (64 MiB in all, 2 MB spare).
 #
 # The config: scripts/device/loop.json (one GPU, a 6x64 from networks/cpu.jnn), or CONFIG=FILE, e.g.
 # scripts/device/loop_x4.json: a machine of 4 GPUs, the GPU network (10x128) and the CPU network
@@ -38,14 +38,16 @@ set -uo pipefail
 source scripts/device/env.sh
 SECONDS_LIMIT=${1:-540}
 # The most megabytes of resume the next call can carry in: 64 MiB less the tree (the working tree's
-# files, without .carry, build outputs and .git) and the rest of .carry as this call carried it (the
-# Boost headers travel compressed when include.tar.xz is there), 2 MB spare.
+# files, without .carry, build outputs and .git) and the rest of what this script is carried with
+# (the Boost headers compressed when include.tar.xz is there), 2 MB spare. Only those: a warm machine
+# keeps what earlier calls carried (a network of a match), which the next call need not carry.
 carried_bytes() {
   local c total=0
-  for c in .carry/*; do
-    [[ $c == .carry/resume || ($c == .carry/include && -f .carry/include.tar.xz) ]] && continue
-    total=$((total + $(du -sb "$c" | cut -f1)))
+  for c in .carry/include.tar.xz .carry/lib .carry/bin .carry/debs .carry/cudnn-choices.txt \
+    ${FUZZ:+.carry/fuzzpack.tar.xz}; do
+    [[ -e $c ]] && total=$((total + $(du -sb "$c" | cut -f1)))
   done
+  [[ -e .carry/include.tar.xz || ! -e .carry/include ]] || total=$((total + $(du -sb .carry/include | cut -f1)))
   echo $total
 }
 TREE_BYTES=$(du -sb --exclude=./.carry --exclude='./build*' --exclude=./.git . | cut -f1)

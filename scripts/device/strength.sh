@@ -19,7 +19,8 @@
 #                                                                  on the GPU, as NET (carry its folder)
 # Environment: GPUS (1: the machine's first GPU and all its cores; N: N matches side by side, one a
 # GPU with GAMES/N of the games and cores/N of the cores, each as on a machine of one GPU, then
-# counted together by `jiriki match --summarize`), CONC (4: games at once on each GPU), THREADS (jiriki's search threads, 3), BYOYOMI (1000), TC (the time control,
+# counted together by `jiriki match --summarize`), CONC (4: games at once on each GPU), THREADS (jiriki's search threads: 3, or CPUS_PER_GAME when
+# that is set, the game's own cores, which gpsshogi leaves idle while jiriki thinks), BYOYOMI (1000), TC (the time control,
 # byoyomi=BYOYOMI; e.g. nodes=800 between two networks), BOOK_PLIES (16), SEED (1), NAME (jiriki's
 # name in the results, the network's file name), LOG (strength.log: another name keeps two runs'
 # logs apart), OPTIONS (more USI options for NET's engine only, as `jiriki match --engine` fields, e.g.
@@ -37,7 +38,7 @@ set -uo pipefail
 source scripts/device/env.sh
 NET=$1 GAMES=$2; shift 2
 OPPONENTS=${*:-gpsshogi}
-GPUS=${GPUS:-1} CONC=${CONC:-4} THREADS=${THREADS:-3} BYOYOMI=${BYOYOMI:-1000} BOOK_PLIES=${BOOK_PLIES:-16} SEED=${SEED:-1}
+GPUS=${GPUS:-1} CONC=${CONC:-4} THREADS=${THREADS:-${CPUS_PER_GAME:-3}} BYOYOMI=${BYOYOMI:-1000} BOOK_PLIES=${BOOK_PLIES:-16} SEED=${SEED:-1}
 TC=${TC:-byoyomi=$BYOYOMI}
 NAME=${NAME:-$(basename "$NET" .jnn)} OPTIONS=${OPTIONS:-}
 [[ -f $NET ]] || { echo "no network $NET"; exit 1; }
