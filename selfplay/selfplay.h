@@ -52,6 +52,14 @@ struct SelfPlayResult {
 // about 100 plies), full_probability of them under the playout cap.
 double expected_positions_per_game(const SelfPlayConfig& config);
 
+// The training positions the running games are expected to add before they end (at least half a
+// game each), from the finished games' count, positions and sum of squared positions, and the running
+// games' count and positions so far; usual_game (expected_positions_per_game) stands in while fewer
+// games have finished than run. Self-play under --positions starts a game only while the positions
+// made and these fall short of the target.
+double expected_remaining_positions(int64_t finished, int64_t recorded, int64_t recorded_squared, int64_t running,
+                                    int64_t running_positions, double usual_game);
+
 // The games per GPU `concurrent` = 0 stands for: enough that every worker fills its batches, or
 // about one per 100 training positions a game makes (100 full_probability under the playout cap) of
 // a --positions target when that is fewer.

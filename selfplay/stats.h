@@ -20,6 +20,9 @@ struct Counters {
   // When a game ends: games, their recorded training positions, winners (0 draw, 1 Black, 2 White,
   // as GameResult), how they ended.
   std::atomic<int64_t> games{0}, recorded_positions{0};
+  // The sum of each finished game's training positions squared: with recorded_positions, the
+  // length a game still running is expected to reach (selfplay.cpp, room_for_a_game).
+  std::atomic<int64_t> recorded_positions_squared{0};
   std::array<std::atomic<int64_t>, 3> winners{};
   std::array<std::atomic<int64_t>, size_t(EndKind::COUNT)> ends{};
   // Games played with resignation disabled; in how many one side would have resigned; in how many

@@ -17,6 +17,7 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "engine/search/playout.h"
@@ -396,6 +397,41 @@ TEST_CASE("selfplay: automatic games at once fill the batches, or follow a small
   CHECK(selfplay::auto_concurrent(c) == 1200);
   c.game.full_probability = 0.5;
   CHECK(selfplay::auto_concurrent(c) == 600);
+}
+
+TEST_CASE("selfplay: the positions the running games will add, estimated as a long run's slots find them",
+          "[selfplay]") {
+  // 3,000 game slots, each starting a new game when its last ends, for long enough that the games
+  // running are as a long run has them (the long ones more likely caught running); game lengths in
+  // training positions drawn from a wide spread, as self-play's are (resigned early to played out).
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> short_game(3, 20), long_game(30, 120);
+  auto draw = [&] { return rng() % 4 == 0 ? long_game(rng) : short_game(rng); };
+  struct Slot {
+    int length, made;
+  };
+  std::vector<Slot> slots(3000);
+  int64_t finished = 0, recorded = 0, squared = 0;
+  for (Slot& s : slots) s = {draw(), 0};
+  for (int step = 0; step < 2000; ++step)
+    for (Slot& s : slots)
+      if (++s.made == s.length) {
+        ++finished, recorded += s.length, squared += int64_t(s.length) * s.length;
+        s = {draw(), 0};
+      }
+  int64_t running_positions = 0, truth = 0;
+  for (const Slot& s : slots) running_positions += s.made, truth += s.length - s.made;
+  const double estimate = selfplay::expected_remaining_positions(finished, recorded, squared, int64_t(slots.size()),
+                                                                 running_positions, 25.0);
+  INFO("true " << truth << ", estimated " << estimate);
+  CHECK(std::abs(estimate - double(truth)) < 0.1 * double(truth));
+  // The finished games' mean length in its place falls far short: the target overshot.
+  const double mean = double(recorded) / double(finished);
+  CHECK(double(slots.size()) * std::max(mean - double(running_positions) / double(slots.size()), mean / 2) <
+        0.8 * double(truth));
+  // Nothing running, nothing to add; before any game has finished, the usual game's length stands in.
+  CHECK(selfplay::expected_remaining_positions(finished, recorded, squared, 0, 0, 25.0) == 0.0);
+  CHECK(selfplay::expected_remaining_positions(0, 0, 0, 10, 50, 25.0) == 10 * 20.0);
 }
 
 TEST_CASE("selfplay: --positions and --seconds end a run", "[selfplay][cli]") {
