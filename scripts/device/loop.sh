@@ -11,10 +11,12 @@
 # What travels is kept small: the config's prune_records and window_max_rows bound the records, a
 # generation 0 that is its init_model file in the tree (e.g. networks/gpu.jnn) stays behind and is
 # copied back, only the networks the run still needs go (generation 0 and each network's best), with
-# bf16 weights, and no checkpoint of a finished training. A resume still over RESUME_MB leaves the
-# oldest generations' self-play records behind, as many as it must: the next machine's loop plays the
-# window's share of them again with the newest network. RESUME_MB defaults to what the next call can
-# carry beside the tree and the rest of this script's carry (64 MiB in all, 2 MB spare).
+# bf16 weights, and no checkpoint of a finished training. A resume over what can be carried even
+# alone (STAGE_MB, below) leaves the oldest generations' self-play records behind, as many as it
+# must: the next machine's loop plays the window's share of them again with the newest network. The
+# script ends by saying how to carry the resume: beside the rest (up to RESUME_MB, by default what
+# the next call can carry beside the tree and the rest of this script's carry: 64 MiB in all, 2 MB
+# spare), or alone in a staging call first (STAGE=1, below).
 #
 # The config: scripts/device/loop.json (one GPU, a 6x64 from networks/cpu.jnn), or CONFIG=FILE, e.g.
 # scripts/device/loop_x4.json: a machine of 4 GPUs, the GPU network (10x128) and the CPU network
@@ -40,7 +42,11 @@ SECONDS_LIMIT=${1:-540}
 # The most megabytes of resume the next call can carry in: 64 MiB less the tree (the working tree's
 # files, without .carry, build outputs and .git) and the rest of what this script is carried with
 # (the Boost headers compressed when include.tar.xz is there), 2 MB spare. Only those: a warm machine
-# keeps what earlier calls carried (a network of a match), which the next call need not carry.
+# keeps what earlier calls carried (a network of a match), which the next call need not carry. A
+# resume over that budget but within STAGE_MB (64 MiB less the tree alone, 2 MB spare) goes to a fresh
+# machine in two calls: `STAGE=1 bash scripts/device/loop.sh` carried with .carry/resume alone
+# unpacks it on the machine's disk (nothing else), then the usual call without .carry/resume
+# continues the run there (a warm machine keeps it).
 carried_bytes() {
   local c total=0
   for c in .carry/include.tar.xz .carry/lib .carry/bin .carry/debs .carry/cudnn-choices.txt \
@@ -52,9 +58,20 @@ carried_bytes() {
 }
 TREE_BYTES=$(du -sb --exclude=./.carry --exclude='./build*' --exclude=./.git . | cut -f1)
 RESUME_MB=${RESUME_MB:-$(((67108864 - TREE_BYTES - $(carried_bytes)) / 1000000 - 2))}
+STAGE_MB=$(((67108864 - TREE_BYTES) / 1000000 - 2))
 CONFIG=${CONFIG:-scripts/device/loop.json}
 RUN=build-device/loop-run
 start loop_device.log
+
+if [[ -n "${STAGE:-}" ]]; then
+  step "the run from .carry/resume onto this machine's disk, for the next call"
+  [[ ! -f "$RUN/state.json" ]] || { echo "error: this machine has a run already ($RUN); nothing unpacked"; exit 1; }
+  compgen -G ".carry/resume/resume.tar.xz.*" > /dev/null || { echo "error: no .carry/resume/resume.tar.xz.*"; exit 1; }
+  mkdir -p "$(dirname "$RUN")" && cat .carry/resume/resume.tar.xz.* | tar xJf - -C "$(dirname "$RUN")" && ls "$RUN"
+  python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print("generation", s["generation"], "best", s["best"])' \
+    "$RUN/state.json"
+  exit
+fi
 
 step "machine"
 machine
@@ -88,7 +105,6 @@ if [[ -f "$RUN/config.json" ]]; then
     [[ -f "$RUN/$model" || ! -f "$file" ]] || { mkdir -p "$(dirname "$RUN/$model")" && cp "$file" "$RUN/$model"; }
   done < <(init_models "$RUN/config.json")
 fi
-CARRIED_MODELS=$(cd "$RUN/models" 2>/dev/null && find . -name '*.jnn' | sed 's|^\./||')  # already on the machine they came from
 
 LOOP_SECONDS=$((SECONDS_LIMIT - SECONDS - 60))  # (bash's SECONDS: the time since the script started)
 step "loop for at most $LOOP_SECONDS s"
@@ -141,11 +157,11 @@ if [[ -f "$RUN/state.json" ]]; then
     if [[ "$(basename "$t")" != "$GEN"* ]]; then SKIP+=(--exclude="$R/$t/"{train.ckpt,candidate.jnn})
     elif [[ -f "$RUN/$t/candidate.jnn" ]]; then SKIP+=(--exclude="$R/$t/train.ckpt"); fi  # its training is done
   done < <(find "$RUN/train" -mindepth 1 -maxdepth 2 -type d -name 'gen*' 2>/dev/null)
-  # Networks that came in .carry/resume go back only when the run needs them (generation 0, each best):
-  # what comes in is limited to 64 MiB with the tree.
-  for m in $CARRIED_MODELS; do
+  # Of the run's networks only those it needs travel (each network's generation 0 and best): what
+  # comes in is limited to 64 MiB with the tree.
+  while read -r m; do
     [[ "$(basename "$m")" == gen0000.jnn ]] || grep -q " models/$m\$" <<< "$BESTS" || SKIP+=(--exclude="$R/models/$m")
-  done
+  done < <(cd "$RUN/models" 2>/dev/null && find . -name '*.jnn' | sed 's|^\./||')
   # A generation 0 that is its init_model file travels in the tree instead.
   while read -r model file; do
     cmp -s "$RUN/$model" "$file" && SKIP+=(--exclude="$R/$model")
@@ -161,23 +177,32 @@ if [[ -f "$RUN/state.json" ]]; then
     MB=$(($(cat "$OUT"/resume.tar.xz.* | wc -c) / 1000000))
   }
   pack
-  # Too much to carry in: the oldest generations' self-play records stay behind, one generation after
+  # Too much to carry in, even alone (a staging call costs a minute of the machine; playing records
+  # again, minutes): the oldest generations' self-play records stay behind, one generation after
   # another, until the rest fits; the next machine's loop counts those left behind as pruned and plays
   # the window's share of them again with the newest network.
+  LIMIT=$((RESUME_MB > STAGE_MB ? RESUME_MB : STAGE_MB))
   LEFT=()
   for g in $(cd "$RUN/selfplay" 2>/dev/null && ls -d gen* 2>/dev/null | sort); do
-    ((MB > RESUME_MB)) || break
+    ((MB > LIMIT)) || break
     LEFT+=(--exclude="$R/selfplay/$g")
-    echo "resume: $MB MB, over RESUME_MB=$RESUME_MB: packed again without selfplay/$g"
+    echo "resume: $MB MB, over $LIMIT: packed again without selfplay/$g"
     pack "${LEFT[@]}"
   done
-  if ((MB > RESUME_MB)); then
-    echo "resume: $MB MB, over RESUME_MB=$RESUME_MB: packed again without any self-play records"
+  if ((MB > LIMIT)); then
+    echo "resume: $MB MB, over $LIMIT: packed again without any self-play records"
     pack --exclude="$R/selfplay"
   fi
   ls -l "$OUT"/resume.tar.xz.*
   echo "resume: $MB MB"
-  ((MB <= RESUME_MB)) || echo "warning: the resume is still over the $RESUME_MB MB the next call can carry: carry less beside it"
+  if ((MB <= RESUME_MB)); then
+    echo "resume: a fresh machine continues the run with .carry/resume carried beside the rest"
+  elif ((MB <= STAGE_MB)); then
+    echo "resume: over the $RESUME_MB MB that fit beside the rest of the carry: on a fresh machine, first" \
+      "STAGE=1 bash scripts/device/loop.sh carried with .carry/resume alone, then the usual call without it"
+  else
+    echo "warning: the resume is over the $STAGE_MB MB that fit beside the tree even alone: carry less"
+  fi
 fi
 cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
 import json, sys
