@@ -30,6 +30,14 @@
 #     CONFIG=scripts/device/loop_x4.json bash scripts/device/loop.sh [SECONDS]   (default 540, under
 #     the 10-minute call limit)
 #
+# DETACH=1: the loop runs in a process session of its own (setsid), which outlives the call on the
+# warm machine: the call follows its output until 20 s before SECONDS and brings back loop-run.tar.gz
+# and the bests while it goes on, and the next DETACH=1 call (within the machine's 30 s idle release)
+# follows it further, without stopping and redoing the phase in flight (a gate or an anchor of
+# minutes) or building again. Such a call packs no resume (the loop's networks are in use): the last
+# call says STOP=1 too, stops the loop 60 s before SECONDS and packs it as a foreground call does.
+# A machine given back while the loop runs loses what it made since the last resume.
+#
 # A run that goes on (on the warm machine, or from .carry/resume) keeps its own config: NEW_CONFIG=1
 # passes CONFIG to the loop, whose settings it then replaces for the generations to come.
 # TEACHER="CMD" bootstraps generation 0 from a USI engine (on the first call only).
@@ -73,13 +81,22 @@ if [[ -n "${STAGE:-}" ]]; then
   exit
 fi
 
+# The detached loop (DETACH=1): its process ID while it runs, its output, its exit status.
+LOOP_PID_FILE=build-device/loop.pid LOOP_OUT=build-device/loop.out LOOP_RC_FILE=build-device/loop.rc
+loop_pid() { [[ -f $LOOP_PID_FILE ]] && kill -0 "$(cat "$LOOP_PID_FILE")" 2> /dev/null && cat "$LOOP_PID_FILE"; }
+
 step "machine"
 machine
 echo "resume budget: $RESUME_MB MB (the tree $((TREE_BYTES / 1000000)) MB, the rest of .carry $(($(carried_bytes) / 1000000)) MB)"
 
-step "build"
-build jiriki
 J=$PWD/build-device/jiriki
+if [[ -n "$(loop_pid)" ]]; then
+  # Its phases start this binary: not rebuilt under it.
+  step "the detached loop (process $(loop_pid)) goes on; no build"
+else
+  step "build"
+  build jiriki
+fi
 use_carried_cudnn_choices
 # gpsshogi and fairy-stockfish in /tmp/gps when the config names an anchor or a teacher (carry .carry/debs).
 if [[ -d .carry/debs ]] && grep -qE '"(anchor|teacher|engine)": *"[^"]' "$CONFIG"; then
@@ -106,7 +123,55 @@ if [[ -f "$RUN/config.json" ]]; then
   done < <(init_models "$RUN/config.json")
 fi
 
-LOOP_SECONDS=$((SECONDS_LIMIT - SECONDS - 60))  # (bash's SECONDS: the time since the script started)
+# DETACH=1: starts the loop in a session of its own unless it runs already, prints its output until
+# LOOP_SECONDS have passed or it ends, then under STOP=1 stops it (SIGTERM, passed on to the phase in
+# flight as in the foreground; after 30 s more its whole session is killed).
+follow_detached() {
+  local pid from
+  pid=$(loop_pid)
+  if [[ -z "$pid" ]]; then
+    rm -f "$LOOP_RC_FILE"
+    : > "$LOOP_OUT"
+    # (A background job of a script ignores SIGINT; the loop sets its own handlers.)
+    setsid bash -c '"$@" & echo $! > "'"$LOOP_PID_FILE"'"; wait $!; echo $? > "'"$LOOP_RC_FILE"'"' _ \
+      "$J" loop "${ARGS[@]}" > "$LOOP_OUT" 2>&1 < /dev/null &
+    for _ in $(seq 50); do pid=$(loop_pid) && break; sleep 0.1; done
+    echo "detached loop: process $pid, output in $LOOP_OUT"
+    from=1
+  else
+    [[ -n "${NEW_CONFIG:-}" ]] && echo "warning: NEW_CONFIG=1 has no effect on the loop that runs already"
+    from=$(($(stat -c %s "$LOOP_OUT") + 1))
+    echo "detached loop: process $pid goes on; its output from here"
+  fi
+  # Its output from byte `from` on, as it comes (every 2 s), until LOOP_SECONDS have passed or it ends.
+  show_new() {
+    local size
+    size=$(stat -c %s "$LOOP_OUT")
+    ((size >= from)) && tail -c "+$from" "$LOOP_OUT" | head -c $((size - from + 1))
+    from=$((size + 1))
+  }
+  local end=$((SECONDS + LOOP_SECONDS))
+  while ((SECONDS < end)) && [[ -n "$(loop_pid)" ]]; do
+    sleep 2
+    show_new
+  done
+  show_new
+  if [[ -z "$(loop_pid)" ]]; then
+    echo "loop exit code $(cat "$LOOP_RC_FILE" 2> /dev/null || echo unknown)"
+  elif [[ -n "${STOP:-}" ]]; then
+    kill -TERM "$pid"
+    for _ in $(seq 30); do [[ -z "$(loop_pid)" ]] && break; sleep 1; done
+    [[ -z "$(loop_pid)" ]] || { echo "the loop did not stop in 30 s: its session killed"; pkill -KILL -s "$pid"; sleep 1; }
+    show_new
+    echo "loop stopped (exit code $(cat "$LOOP_RC_FILE" 2> /dev/null || echo unknown)), to be continued"
+  else
+    echo "the loop goes on on this machine: the next DETACH=1 call (within 30 s) follows it; STOP=1 stops it and packs the resume"
+  fi
+}
+
+# Detached calls that leave the loop running need only a few seconds at the end (no resume).
+[[ -n "${DETACH:-}" && -z "${STOP:-}" ]] && END_SECONDS=20 || END_SECONDS=60
+LOOP_SECONDS=$((SECONDS_LIMIT - SECONDS - END_SECONDS))  # (bash's SECONDS: the time since the script started)
 step "loop for at most $LOOP_SECONDS s"
 ARGS=(--dir "$RUN")
 [[ -f "$RUN/state.json" && -z "${NEW_CONFIG:-}" ]] || ARGS+=(--config "$CONFIG")  # NEW_CONFIG=1: the config replaces the run's
@@ -126,15 +191,19 @@ if [[ -n "${FUZZ:-}" ]]; then
   bash scripts/device/fuzz.sh "$FUZZ" "$LOOP_SECONDS" "${FUZZ_JOBS:-$(nproc)}" > /dev/null 2>&1 &
   BESIDE=$!
 fi
-timeout --foreground -s TERM -k 30 "$LOOP_SECONDS" "$J" loop "${ARGS[@]}"
-echo "loop exit code $? (0: all generations done, 130 or 124: stopped by the time limit, to be continued)"
+if [[ -n "${DETACH:-}" ]]; then
+  follow_detached
+else
+  timeout --foreground -s TERM -k 30 "$LOOP_SECONDS" "$J" loop "${ARGS[@]}"
+  echo "loop exit code $? (0: all generations done, 130 or 124: stopped by the time limit, to be continued)"
+fi
 # Only that job: a bare `wait` would also wait for start's tee, which outlives the script's output.
 [[ -n "${BESIDE:-}" ]] && wait "$BESIDE" && tail -1 "$OUT/fuzz_$FUZZ.log"
 
 step "results"
 # The run directory without its records and networks (config, state, metrics, training logs, plots,
 # TensorBoard files, phase logs): `jiriki loop report --dir` redraws the plots from it elsewhere.
-tar czf "$OUT/loop-run.tar.gz" --exclude='*.hcpe3' --exclude='*.hcpe' --exclude='*.jnn' --exclude='*.bin' --exclude='*.ckpt' \
+tar czf "$OUT/loop-run.tar.gz" --warning=no-file-changed --ignore-failed-read --exclude='*.hcpe3' --exclude='*.hcpe' --exclude='*.jnn' --exclude='*.bin' --exclude='*.ckpt' \
   -C "$(dirname "$RUN")" "$(basename "$RUN")"
 # The best networks so far (a few MB each), to be matched elsewhere.
 BESTS=$(python3 -c '
@@ -148,7 +217,9 @@ done <<< "$BESTS"
 # The run for a fresh machine, or to evaluate its generations elsewhere (`jiriki loop eval`): all but
 # the checkpoints of finished trainings and the candidates of finished generations (and the networks
 # carried in, but for those it needs).
-if [[ -f "$RUN/state.json" ]]; then
+if [[ -n "$(loop_pid)" ]]; then
+  echo "resume: none while the loop runs (STOP=1 packs it)"
+elif [[ -f "$RUN/state.json" ]]; then
   GEN=$(python3 -c 'import json, sys; print("gen%04d" % json.load(open(sys.argv[1]))["generation"])' "$RUN/state.json")
   SKIP=()
   R=$(basename "$RUN")
