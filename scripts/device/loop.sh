@@ -6,17 +6,17 @@
 # same command continues the run) and copies its config, state, metrics, plots and TensorBoard files
 # to $OUT/loop-run.tar.gz, each network's best to $OUT/best.jnn (the main one) and $OUT/best-NAME.jnn
 # (the config's other networks), and the whole run a fresh machine needs to continue it (records,
-# networks, the phase in flight; xz, in parts of 15 MB) to $OUT/resume.tar.xz.NN: copy those parts
+# networks, the phase in flight; xz, in parts of 10 MB) to $OUT/resume.tar.xz.NN: copy those parts
 # into .carry/resume/ here and carry .carry/resume, and a machine without the run unpacks them first.
 # What travels is kept small: the config's prune_records and window_max_rows bound the records, a
 # generation 0 that is its init_model file in the tree (e.g. networks/gpu.jnn) stays behind and is
 # copied back, only the networks the run still needs go (generation 0 and each network's best), with
-# bf16 weights, and no checkpoint of a finished training. A resume over what can be carried even
-# alone (STAGE_MB, below) leaves the oldest generations' self-play records behind, as many as it
-# must: the next machine's loop plays the window's share of them again with the newest network. The
-# script ends by saying how to carry the resume: beside the rest (up to RESUME_MB, by default what
-# the next call can carry beside the tree and the rest of this script's carry: 64 MiB in all, 2 MB
-# spare), or alone in a staging call first (STAGE=1, below).
+# bf16 weights, and no checkpoint of a finished training. A resume over three parts (30 MB) leaves the
+# oldest generations' self-play records behind, as many as it must: the next machine's loop plays
+# the window's share of them again with the newest network. The script ends by saying how to carry
+# the resume: beside the rest (up to RESUME_MB, by default what the next call can carry beside the
+# tree and the rest of this script's carry: 64 MiB in all, 2 MB spare), or alone in a staging call
+# first, or part by part in a staging call each (STAGE=1, below).
 #
 # The config: scripts/device/loop.json (one GPU, a 6x64 from networks/cpu.jnn), or CONFIG=FILE, e.g.
 # scripts/device/loop_x4.json: a machine of 4 GPUs, the GPU network (10x128) and the CPU network
@@ -54,7 +54,8 @@ SECONDS_LIMIT=${1:-540}
 # resume over that budget but within STAGE_MB (64 MiB less the tree alone, 2 MB spare) goes to a fresh
 # machine in two calls: `STAGE=1 bash scripts/device/loop.sh` carried with .carry/resume alone
 # unpacks it on the machine's disk (nothing else), then the usual call without .carry/resume
-# continues the run there (a warm machine keeps it).
+# continues the run there (a warm machine keeps it). A larger one (up to three parts of 10 MB) is
+# staged part by part, a STAGE=1 call carried with each part alone.
 carried_bytes() {
   local c total=0
   for c in .carry/include.tar.xz .carry/lib .carry/bin .carry/debs .carry/cudnn-choices.txt \
@@ -72,10 +73,20 @@ RUN=build-device/loop-run
 start loop_device.log
 
 if [[ -n "${STAGE:-}" ]]; then
+  # The parts carried (all of them, or only some when the whole does not fit beside the tree: carry
+  # e.g. .carry/resume/resume.tar.xz.00 in one STAGE=1 call and .01 in the next) gather on the
+  # machine's disk; once they make a whole xz stream, the run is unpacked from them.
   step "the run from .carry/resume onto this machine's disk, for the next call"
   [[ ! -f "$RUN/state.json" ]] || { echo "error: this machine has a run already ($RUN); nothing unpacked"; exit 1; }
   compgen -G ".carry/resume/resume.tar.xz.*" > /dev/null || { echo "error: no .carry/resume/resume.tar.xz.*"; exit 1; }
-  mkdir -p "$(dirname "$RUN")" && cat .carry/resume/resume.tar.xz.* | tar xJf - -C "$(dirname "$RUN")" && ls "$RUN"
+  PARTS=build-device/resume-parts
+  mkdir -p "$PARTS" && cp .carry/resume/resume.tar.xz.* "$PARTS/"
+  echo "parts on this machine: $(cd "$PARTS" && echo resume.tar.xz.*)"
+  if ! cat "$PARTS"/resume.tar.xz.* | xz -t 2> /dev/null; then
+    echo "not yet a whole resume: carry the other parts in another STAGE=1 call (within 30 s)"
+    exit
+  fi
+  mkdir -p "$(dirname "$RUN")" && cat "$PARTS"/resume.tar.xz.* | tar xJf - -C "$(dirname "$RUN")" && ls "$RUN" && rm -r "$PARTS"
   python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); print("generation", s["generation"], "best", s["best"])' \
     "$RUN/state.json"
   exit
@@ -244,7 +255,7 @@ elif [[ -f "$RUN/state.json" ]]; then
   done < <(find "$RUN/models" -name '*.jnn'; find "$RUN/train" -path "*/$GEN*/candidate.jnn" 2>/dev/null)
   pack() {
     rm -f "$OUT"/resume.tar.xz.*
-    XZ_OPT="-1 -T0" tar cJf - "${SKIP[@]}" "$@" -C "$(dirname "$RUN")" "$R" | split -b 15000000 -d - "$OUT/resume.tar.xz."
+    XZ_OPT="-1 -T0" tar cJf - "${SKIP[@]}" "$@" -C "$(dirname "$RUN")" "$R" | split -b 10000000 -d - "$OUT/resume.tar.xz."
     MB=$(($(cat "$OUT"/resume.tar.xz.* | wc -c) / 1000000))
   }
   pack
@@ -252,7 +263,9 @@ elif [[ -f "$RUN/state.json" ]]; then
   # again, minutes): the oldest generations' self-play records stay behind, one generation after
   # another, until the rest fits; the next machine's loop counts those left behind as pruned and plays
   # the window's share of them again with the newest network.
-  LIMIT=$((RESUME_MB > STAGE_MB ? RESUME_MB : STAGE_MB))
+  # (Up to three parts of 10 MB: over what fits beside the tree, each part is staged in a call of its
+  # own; with the run's other files, three are what a call can bring back.)
+  LIMIT=$((RESUME_MB > 30 ? RESUME_MB : 30))
   LEFT=()
   for g in $(cd "$RUN/selfplay" 2>/dev/null && ls -d gen* 2>/dev/null | sort); do
     ((MB > LIMIT)) || break
@@ -271,8 +284,12 @@ elif [[ -f "$RUN/state.json" ]]; then
   elif ((MB <= STAGE_MB)); then
     echo "resume: over the $RESUME_MB MB that fit beside the rest of the carry: on a fresh machine, first" \
       "STAGE=1 bash scripts/device/loop.sh carried with .carry/resume alone, then the usual call without it"
+  elif ((STAGE_MB >= 10)); then
+    echo "resume: over the $STAGE_MB MB that fit beside the tree: on a fresh machine, STAGE=1 bash" \
+      "scripts/device/loop.sh once for each part, carried with that part alone (.carry/resume/resume.tar.xz.00," \
+      "then .01, ..., each call within 30 s of the last), then the usual call without them"
   else
-    echo "warning: the resume is over the $STAGE_MB MB that fit beside the tree even alone: carry less"
+    echo "warning: not even one part of 10 MB fits beside the tree ($STAGE_MB MB): carry less"
   fi
 fi
 cat "$RUN/metrics.jsonl" 2>/dev/null | python3 -c '
