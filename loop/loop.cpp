@@ -906,12 +906,14 @@ class Loop {
     int64_t games;
     int64_t nodes = 0;  // > 0: the candidate plays at this many nodes in the match's own process
     std::string model;  // a network anchor's file, whose content each match records (model_fnv1a64)
+    int64_t every = 1;  // played by every K-th generation (K, 2K, ...)
   };
   std::vector<Anchor> anchors() const {
     std::vector<Anchor> out;
     if (config_.integer("anchor_games") > 0)
       out.push_back({"anchor", "/eval_anchor", "eval_anchor", usi_spec(config_.str("anchor"), "anchor"),
-                     config_.str("anchor_tc"), config_.str("anchor_args"), "", config_.integer("anchor_games"), 0, ""});
+                     config_.str("anchor_tc"), config_.str("anchor_args"), "", config_.integer("anchor_games"), 0, "",
+                     config_.integer("anchor_every")});
     for (const json& e : config_.values()["anchors"]) {
       const std::string name = e["name"];
       const std::string tc = e.value("tc", config_.str("anchor_tc"));
@@ -920,7 +922,7 @@ class Loop {
       const std::string engine = e.contains("model") ? engine_spec(name, model, tc) : usi_spec(e["engine"], name);
       out.push_back({name, "/anchors/" + name, "anchors/" + name, engine, tc, e.value("args", std::string()),
                      e.value("network", std::string()), e["games"].get<int64_t>(), e.value("nodes", int64_t(0)),
-                     model});
+                     model, e.value("every", config_.integer("anchor_every"))});
     }
     return out;
   }
@@ -956,8 +958,8 @@ class Loop {
 
   std::string step_eval_anchor(const std::string& kp) {
     json& c = current();
-    if (generation() % config_.integer("anchor_every") != 0) return "promote";
     for (const Anchor& x : anchors()) {
+      if (generation() % x.every != 0) continue;  // not this generation's (loop eval plays it later)
       const json::json_pointer at(x.record);
       const json* k = network_record(c, x.network);
       if (c.contains(at) || !k) continue;  // played by an earlier attempt, or no candidate to play it

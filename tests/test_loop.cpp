@@ -1183,20 +1183,28 @@ TEST_CASE("loop: anchor_every plays the anchors in every K-th generation only, a
   const TempDir tmp("loop_anchor_every");
   json c = tiny_config(fake_match(tmp), 2);
   c["plots"] = false;
-  c["anchors"] = json::array({{{"name", "gps"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}}});
+  // "often" overrides anchor_every with its own "every".
+  c["anchors"] = json::array({{{"name", "gps"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}},
+                              {{"name", "often"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"every", 1}}});
   c["anchor_every"] = 2;
   const std::string dir = run_to_end(tmp, c);
   check_finished_run(dir, 2);
   const json h = read_json_file(dir + "/state.json")["history"];
-  CHECK(!h[0].contains("anchors"));  // generation 1
+  CHECK(!h[0]["anchors"].contains("gps"));  // generation 1
+  CHECK(h[0]["anchors"]["often"]["games"] == 4);
   CHECK(h[1]["anchors"]["gps"]["games"] == 4);
+  CHECK(h[1]["anchors"]["often"]["games"] == 4);
   CHECK(!h[0]["seconds"].contains("anchor-gps"));
+  CHECK(h[0]["seconds"].contains("anchor-often"));
   CHECK(h[1]["seconds"].contains("anchor-gps"));
   const std::string bin = JIRIKI_BINARY;
   REQUIRE(std::system((bin + " loop eval --dir " + dir + " > " + tmp.file("eval.out") + " 2>&1").c_str()) == 0);
   INFO(read_bytes(tmp.file("eval.out")));
   CHECK(read_json_file(dir + "/state.json")["history"][0]["anchors"]["gps"]["games"] == 4);
   CHECK_THROWS_WITH(Config(json{{"anchor_every", 0}}), Catch::Contains("'anchor_every'"));
+  CHECK_THROWS_WITH(
+      Config(json{{"anchors", json::array({{{"name", "x"}, {"engine", "a"}, {"games", 2}, {"every", 0}}})}}),
+      Catch::Contains("\"every\" (play it every K-th generation) must be positive"));
 }
 
 TEST_CASE("loop: a network anchor's file that changes during the run is said, recorded and drawn as another curve",
