@@ -921,8 +921,8 @@ class Loop {
           e.contains("model") ? fs::absolute(e["model"].get<std::string>()).lexically_normal().string() : "";
       const std::string engine = e.contains("model") ? engine_spec(name, model, tc) : usi_spec(e["engine"], name);
       out.push_back({name, "/anchors/" + name, "anchors/" + name, engine, tc, e.value("args", std::string()),
-                     e.value("network", std::string()), e["games"].get<int64_t>(), e.value("nodes", int64_t(0)),
-                     model, e.value("every", config_.integer("anchor_every"))});
+                     e.value("network", std::string()), e["games"].get<int64_t>(), e.value("nodes", int64_t(0)), model,
+                     e.value("every", config_.integer("anchor_every"))});
     }
     return out;
   }

@@ -91,7 +91,7 @@ TEST_CASE("gui: ShogiHome, a game with early ponder, a ponder miss and a game en
   g.play(other);
   e.send(g.position());
   e.send("go " + clock);
-  g.play(best_of(e.expect("bestmove", 3000), g.pos));
+  g.play(best_of(e.expect("bestmove", 8500), g.pos));  // the clock's budget, as above
 
   // The game ends while the engine ponders: stop then gameover; ShogiHome drops exactly one
   // bestmove, so exactly one must come.
