@@ -1041,6 +1041,20 @@ class Loop {
           out_ << ", gate score " << figure(n["gate"], "score") << " Elo " << figure(n["gate"], "elo");
       }
     out_ << "\n";
+    // An anchor that is an SPRT (the replacement rule against a shipped network) says its decision.
+    for (const Anchor& x : anchors()) {
+      const json::json_pointer at(x.record);
+      const json* k = network_record(r, x.network);
+      if (!r.contains(at) || !k || !r[at].contains("sprt") || !r[at]["sprt"].is_object()) continue;
+      const std::string decision = r[at]["sprt"].value("result", std::string("none"));
+      const std::string who = (*k)["candidate"].get<std::string>(), against = x.model.empty() ? x.name : x.model;
+      out_ << "anchor " << x.name << ": SPRT " << (decision == "none" ? "undecided" : decision) << " over "
+           << r[at]["games"] << " games, Elo " << figure(r[at], "elo") << ": " << who
+           << (decision == "H1"   ? " beats "
+               : decision == "H0" ? " does not beat "
+                                  : " has not yet shown it beats ")
+           << against << "\n";
+    }
     return "selfplay";
   }
 

@@ -133,7 +133,7 @@ std::vector<DecodedEvent> decode_event_file(const std::string& bytes) {
 // ---- whole runs ---------------------------------------------------------------------------------
 // The fake `jiriki match`: checks that the engines' model files (if any) exist, writes DIR/summary.json and
 // exits as FAKE_MATCH_EXIT says (0 undecided, 10 H1, 11 H0), with a score to match (all won by a candidate
-// whose model path holds FAKE_MATCH_BETTER); asked for
+// whose model path holds FAKE_MATCH_BETTER), an anchor's SPRT result as FAKE_MATCH_ANCHOR_SPRT says; asked for
 // --hcpe3 FILE, it copies FAKE_MATCH_HCPE3 there (the teacher's games).
 std::string fake_match(const TempDir& dir) {
   const std::string path = dir.file("fake_match.sh");
@@ -155,10 +155,13 @@ case $code in 10) w=3; l=1; score=0.75;; 11) w=1; l=3; score=0.25;; *) w=2; l=1;
 if [ -n "$FAKE_MATCH_BETTER" ] && printf '%s\n' "$@" | grep "name=candidate" | grep -q "$FAKE_MATCH_BETTER"; then
   w=4; l=0; score=1.0
 fi
+# An anchor's SPRT decides as FAKE_MATCH_ANCHOR_SPRT says (H1, H0; default none).
+sprt=none
+case "$out" in */anchors/*) sprt=${FAKE_MATCH_ANCHOR_SPRT:-none};; esac
 mkdir -p "$out"
 cat > "$out/summary.json" <<JSON
 {"engines":["candidate","opponent"],"games":4,"wins":$w,"losses":$l,"draws":$((4 - w - l)),"score":$score,
- "elo":0,"elo_95":[-100,100],"los":0.5,"penta":[0,0,0,0,0],"sprt":{"llr":0,"lower":-2.94,"upper":2.94,"result":"none"}}
+ "elo":0,"elo_95":[-100,100],"los":0.5,"penta":[0,0,0,0,0],"sprt":{"llr":0,"lower":-2.94,"upper":2.94,"result":"$sprt"}}
 JSON
 echo "$@" >> "$out/../fake_match_calls.txt"
 exit $code
@@ -1187,8 +1190,18 @@ TEST_CASE("loop: anchor_every plays the anchors in every K-th generation only, a
   c["anchors"] = json::array({{{"name", "gps"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}},
                               {{"name", "often"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"every", 1}}});
   c["anchor_every"] = 2;
-  const std::string dir = run_to_end(tmp, c);
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  REQUIRE(run_loop_cli("FAKE_MATCH_ANCHOR_SPRT=H1", dir, "--config " + tmp.file("config.json")) == 0);
   check_finished_run(dir, 2);
+  // Each anchor's SPRT decision is said with the generation's line.
+  const std::string out = run_output(dir);
+  INFO(out);
+  CHECK(out.find("anchor often: SPRT H1 over 4 games, Elo 0: train/gen0001/candidate.jnn beats often") !=
+        std::string::npos);
+  CHECK(out.find("anchor gps: SPRT H1 over 4 games, Elo 0: train/gen0002/candidate.jnn beats gps") !=
+        std::string::npos);
+  CHECK(out.find("anchor gps: SPRT H1 over 4 games, Elo 0: train/gen0001") == std::string::npos);
   const json h = read_json_file(dir + "/state.json")["history"];
   CHECK(!h[0]["anchors"].contains("gps"));  // generation 1
   CHECK(h[0]["anchors"]["often"]["games"] == 4);
