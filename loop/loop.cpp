@@ -1047,7 +1047,8 @@ class Loop {
       const json* k = network_record(r, x.network);
       if (!r.contains(at) || !k || !r[at].contains("sprt") || !r[at]["sprt"].is_object()) continue;
       const std::string decision = r[at]["sprt"].value("result", std::string("none"));
-      const std::string who = (*k)["candidate"].get<std::string>(), against = x.model.empty() ? x.name : x.model;
+      const std::string who = k->value("candidate", std::string("the candidate")),
+                        against = x.model.empty() ? x.name : x.model;
       out_ << "anchor " << x.name << ": SPRT " << (decision == "none" ? "undecided" : decision) << " over "
            << r[at]["games"] << " games, Elo " << figure(r[at], "elo") << ": " << who
            << (decision == "H1"   ? " beats "
