@@ -113,7 +113,9 @@ const std::vector<ConfigKey>& config_keys() {
        "candidate plays: a name from networks; default the main one), \"nodes\" (with an \"engine\" and "
        "arena: the candidate plays at this many nodes a move in the match's own process, sharing each "
        "GPU's network calls, while the engine keeps its processes and the tc), \"every\" (this anchor's "
-       "own anchor_every, e.g. a long replacement SPRT every 4th generation)}; recorded under anchors.NAME"},
+       "own anchor_every, e.g. a long replacement SPRT every 4th generation), \"play\" (\"candidate\", the "
+       "generation's candidate, or \"best\", the line's best after the generation's gate: the network a "
+       "replacement SPRT would ship)}; recorded under anchors.NAME"},
       {"engine_options", "", "more USI options of jiriki in matches, e.g. \"option.Threads=2\""},
       {"match_command", "", "the match program (empty: this jiriki's `match`); for tests and other tools"},
       {"teacher", "", "bootstrap: a USI engine (a command line, or a jiriki match --engine spec with cmd=)"},
@@ -253,7 +255,8 @@ void Config::check() const {
                  {"args", json::value_t::string},
                  {"network", json::value_t::string},
                  {"nodes", json::value_t::number_integer},
-                 {"every", json::value_t::number_integer}},
+                 {"every", json::value_t::number_integer},
+                 {"play", json::value_t::string}},
                 names);
     const std::string where = "loop config key 'anchors', entry \"" + e["name"].get<std::string>() + "\": ";
     if (e.contains("engine") == e.contains("model"))
@@ -263,6 +266,9 @@ void Config::check() const {
       throw std::invalid_argument(where + "\"nodes\" (the candidate's count against an \"engine\") must be positive");
     if (e.contains("every") && e["every"].get<double>() < 1)
       throw std::invalid_argument(where + "\"every\" (play it every K-th generation) must be positive");
+    const std::string play = e.value("play", std::string("candidate"));
+    if (play != "candidate" && play != "best")
+      throw std::invalid_argument(where + "\"play\" must be \"candidate\" or \"best\", not \"" + play + "\"");
     const std::string n = e.value("network", std::string());
     if (!n.empty() && std::find(networks.begin(), networks.end(), n) == networks.end())
       throw std::invalid_argument(where + "its network \"" + n + "\" is not one of the key 'networks'");

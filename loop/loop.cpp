@@ -204,12 +204,14 @@ class Loop {
     int played = 0;
     for (json& r : history) {
       const int64_t g = r["generation"].get<int64_t>();
-      // The generation's network of the main lineage or of another: promoted, else its candidate.
-      auto model_of = [&](const std::string& network) -> std::string {
+      // The generation's network of the main lineage or of another: promoted, else its candidate (or,
+      // for an anchor that plays the best, the line's best after the generation).
+      auto model_of = [&](const std::string& network, bool best) -> std::string {
         const json* k = network_record(r, network);
         if (!k) return "";
         return run_ + "/" +
                (k->value("promoted", false) ? "models/" + prefix(network) + gen_name(g) + ".jnn"
+                : best                      ? k->value("best", std::string())
                                             : k->value("candidate", std::string()));
       };
       std::vector<Anchor> wanted;  // eval_first first, as an anchor of generation 0 at gate_nodes
@@ -220,7 +222,8 @@ class Loop {
       for (const Anchor& x : anchors())
         if (!r.contains(json::json_pointer(x.record))) wanted.push_back(x);
       for (const Anchor& x : wanted) {
-        const std::string model = model_of(x.network), step = x.dir == "eval_first" ? "eval_first" : anchor_step(x);
+        const std::string model = model_of(x.network, x.best),
+                          step = x.dir == "eval_first" ? "eval_first" : anchor_step(x);
         if (model.empty() || !fs::is_regular_file(model)) {
           out_ << gen_name(g) << ": its network " << (model.empty() ? x.network : model) << " is not here; no " << step
                << std::endl;
@@ -231,6 +234,7 @@ class Loop {
             match(step, x.dir + "/" + gen_name(g), model, x.engine, x.games, x.tc, x.args, false, "", g, &r, x.nodes);
         if (s.is_null()) return 130;
         if (!x.model.empty()) s["model_fnv1a64"] = file_fnv1a64(x.model);
+        s["played"] = fs::relative(model, run_).string();
         r[json::json_pointer(x.record)] = s;
         double total = 0;  // the generation's seconds, this match's included
         for (const auto& [k, seconds] : r["seconds"].items())
@@ -907,6 +911,7 @@ class Loop {
     int64_t nodes = 0;  // > 0: the candidate plays at this many nodes in the match's own process
     std::string model;  // a network anchor's file, whose content each match records (model_fnv1a64)
     int64_t every = 1;  // played by every K-th generation (K, 2K, ...)
+    bool best = false;  // played by the line's best after the gate instead of the candidate
   };
   std::vector<Anchor> anchors() const {
     std::vector<Anchor> out;
@@ -922,7 +927,7 @@ class Loop {
       const std::string engine = e.contains("model") ? engine_spec(name, model, tc) : usi_spec(e["engine"], name);
       out.push_back({name, "/anchors/" + name, "anchors/" + name, engine, tc, e.value("args", std::string()),
                      e.value("network", std::string()), e["games"].get<int64_t>(), e.value("nodes", int64_t(0)), model,
-                     e.value("every", config_.integer("anchor_every"))});
+                     e.value("every", config_.integer("anchor_every")), e.value("play", std::string()) == "best"});
     }
     return out;
   }
@@ -965,11 +970,14 @@ class Loop {
       if (c.contains(at) || !k) continue;  // played by an earlier attempt, or no candidate to play it
       const std::string model_hash = x.model.empty() ? "" : file_fnv1a64(x.model);
       if (!model_hash.empty()) warn_if_anchor_changed(x, model_hash);
-      json s =
-          match(anchor_step(x), x.dir + "/" + gen_name(generation()), run_ + "/" + (*k)["candidate"].get<std::string>(),
-                x.engine, x.games, x.tc, x.args, false, kp, -1, nullptr, x.nodes);
+      // The line's best after this generation's gate: its candidate if the gate accepted it (promoted next).
+      const std::string played =
+          x.best && !k->value("accepted", false) ? best_of(x.network) : (*k)["candidate"].get<std::string>();
+      json s = match(anchor_step(x), x.dir + "/" + gen_name(generation()), run_ + "/" + played, x.engine, x.games, x.tc,
+                     x.args, false, kp, -1, nullptr, x.nodes);
       if (s.is_null()) return "";
       if (!model_hash.empty()) s["model_fnv1a64"] = model_hash;
+      s["played"] = played;
       c[at] = s;
       save();
     }
@@ -1047,7 +1055,7 @@ class Loop {
       const json* k = network_record(r, x.network);
       if (!r.contains(at) || !k || !r[at].contains("sprt") || !r[at]["sprt"].is_object()) continue;
       const std::string decision = r[at]["sprt"].value("result", std::string("none"));
-      const std::string who = k->value("candidate", std::string("the candidate")),
+      const std::string who = r[at].value("played", k->value("candidate", std::string("the candidate"))),
                         against = x.model.empty() ? x.name : x.model;
       out_ << "anchor " << x.name << ": SPRT " << (decision == "none" ? "undecided" : decision) << " over "
            << r[at]["games"] << " games, Elo " << figure(r[at], "elo") << ": " << who

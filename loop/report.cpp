@@ -208,14 +208,17 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
   std::vector<Curve> more;
   // An anchor match's file checksum; matches recorded before checksums were are one content of their own.
   auto model_of = [](const json& match) { return match.value("model_fnv1a64", std::string("unrecorded")); };
-  // Which network's candidate plays each anchor (the config's anchors[].network; "": the main one).
-  std::map<std::string, std::string> anchor_network;
+  // Which network's candidate (or best: anchors[].play) plays each anchor (the config's
+  // anchors[].network; "": the main one).
+  std::map<std::string, std::string> anchor_network, anchor_play;
   if (std::ifstream in(run_dir + "/config.json"); in) {
     const json config = json::parse(in, nullptr, false);
     if (!config.is_discarded() && config.contains("anchors") && config["anchors"].is_array())
       for (const json& a : config["anchors"])
-        if (a.is_object() && a.contains("name") && a["name"].is_string())
+        if (a.is_object() && a.contains("name") && a["name"].is_string()) {
           anchor_network[a["name"].get<std::string>()] = a.value("network", std::string());
+          anchor_play[a["name"].get<std::string>()] = a.value("play", std::string("candidate"));
+        }
   }
   std::map<std::string, std::set<std::string>> anchor_models;  // each anchor's file checksums
   for (const json& r : history)
@@ -229,7 +232,8 @@ std::string draw_plots(const std::string& run_dir, const json& history) {
           const std::string pointer = "/" + std::string(group) + "/" + name + (anchor ? "" : "/gate");
           const std::string& network = anchor_network[name];
           Curve c{pointer,
-                  anchor ? (network.empty() ? "" : network + " ") + "candidate vs " + name
+                  anchor ? (network.empty() ? "" : network + " ") +
+                               (anchor_play.count(name) ? anchor_play[name] : "candidate") + " vs " + name
                          : name + " candidate vs its best (gate)",
                   ""};
           if (anchor && anchor_models[name].size() > 1) c.model = model_of(m);

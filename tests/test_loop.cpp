@@ -1220,6 +1220,51 @@ TEST_CASE("loop: anchor_every plays the anchors in every K-th generation only, a
       Catch::Contains("\"every\" (play it every K-th generation) must be positive"));
 }
 
+TEST_CASE("loop: an anchor with play best is played by the line's best after the gate, the others by the candidate",
+          "[loop][cli]") {
+  const TempDir tmp("loop_anchor_best");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["eval_first_games"] = 0;
+  c["anchors"] = json::array({{{"name", "ship"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"play", "best"}},
+                              {{"name", "cand"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}}});
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  // Generation 1's gate rejects its candidate (every match H0): the best is still generation 0.
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=11 FAKE_MATCH_ANCHOR_SPRT=H1", dir, "--config " + tmp.file("config.json")) ==
+          0);
+  // Generation 2's gate accepts it (undecided at 62.5%): its candidate is the best it plays.
+  REQUIRE(run_loop_cli("FAKE_MATCH_ANCHOR_SPRT=H1", dir, "--generations 2") == 0);
+  const std::string out = run_output(dir);
+  INFO(out);
+  const json h = read_json_file(dir + "/state.json")["history"];
+  REQUIRE(h.size() == 2);
+  CHECK(h[0]["promoted"] == false);
+  CHECK(h[1]["promoted"] == true);
+  CHECK(h[0]["anchors"]["ship"]["played"] == "models/gen0000.jnn");
+  CHECK(h[0]["anchors"]["cand"]["played"] == "train/gen0001/candidate.jnn");
+  CHECK(h[1]["anchors"]["ship"]["played"] == "train/gen0002/candidate.jnn");
+  const std::string ship = read_bytes(dir + "/anchors/ship/fake_match_calls.txt");
+  CHECK(ship.find("name=candidate option.ModelFile=" + dir + "/models/gen0000.jnn") != std::string::npos);
+  CHECK(ship.find("ModelFile=" + dir + "/train/gen0001/candidate.jnn") == std::string::npos);
+  // The decision names the network that played.
+  CHECK(out.find("anchor ship: SPRT H1 over 4 games, Elo 0: models/gen0000.jnn beats ship") != std::string::npos);
+  CHECK(out.find("anchor cand: SPRT H1 over 4 games, Elo 0: train/gen0001/candidate.jnn beats cand") !=
+        std::string::npos);
+  CHECK(read_bytes(dir + "/plots/elo.gp").find("'best vs ship'") != std::string::npos);
+  // `loop eval` plays an anchor added later with each generation's best after it, as the loop would have.
+  json config = read_json_file(dir + "/config.json");
+  config["anchors"].push_back({{"name", "late"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"play", "best"}});
+  std::ofstream(dir + "/config.json") << config.dump();
+  const std::string bin = JIRIKI_BINARY;
+  REQUIRE(std::system((bin + " loop eval --dir " + dir + " > " + tmp.file("eval.out") + " 2>&1").c_str()) == 0);
+  const json after = read_json_file(dir + "/state.json")["history"];
+  CHECK(after[0]["anchors"]["late"]["played"] == "models/gen0000.jnn");
+  CHECK(after[1]["anchors"]["late"]["played"] == "models/gen0002.jnn");
+  CHECK_THROWS_WITH(
+      Config(json{{"anchors", json::array({{{"name", "x"}, {"engine", "a"}, {"games", 2}, {"play", "worst"}}})}}),
+      Catch::Contains("\"play\" must be \"candidate\" or \"best\", not \"worst\""));
+}
+
 TEST_CASE("loop: a network anchor's file that changes during the run is said, recorded and drawn as another curve",
           "[loop][cli]") {
   const TempDir tmp("loop_anchor_changed");
