@@ -10,8 +10,9 @@
 # into .carry/resume/ here and carry .carry/resume, and a machine without the run unpacks them first.
 # What travels is kept small: the config's prune_records and window_max_rows bound the records, a
 # generation 0 that is its init_model file in the tree (e.g. networks/gpu.jnn) stays behind and is
-# copied back, only the networks the run still needs go (generation 0 and each network's best), with
-# bf16 weights, and no checkpoint of a finished training. A resume over three parts (30 MB) leaves the
+# copied back (only if that file is unchanged: its sha256 travels), only the networks the run still
+# needs go (generation 0 and each network's best), with bf16 weights, and no checkpoint of a finished
+# training. A resume over three parts (30 MB) leaves the
 # oldest generations' self-play records behind, as many as it must: the next machine's loop plays
 # the window's share of them again with the newest network. The script ends by saying how to carry
 # the resume: beside the rest (up to RESUME_MB, by default what the next call can carry beside the
@@ -128,9 +129,21 @@ if c.get("init_model"): print("models/gen0000.jnn", c["init_model"])
 for n in c.get("networks", []):
     if n.get("init_model"): print("models/%s/gen0000.jnn" % n["name"], n["init_model"])' "$1"
 }
+# The file in the tree may have changed since the resume was packed (a network shipped meanwhile): it
+# is copied back only if it is still the network the run began from (left_behind.txt: its sha256).
 if [[ -f "$RUN/config.json" ]]; then
   while read -r model file; do
-    [[ -f "$RUN/$model" || ! -f "$file" ]] || { mkdir -p "$(dirname "$RUN/$model")" && cp "$file" "$RUN/$model"; }
+    [[ -f "$RUN/$model" || ! -f "$file" ]] && continue
+    want=$(awk -v m="$model" '$2 == m { print $1 }' "$RUN/left_behind.txt" 2> /dev/null)
+    have=$(sha256sum < "$file" | cut -d' ' -f1)
+    if [[ -n "$want" && "$want" != "$have" ]]; then
+      echo "warning: the run's $model was left behind as $file, which has changed since (sha256 ${want:0:16}," \
+        "now ${have:0:16}): not copied, the run goes on without it (its eval_first matches need it: put that" \
+        "network at $RUN/$model)"
+      continue
+    fi
+    [[ -n "$want" ]] || echo "warning: $file copied as the run's $model unchecked (its resume records no checksum)"
+    mkdir -p "$(dirname "$RUN/$model")" && cp "$file" "$RUN/$model"
   done < <(init_models "$RUN/config.json")
 fi
 
@@ -244,9 +257,14 @@ elif [[ -f "$RUN/state.json" ]]; then
   while read -r m; do
     [[ "$(basename "$m")" == gen0000.jnn ]] || grep -q " models/$m\$" <<< "$BESTS" || SKIP+=(--exclude="$R/models/$m")
   done < <(cd "$RUN/models" 2>/dev/null && find . -name '*.jnn' | sed 's|^\./||')
-  # A generation 0 that is its init_model file travels in the tree instead.
+  # A generation 0 that is its init_model file travels in the tree instead, with its checksum, so
+  # that a changed file in the next machine's tree is not taken for it.
+  rm -f "$RUN/left_behind.txt"
   while read -r model file; do
-    cmp -s "$RUN/$model" "$file" && SKIP+=(--exclude="$R/$model")
+    if cmp -s "$RUN/$model" "$file"; then
+      SKIP+=(--exclude="$R/$model")
+      echo "$(sha256sum < "$file" | cut -d' ' -f1) $model $file" >> "$RUN/left_behind.txt"
+    fi
   done < <(init_models "$RUN/config.json")
   # Networks travel with bf16 weights (half the size; as the shipped ones are kept): the run's
   # networks and the generation in flight's candidates, rewritten in place (the run goes on with them).
