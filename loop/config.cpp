@@ -115,7 +115,8 @@ const std::vector<ConfigKey>& config_keys() {
        "GPU's network calls, while the engine keeps its processes and the tc), \"every\" (this anchor's "
        "own anchor_every, e.g. a long replacement SPRT every 4th generation), \"play\" (\"candidate\", the "
        "generation's candidate, or \"best\", the line's best after the generation's gate: the network a "
-       "replacement SPRT would ship)}; recorded under anchors.NAME"},
+       "replacement SPRT would ship)}; recorded under anchors.NAME; a match the same network already played in the "
+       "same setting is not played again (repeat_of)"},
       {"engine_options", "", "more USI options of jiriki in matches, e.g. \"option.Threads=2\""},
       {"match_command", "", "the match program (empty: this jiriki's `match`); for tests and other tools"},
       {"teacher", "", "bootstrap: a USI engine (a command line, or a jiriki match --engine spec with cmd=)"},

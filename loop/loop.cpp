@@ -229,12 +229,25 @@ class Loop {
                << std::endl;
           continue;
         }
+        const std::string file = fs::relative(model, run_).string(), played_hash = file_fnv1a64(model),
+                          model_hash = x.model.empty() ? "" : file_fnv1a64(x.model);
+        if (x.dir != "eval_first")
+          if (const int64_t of = already_played(history, x, g, played_hash, model_hash); of >= 0) {
+            r[json::json_pointer(x.record)] = repeat_record(file, played_hash, model_hash, x, of);
+            out_ << gen_name(g) << ": " << step << " not played again: " << file << " played it in generation " << of
+                 << std::endl;
+            state_["history"] = history;
+            save();
+            continue;
+          }
         out_ << gen_name(g) << ": " << step << ", " << x.games << " games" << std::endl;
         json s =
             match(step, x.dir + "/" + gen_name(g), model, x.engine, x.games, x.tc, x.args, false, "", g, &r, x.nodes);
         if (s.is_null()) return 130;
-        if (!x.model.empty()) s["model_fnv1a64"] = file_fnv1a64(x.model);
-        s["played"] = fs::relative(model, run_).string();
+        if (!model_hash.empty()) s["model_fnv1a64"] = model_hash;
+        s["played"] = file;
+        s["played_fnv1a64"] = played_hash;
+        s["setting"] = anchor_setting(x);
         r[json::json_pointer(x.record)] = s;
         double total = 0;  // the generation's seconds, this match's included
         for (const auto& [k, seconds] : r["seconds"].items())
@@ -936,7 +949,7 @@ class Loop {
   // as another curve, so that Elo against two networks is never read as one line.
   static std::string file_fnv1a64(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("anchor network " + path + ": cannot be read");
+    if (!in) throw std::runtime_error("network " + path + ": cannot be read");
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     char hex[17];
     std::snprintf(
@@ -956,6 +969,37 @@ class Loop {
         return;
       }
   }
+  // What an anchor's match was played against, beyond the network that played it: the opponent (a
+  // network anchor's file content apart, in model_fnv1a64), its time control, arguments and nodes.
+  static std::string anchor_setting(const Anchor& x) {
+    return (x.model.empty() ? x.engine : std::string("model")) + " | " + x.tc + " | " + x.args + " | " +
+           std::to_string(x.nodes);
+  }
+  // A match an anchor has played already: the same network (by content) against the same opponent
+  // in the same setting, in another generation of `history` (matches recorded before the setting was
+  // are not known to be the same). A "best" anchor plays the line's best,
+  // which stays one network over the generations its gates reject: played again, an SPRT that network
+  // lost would be re-run until it passed, and its time spent twice. Returns that generation, or -1.
+  int64_t already_played(const json& history, const Anchor& x, int64_t generation, const std::string& played_hash,
+                         const std::string& model_hash) const {
+    const json::json_pointer at(x.record);
+    for (const json& r : history) {
+      if (r.value("generation", int64_t(-1)) == generation || !r.contains(at)) continue;
+      const json& m = r[at];
+      if (m.contains("repeat_of") || m.value("setting", std::string()) != anchor_setting(x) ||
+          m.value("model_fnv1a64", std::string()) != model_hash)
+        continue;
+      if (m.value("played_fnv1a64", std::string()) == played_hash) return r["generation"].get<int64_t>();
+    }
+    return -1;
+  }
+  // The record of an anchor's match not played again (already_played).
+  static json repeat_record(const std::string& played, const std::string& played_hash, const std::string& model_hash,
+                            const Anchor& x, int64_t of) {
+    json s = {{"played", played}, {"played_fnv1a64", played_hash}, {"setting", anchor_setting(x)}, {"repeat_of", of}};
+    if (!model_hash.empty()) s["model_fnv1a64"] = model_hash;
+    return s;
+  }
   // The log's and the seconds' name of an anchor's matches.
   static std::string anchor_step(const Anchor& x) {
     return x.record == "/eval_anchor" ? "eval_anchor" : "anchor-" + x.name;
@@ -973,11 +1017,19 @@ class Loop {
       // The line's best after this generation's gate: its candidate if the gate accepted it (promoted next).
       const std::string played =
           x.best && !k->value("accepted", false) ? best_of(x.network) : (*k)["candidate"].get<std::string>();
+      const std::string played_hash = file_fnv1a64(run_ + "/" + played);
+      if (const int64_t of = already_played(state_["history"], x, generation(), played_hash, model_hash); of >= 0) {
+        c[at] = repeat_record(played, played_hash, model_hash, x, of);
+        save();
+        continue;
+      }
       json s = match(anchor_step(x), x.dir + "/" + gen_name(generation()), run_ + "/" + played, x.engine, x.games, x.tc,
                      x.args, false, kp, -1, nullptr, x.nodes);
       if (s.is_null()) return "";
       if (!model_hash.empty()) s["model_fnv1a64"] = model_hash;
       s["played"] = played;
+      s["played_fnv1a64"] = played_hash;
+      s["setting"] = anchor_setting(x);
       c[at] = s;
       save();
     }
@@ -1053,6 +1105,9 @@ class Loop {
     for (const Anchor& x : anchors()) {
       const json::json_pointer at(x.record);
       const json* k = network_record(r, x.network);
+      if (r.contains(at) && r[at].contains("repeat_of"))
+        out_ << "anchor " << x.name << ": not played again: " << r[at]["played"].get<std::string>()
+             << " played it in generation " << r[at]["repeat_of"] << "\n";
       if (!r.contains(at) || !k || !r[at].contains("sprt") || !r[at]["sprt"].is_object()) continue;
       const std::string decision = r[at]["sprt"].value("result", std::string("none"));
       const std::string who = r[at].value("played", k->value("candidate", std::string("the candidate"))),

@@ -1265,6 +1265,65 @@ TEST_CASE("loop: an anchor with play best is played by the line's best after the
       Catch::Contains("\"play\" must be \"candidate\" or \"best\", not \"worst\""));
 }
 
+TEST_CASE("loop: an anchor's match already played by the same network in the same setting is not played again",
+          "[loop][cli]") {
+  const TempDir tmp("loop_anchor_repeat");
+  json c = tiny_config(fake_match(tmp), 1);
+  c["eval_first_games"] = 0;
+  c["anchors"] = json::array({{{"name", "ship"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"play", "best"}},
+                              {{"name", "cand"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}}});
+  std::ofstream(tmp.file("config.json")) << c.dump();
+  const std::string dir = tmp.file("run");
+  // Generation 1's gate accepts its candidate (undecided at 62.5%); generations 2 and 3 reject theirs
+  // (every match H0): the best stays generation 1's network, which "ship" played as the candidate.
+  REQUIRE(run_loop_cli("FAKE_MATCH_ANCHOR_SPRT=H0", dir, "--config " + tmp.file("config.json")) == 0);
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=11", dir, "--generations 3") == 0);
+  std::string out = run_output(dir);
+  INFO(out);
+  json h = read_json_file(dir + "/state.json")["history"];
+  REQUIRE(h.size() == 3);
+  CHECK(h[0]["promoted"] == true);
+  CHECK(h[1]["promoted"] == false);
+  CHECK(h[0]["anchors"]["ship"]["played"] == "train/gen0001/candidate.jnn");
+  CHECK(h[0]["anchors"]["ship"]["games"] == 4);
+  for (int g : {1, 2}) {
+    CHECK(h[g]["anchors"]["ship"]["played"] == "models/gen0001.jnn");
+    CHECK(h[g]["anchors"]["ship"]["repeat_of"] == 1);
+    CHECK(h[g]["anchors"]["ship"]["played_fnv1a64"] == h[0]["anchors"]["ship"]["played_fnv1a64"]);
+    CHECK_FALSE(h[g]["anchors"]["ship"].contains("games"));
+    CHECK(h[g]["anchors"]["cand"]["games"] == 4);  // a new candidate each generation
+  }
+  const auto calls = [&](const std::string& name) {
+    const std::string text = read_bytes(dir + "/anchors/" + name + "/fake_match_calls.txt");
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  CHECK(calls("ship") == 1);
+  CHECK(calls("cand") == 3);
+  CHECK(out.find("anchor ship: not played again: models/gen0001.jnn played it in generation 1") != std::string::npos);
+  // Another time control is another match: generation 4 plays it.
+  json config = read_json_file(dir + "/config.json");
+  config["anchors"][0]["tc"] = "nodes=8";
+  std::ofstream(dir + "/config.json") << config.dump();
+  REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=11", dir, "--generations 4") == 0);
+  h = read_json_file(dir + "/state.json")["history"];
+  REQUIRE(h.size() == 4);
+  CHECK(h[3]["anchors"]["ship"]["games"] == 4);
+  CHECK(calls("ship") == 2);
+  // `loop eval` plays an anchor added later once for the network generations 1-3 share.
+  config["anchors"].push_back({{"name", "late"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"play", "best"}});
+  std::ofstream(dir + "/config.json") << config.dump();
+  const std::string bin = JIRIKI_BINARY;
+  REQUIRE(std::system((bin + " loop eval --dir " + dir + " > " + tmp.file("eval.out") + " 2>&1").c_str()) == 0);
+  out = read_bytes(tmp.file("eval.out"));
+  INFO(out);
+  h = read_json_file(dir + "/state.json")["history"];
+  CHECK(h[0]["anchors"]["late"]["games"] == 4);
+  for (int g : {1, 2, 3}) CHECK(h[g]["anchors"]["late"]["repeat_of"] == 1);
+  CHECK(calls("late") == 1);
+  CHECK(out.find("gen0002: anchor-late not played again: models/gen0001.jnn played it in generation 1") !=
+        std::string::npos);
+}
+
 TEST_CASE("loop: a network anchor's file that changes during the run is said, recorded and drawn as another curve",
           "[loop][cli]") {
   const TempDir tmp("loop_anchor_changed");
