@@ -33,7 +33,9 @@
 #   e.g. TC=nodes=800 CONC=14 THREADS=1 NAME=t120 OPTIONS=option.Softmax_Temperature=120 \
 #        bash scripts/device/strength.sh networks/gpu.jnn 100 networks/gpu.jnn
 # or "nodes=N", NET's own node count under TC=nodes=M (networks compared at the playouts each makes in
-# the same time on a CPU, from `jiriki bench search --backend cpu` there).
+# the same time on a CPU, from `jiriki bench search --backend cpu` there). DETACH=1 (below): the
+# matches go on between calls on the warm machine, e.g. the GPU bar's 64 games over three calls:
+#   DETACH=1 START_WITHIN=1300 GPUS=2 CONC=2 CPUS_PER_GAME=8 SEED=S bash scripts/device/strength.sh networks/gpu.jnn 64 gpsshogi8
 set -uo pipefail
 source scripts/device/env.sh
 NET=$1 GAMES=$2; shift 2
@@ -45,6 +47,35 @@ NAME=${NAME:-$(basename "$NET" .jnn)} OPTIONS=${OPTIONS:-}
 ((GAMES % (2 * GPUS) == 0)) || { echo "GAMES must be a multiple of 2 x GPUS (pairs of games on each GPU)"; exit 1; }
 NET=$(realpath "$NET")
 start "${LOG:-strength.log}"
+# DETACH=1: the matches outlive one command (10 minutes). The first call starts this script again in
+# a process session of its own (setsid: it lives on while the machine stays warm) and waits up to
+# WAIT_S seconds (540); a later call on the warm machine finds it running and waits again; the call
+# that sees it finished prints its whole log. Every call brings back matches.tar.gz, the games so far.
+# With START_WITHIN about the calls' total, every pair of games started is played out.
+if [[ -n ${DETACH:-} ]]; then
+  D=/tmp/strength-detached
+  trap 'tar czf "$OUT/matches.tar.gz" -C /tmp matches 2> /dev/null' EXIT
+  if [[ ! -f $D/started ]]; then
+    rm -rf $D /tmp/matches && mkdir -p $D
+    setsid bash -c 'DETACH= OUT=$0/out bash "$@" > $0/log 2>&1; touch $0/done' "$D" "$0" "$NET" "$GAMES" "$@" \
+      < /dev/null > /dev/null 2>&1 &
+    touch $D/started
+    step "started in the background: $NAME against ${OPPONENTS}, $GAMES games (log $D/log)"
+  else
+    step "started by an earlier call: $(cat /tmp/matches/*/games.jsonl 2> /dev/null | wc -l) of $GAMES games played"
+  fi
+  deadline=$((SECONDS + ${WAIT_S:-540}))
+  while [[ ! -f $D/done ]] && ((SECONDS < deadline)); do
+    sleep 10
+    ((SECONDS % 60 < 10)) && echo "$(date +%T): $(cat /tmp/matches/*/games.jsonl 2> /dev/null | wc -l) of $GAMES games played"
+  done
+  if [[ ! -f $D/done ]]; then
+    echo "$(cat /tmp/matches/*/games.jsonl 2> /dev/null | wc -l) of $GAMES games played; call again on the warm machine to go on"
+    exit 0
+  fi
+  cat $D/log
+  exit 0
+fi
 rm -rf /tmp/matches && mkdir -p /tmp/matches
 trap 'tar czf "$OUT/matches.tar.gz" -C /tmp matches' EXIT
 step "machine"; machine
