@@ -56,8 +56,8 @@ int cuda_device_count(std::string* why = nullptr);
 std::vector<int> cuda_devices(std::string* why = nullptr);
 
 // Arithmetic the backend computes in. AUTO: bf16 on the GPU; on the onednn backend int8 where the CPU
-// has AVX-512 VNNI or AMX instructions (ReLU networks), else bf16 where it has AVX-512 bf16 instructions, else
-// fp32; on the simd backend bf16 or fp32 likewise. INT8: the CPU backends (nn/cpu_backend.cpp, and
+// has AVX2 or wider (ReLU networks; cpu_has_native_int8), else bf16 where it has AVX-512 bf16
+// instructions, else fp32; on the simd backend bf16 or fp32 likewise. INT8: the CPU backends (nn/cpu_backend.cpp, and
 // nn/simd_backend.cpp where the processor has VNNI instructions).
 enum class Precision { AUTO, FP32, FP16, BF16, INT8 };
 Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16" | "int8"; throws
@@ -65,8 +65,8 @@ const char* precision_name(Precision p);
 // Whether this CPU computes bf16 natively (AVX-512 BF16, as the simd kernels and oneDNN use it;
 // oneDNN's emulation elsewhere is slower than fp32).
 bool cpu_has_native_bf16();
-// Whether oneDNN computes int8 convolutions with AVX-512 VNNI or AMX instructions on this CPU (false
-// in a build without oneDNN): where the onednn backend's AUTO is int8.
+// Whether oneDNN computes int8 convolutions with integer multiply-adds on this CPU, AVX2's or wider
+// (AVX-512 VNNI, AMX; false in a build without oneDNN): where the onednn backend's AUTO is int8.
 bool cpu_has_native_int8();
 
 // The widest instruction set the simd backend may use: BEST is the processor's widest (AVX-512 where

@@ -466,10 +466,11 @@ bool cpu_has_native_bf16() {
 }
 
 bool cpu_has_native_int8() {
-  // oneDNN's ISA values are bit sets, each including those it extends: AMX includes AVX-512 VNNI.
-  // (AVX2 VNNI alone, as on Intel's Alder Lake, is left out: not measured.)
-  const auto vnni = unsigned(dnnl::cpu_isa::avx512_core_vnni);
-  return (unsigned(dnnl::get_effective_cpu_isa()) & vnni) == vnni;
+  // oneDNN's ISA values are bit sets, each including those it extends: AMX includes AVX-512 VNNI,
+  // which includes AVX2. Without VNNI oneDNN multiplies u8 by s8 with AVX2's vpmaddubsw, still 2.2 to
+  // 2.4 times fp32's playouts a second on an AVX2-only processor (docs/performance.md).
+  const auto avx2 = unsigned(dnnl::cpu_isa::avx2);
+  return (unsigned(dnnl::get_effective_cpu_isa()) & avx2) == avx2;
 }
 
 std::unique_ptr<Evaluator> make_onednn_evaluator(const FoldedModel& model, const BackendOptions& options) {

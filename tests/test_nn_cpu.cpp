@@ -141,7 +141,7 @@ TEST_CASE("onednn backend in bf16 equals the reference within bf16 tolerance", "
       require_close_bf16(run(*cpu, features, n), run(*reference, features, n));
     }
   }
-  // AUTO is int8 where the CPU has AVX-512 VNNI or AMX (ReLU networks), else bf16 exactly where the CPU
+  // AUTO is int8 where oneDNN has AVX2 or wider (ReLU networks), else bf16 exactly where the CPU
   // computes it natively; fp16 is refused.
   Model m = random_model(0, 8, Activation::RELU, 1);
   const std::string name = make_evaluator(m, options(BackendKind::ONEDNN, 1, 0, Precision::AUTO))->name();
