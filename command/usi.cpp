@@ -62,10 +62,8 @@ int bench_search(int argc, char** argv) {
       .bind("leaf-mate", params.leaf_mate_plies, "mate search plies at new leaves: 0, 1, 3 or 5")
       .bind("sfen", sfen, "position to search")
       .bind("precision", precision,
-            "auto, fp32, bf16 or int8 (auto: what the engine uses: bf16 on the GPU; on a CPU int8 where its integer "
-            "multiply-adds pay (onednn: AVX2 or wider; simd: AVX-512 VNNI or AVX-VNNI), else bf16 with AVX-512 bf16, "
-            "else "
-            "fp32)",
+            "auto, fp32, bf16 or int8 (auto: what the engine uses: bf16 on the GPU; on a CPU int8 for a ReLU network "
+            "where it has AVX2, else bf16 with AVX-512 bf16, else fp32)",
             nn::parse_precision, nn::precision_name);
   options::bind_device(args, device, nn::BackendUse::INFERENCE, "the CUDA device");
   options::bind_threads(args, params.threads, "search threads");

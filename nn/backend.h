@@ -55,10 +55,10 @@ int cuda_device_count(std::string* why = nullptr);
 // is skipped, so the list need not start at 0 or be contiguous.
 std::vector<int> cuda_devices(std::string* why = nullptr);
 
-// Arithmetic the backend computes in. AUTO: bf16 on the GPU; on the onednn backend int8 where the CPU
-// has AVX2 or wider (ReLU networks; cpu_has_native_int8), else bf16 where it has AVX-512 bf16
-// instructions, else fp32; on the simd backend bf16 or fp32 likewise. INT8: the CPU backends (nn/cpu_backend.cpp, and
-// nn/simd_backend.cpp where the processor has VNNI instructions).
+// Arithmetic the backend computes in. AUTO: bf16 on the GPU; on both CPU backends int8 where the CPU
+// has AVX2 or wider (ReLU networks; cpu_has_native_int8, kernels::int8_kernels), else bf16 where it
+// has AVX-512 bf16 instructions, else fp32. INT8: the CPU backends (nn/cpu_backend.cpp,
+// nn/simd_backend.cpp), on AVX2 or wider.
 enum class Precision { AUTO, FP32, FP16, BF16, INT8 };
 Precision parse_precision(const std::string& name);  // "auto" | "fp32" | "fp16" | "bf16" | "int8"; throws
 const char* precision_name(Precision p);

@@ -151,7 +151,8 @@ static inline F vdot_bf16(F acc, F w, int32_t pair) {
 #pragma GCC pop_options
 #endif
 
-// ---- The int8 convolutions: `vpdpbusd` on 512-bit (AVX-512 VNNI) or 256-bit (AVX-VNNI) vectors -----
+// ---- The int8 convolutions: `vpdpbusd` on 512-bit (AVX-512 VNNI) or 256-bit (AVX-VNNI) vectors, ---
+// ---- or its AVX2 equivalent ---------------------------------------------------------------------
 #undef JIRIKI_KERNELS_INT8
 #define JIRIKI_KERNELS_INT8 1
 #define JIRIKI_KERNELS_BF16 0
@@ -194,22 +195,25 @@ static inline void store_u8(uint8_t* p, F x) {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,avxvnni")
 #endif
+// The int8 body's helpers on 256-bit vectors, shared by AVX-VNNI's kernel and AVX2's.
+#define JIRIKI_AVX2_INT8                                                                                   \
+  JIRIKI_AVX2_VECTOR                                                                                       \
+  using I = __m256i;                                                                                       \
+  static inline I izero() { return _mm256_setzero_si256(); }                                               \
+  static inline I iload(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }      \
+  static inline F vcvt(I a) { return _mm256_cvtepi32_ps(a); }                                              \
+  static inline F vload_u8(const uint8_t* p) {                                                             \
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))); \
+  }                                                                                                        \
+  /* As avx512_vnni's: the int32s packed with unsigned saturation to u16, then to u8. */                   \
+  static inline void store_u8(uint8_t* p, F x) {                                                           \
+    const __m256i i = _mm256_cvtps_epi32(vmax(x, vzero()));                                                \
+    const __m128i u16 = _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));       \
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(u16, u16));                           \
+  }
 namespace avx_vnni {
-JIRIKI_AVX2_VECTOR
-using I = __m256i;
-static inline I izero() { return _mm256_setzero_si256(); }
-static inline I iload(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+JIRIKI_AVX2_INT8
 static inline I vdot_u8s8(I acc, I w, int32_t quad) { return _mm256_dpbusd_avx_epi32(acc, _mm256_set1_epi32(quad), w); }
-static inline F vcvt(I a) { return _mm256_cvtepi32_ps(a); }
-static inline F vload_u8(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
-}
-// As avx512_vnni's: the int32s packed with unsigned saturation to u16, then to u8.
-static inline void store_u8(uint8_t* p, F x) {
-  const __m256i i = _mm256_cvtps_epi32(vmax(x, vzero()));
-  const __m128i u16 = _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(u16, u16));
-}
 #include "nn/cpu_kernels_body.h"
 }  // namespace avx_vnni
 #if defined(__clang__)
@@ -217,6 +221,32 @@ static inline void store_u8(uint8_t* p, F x) {
 #else
 #pragma GCC pop_options
 #endif
+
+// ---- AVX2 alone: `vpdpbusd` as `vpmaddubsw` (u8 x s8 pairs summed to s16) and `vpmaddwd` (the s16
+// pairs to s32). The 16-bit sum of two products saturates at 32,767 where two products can reach
+// 64,770: the trunk's scales put the largest activation of the calibration games at 255 and each
+// output channel's largest weight at 127, and ordinary positions stay clear of it (as oneDNN's
+// kernels on such processors, which compute the same way; docs/performance.md).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+namespace avx2_int8 {
+JIRIKI_AVX2_INT8
+static inline I vdot_u8s8(I acc, I w, int32_t quad) {
+  const I pairs = _mm256_maddubs_epi16(_mm256_set1_epi32(quad), w);
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+#include "nn/cpu_kernels_body.h"
+}  // namespace avx2_int8
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#undef JIRIKI_AVX2_INT8
 #undef JIRIKI_KERNELS_BF16
 #undef JIRIKI_KERNELS_INT8
 #define JIRIKI_KERNELS_INT8 0
@@ -235,8 +265,9 @@ const KernelSet AVX512_SET{Isa::AVX512, avx512::BLOCK, avx512::convolve, nullptr
 const KernelSet AVX512_BF16_SET{Isa::AVX512_BF16, avx512::BLOCK, avx512::convolve, avx512_bf16::convolve,
                                 avx512::dense};
 static_assert(avx512::BLOCK == avx512_bf16::BLOCK, "the fp32 and bf16 weights share a block");
-const Int8Kernels AVX512_VNNI_INT8{"avx512-vnni", avx512_vnni::BLOCK, avx512_vnni::convolve};
-const Int8Kernels AVX_VNNI_INT8{"avx-vnni", avx_vnni::BLOCK, avx_vnni::convolve};
+const Int8Kernels AVX512_VNNI_INT8{"avx512-vnni", 512, avx512_vnni::BLOCK, avx512_vnni::convolve};
+const Int8Kernels AVX_VNNI_INT8{"avx-vnni", 256, avx_vnni::BLOCK, avx_vnni::convolve};
+const Int8Kernels AVX2_INT8{"avx2-int8", 256, avx2_int8::BLOCK, avx2_int8::convolve};
 #endif
 
 }  // namespace
@@ -287,19 +318,25 @@ const KernelSet& kernel_set(Isa isa) {
   return SCALAR_SET;
 }
 
-const Int8Kernels* int8_kernels(Isa cap) {
+std::vector<const Int8Kernels*> int8_kernels_here() {
+  std::vector<const Int8Kernels*> out;
 #if JIRIKI_KERNELS_X86
-  if ((cap == Isa::AVX512 || cap == Isa::AVX512_BF16) && cpu_supports(Isa::AVX512) &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
-    return &AVX512_VNNI_INT8;
+  if (cpu_supports(Isa::AVX512) && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni"))
+    out.push_back(&AVX512_VNNI_INT8);
   // AVX-VNNI is CPUID leaf 7, subleaf 1, EAX bit 4 (clang's __builtin_cpu_supports does not know it);
   // cpu_supports(AVX2) has asked the operating system for the 256-bit registers.
   unsigned a = 0, b = 0, c = 0, d = 0;
-  const bool avx_vnni = __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
-  if (cap != Isa::SCALAR && cpu_supports(Isa::AVX2) && avx_vnni) return &AVX_VNNI_INT8;
-#else
-  (void)cap;
+  if (cpu_supports(Isa::AVX2) && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1)) out.push_back(&AVX_VNNI_INT8);
+  if (cpu_supports(Isa::AVX2)) out.push_back(&AVX2_INT8);
 #endif
+  return out;
+}
+
+const Int8Kernels* int8_kernels(Isa cap) {
+  if (cap == Isa::SCALAR) return nullptr;
+  for (const Int8Kernels* k : int8_kernels_here())
+    if (k->bits == 256 || cap == Isa::AVX512 || cap == Isa::AVX512_BF16) return k;
   return nullptr;
 }
 

@@ -7,9 +7,11 @@
 //   AVX2         AVX2 + FMA, 8 floats a vector
 //   AVX512       AVX-512F, 16 floats a vector
 //   AVX512_BF16  AVX512 plus `vdpbf16ps` (bf16 pairs, fp32 accumulation) for bf16 convolutions
-// and, apart from those, the int8 convolution (Int8Kernels) where the processor has `vpdpbusd`:
-//   avx512-vnni  AVX-512 VNNI, 16 int32 accumulators a vector
-//   avx-vnni     AVX-VNNI (the VEX form, as on Intel's Alder Lake), 8 a vector
+// and, apart from those, the int8 convolution (Int8Kernels), the widest the processor has:
+//   avx512-vnni  AVX-512 VNNI's `vpdpbusd`, 16 int32 accumulators a vector
+//   avx-vnni     AVX-VNNI's (the VEX form, as on Intel's Alder Lake), 8 a vector
+//   avx2-int8    AVX2 alone: `vpmaddubsw` and `vpmaddwd` in place of `vpdpbusd`, 8 a vector (the
+//                sum of two products saturates at 16 bits first: nn/cpu_kernels.cpp)
 //
 // Layout ("padded NHWC"): a position's activations are [121][stride] values, the 9x9 board with a
 // border of zero squares (11x11, square (h, w) at index (h + 1) * 11 + w + 1) and the channels of
@@ -93,7 +95,8 @@ const KernelSet& kernel_set(Isa isa);
 
 // The int8 convolution of one instruction set (ConvArgs above; weights from pack_conv_weights_s8).
 struct Int8Kernels {
-  const char* name;  // "avx512-vnni" or "avx-vnni"
+  const char* name;  // "avx512-vnni", "avx-vnni" or "avx2-int8"
+  int bits;          // the vectors' width: 512 or 256
   int block;         // output channels a register tile covers (the packed weights' block)
   void (*conv)(const ConvArgs& a, int n, int64_t begin, int64_t end);
   int64_t conv_items(int n, int cout) const;
@@ -103,8 +106,10 @@ struct Int8Kernels {
 // widest vectors the processor has (AVX-512 BW 64 bytes at a time, AVX2 32, else 8 in a word).
 int count_saturated(const uint8_t* a, size_t bytes);
 
-// The widest int8 kernels the processor runs within `cap` (AVX512_BF16 or AVX512: any; AVX2: the
-// 256-bit AVX-VNNI only), or null where it has no VNNI instructions.
+// Every int8 kernel set the processor runs, the widest first (avx2-int8 last, on any AVX2 processor).
+std::vector<const Int8Kernels*> int8_kernels_here();
+// The first of those within `cap` (AVX512_BF16 or AVX512: any; AVX2: the 256-bit ones), or null (the
+// scalar cap, or a processor without AVX2).
 const Int8Kernels* int8_kernels(Isa cap);
 
 // A convolution's weights (OIHW, [cout][cin][k][k], k = 3 or 1) in the layout of `set`'s kernel:

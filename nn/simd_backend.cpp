@@ -11,7 +11,7 @@
 // convolutions run as one of 54 output channels; the value head's hidden layer is a dense kernel,
 // its last layer (256 -> 1) runs on the host.
 //
-// In int8 (ReLU networks, where the processor has VNNI instructions: nn/cpu_kernels.h) the trunk's
+// In int8 (ReLU networks, where the processor has AVX2: nn/cpu_kernels.h) the trunk's
 // activations are u8 with one scale per convolution's output and the weights s8 with one per output
 // channel, summed in s32 (the onednn backend's scheme: nn/cpu_backend.cpp); the input planes (0 or 1)
 // are u8 at scale 1, the heads' 1x1 convolution reads the last u8 activations and writes fp32, and
@@ -112,7 +112,7 @@ class SimdEvaluator : public Evaluator {
       int8_ = kernels::int8_kernels(set_.isa);
       if (!int8_)
         throw std::runtime_error(std::string("simd backend: no int8 convolution on this CPU (") +
-                                 kernels::isa_name(set_.isa) + "; int8 needs AVX-512 VNNI or AVX-VNNI)");
+                                 kernels::isa_name(set_.isa) + "; int8 needs AVX2)");
     } else if (o.precision == Precision::AUTO && act_ == Act::RELU) {
       int8_ = kernels::int8_kernels(set_.isa);  // int8 wherever it runs, else bf16 or fp32 as below
     }

@@ -2,8 +2,10 @@
 // set this processor runs (plain C++, AVX2, AVX-512 fp32 and bf16, forced by BackendOptions::cpu_isa
 // and the precision), on random networks of several shapes and on the shipped networks, at batch
 // sizes 1, 7 and 64 with one and two threads.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <random>
 #include <string>
 
 #include "nn/backend.h"
@@ -126,11 +128,72 @@ TEST_CASE("simd backend equals the reference on the shipped networks", "[nn][sim
   CHECK(!shipped.empty());
 }
 
-TEST_CASE("simd backend in int8 stays close to fp32 on the shipped networks, with each VNNI kernel", "[nn][simd]") {
+TEST_CASE("simd int8 kernels: each one this processor runs sums u8 times s8 as integers do", "[nn][simd]") {
+  // Two positions, 20 input channels, 48 output channels (a block of the 512-bit kernel and part of
+  // another of the 256-bit ones), 3x3 and 1x1. Inputs at most 127 and weights of magnitude at most
+  // 127 (each output channel's largest exactly 127, so that its scale is 1 and the s8 weights are the
+  // integers given): no sum of two products passes 16 bits, and every kernel, the AVX2 one included,
+  // must give the exact sums.
+  constexpr int n = 2, cin = 20, in_stride = 32, cout = 48;
+  std::mt19937 rng(9);
+  std::vector<uint8_t> in(size_t(n) * kernels::PADDED_SQUARES * in_stride, 0);
+  for (int p = 0; p < n; ++p)
+    for (int sq = 0; sq < 81; ++sq)
+      for (int ci = 0; ci < cin; ++ci)
+        in[(size_t(p) * kernels::PADDED_SQUARES + kernels::padded_square(sq)) * in_stride + ci] = uint8_t(rng() % 128);
+  const std::vector<float> bias(cout, 0.0f), scale(cout, 1.0f);
+  int tested = 0;
+  for (int k : {3, 1}) {
+    std::vector<float> w(size_t(cout) * cin * k * k);
+    for (float& x : w) x = float(int(rng() % 255) - 127);
+    for (int co = 0; co < cout; ++co) w[size_t(co) * cin * k * k + co % (cin * k * k)] = co % 2 ? 127.0f : -127.0f;
+    // The sums as integers, from the padded board (its border is zero).
+    std::vector<float> want(size_t(n) * kernels::PADDED_SQUARES * cout, 0.0f);
+    for (int p = 0; p < n; ++p)
+      for (int sq = 0; sq < 81; ++sq)
+        for (int co = 0; co < cout; ++co) {
+          int64_t sum = 0;
+          for (int ci = 0; ci < cin; ++ci)
+            for (int t = 0; t < k * k; ++t) {
+              const int h = sq / 9 + (k == 3 ? t / 3 - 1 : 0), x = sq % 9 + (k == 3 ? t % 3 - 1 : 0);
+              if (h < 0 || h > 8 || x < 0 || x > 8) continue;
+              sum += int64_t(w[((size_t(co) * cin + ci) * k * k) + t]) *
+                     in[(size_t(p) * kernels::PADDED_SQUARES + kernels::padded_square(h * 9 + x)) * in_stride + ci];
+            }
+          want[(size_t(p) * kernels::PADDED_SQUARES + kernels::padded_square(sq)) * cout + co] = float(sum);
+        }
+    for (const kernels::Int8Kernels* set : kernels::int8_kernels_here()) {
+      INFO(set->name << ", " << k << "x" << k);
+      std::vector<float> scales;
+      const std::vector<int8_t> packed =
+          kernels::pack_conv_weights_s8(w.data(), cout, cin, k, cout, cin, set->block, scales);
+      CHECK(std::all_of(scales.begin(), scales.end(), [](float x) { return x == 1.0f; }));
+      std::vector<float> out(want.size(), 0.0f);
+      kernels::ConvArgs a;
+      a.in = in.data();
+      a.in_stride = in_stride;
+      a.cin = cin;
+      a.taps = k * k;
+      a.weight = packed.data();
+      a.bias = bias.data();
+      a.cout = cout;
+      a.out_stride = cout;
+      a.out = out.data();
+      a.scale = scale.data();
+      set->conv(a, n, 0, set->conv_items(n, cout));
+      CHECK(out == want);
+      ++tested;
+    }
+  }
+  // Any AVX2 processor runs at least the AVX2 one, for both kernel sizes.
+  if (kernels::cpu_supports(kernels::Isa::AVX2)) CHECK(tested >= 2);
+}
+
+TEST_CASE("simd backend in int8 stays close to fp32 on the shipped networks, with each int8 kernel", "[nn][simd]") {
   const auto shipped = shipped_models();
   for (CpuIsa cap : {CpuIsa::BEST, CpuIsa::AVX2}) {
     const kernels::Isa isa = cap == CpuIsa::AVX2 ? kernels::Isa::AVX2 : kernels::best_isa();
-    if (!kernels::cpu_supports(isa) || !kernels::int8_kernels(isa)) continue;  // no VNNI within that cap here
+    if (!kernels::cpu_supports(isa) || !kernels::int8_kernels(isa)) continue;  // no AVX2 here
     for (const auto& [name, m] : shipped) {
       INFO(name);
       auto fp32 = make_evaluator(m, simd_options(64, 2, Precision::FP32, cap));
@@ -140,7 +203,7 @@ TEST_CASE("simd backend in int8 stays close to fp32 on the shipped networks, wit
     }
   }
   CHECK(!shipped.empty());
-  // int8 is for ReLU networks, and needs VNNI instructions (none under the scalar cap).
+  // int8 is for ReLU networks, and needs AVX2 (none under the scalar cap).
   CHECK_THROWS_WITH(
       make_evaluator(random_model(1, 8, Activation::SWISH, 5), simd_options(1, 1, Precision::INT8, CpuIsa::BEST)),
       Catch::Matchers::Contains("only for ReLU networks"));
@@ -150,7 +213,7 @@ TEST_CASE("simd backend in int8 stays close to fp32 on the shipped networks, wit
 }
 
 TEST_CASE("simd backend in int8 evaluates a position that saturates its activations again in fp32", "[nn][simd]") {
-  if (!kernels::int8_kernels(kernels::best_isa())) return;  // no VNNI here
+  if (!kernels::int8_kernels(kernels::best_isa())) return;  // no AVX2 here
   const Model m = random_model(2, 16, Activation::RELU, 11);
   auto fp32 = make_evaluator(m, simd_options(2, 1, Precision::FP32, CpuIsa::BEST));
   auto int8 = make_evaluator(m, simd_options(2, 1, Precision::INT8, CpuIsa::BEST));
@@ -159,20 +222,22 @@ TEST_CASE("simd backend in int8 evaluates a position that saturates its activati
 
 TEST_CASE("simd backend: precision and batch sizes", "[nn][simd]") {
   Model m = random_model(1, 8, Activation::RELU, 3);
-  // AUTO is int8 on a ReLU network where the kernel set has a VNNI kernel, else bf16 exactly where
-  // the processor has AVX-512 BF16 (a swish network too), else fp32; fp16 is refused, and so is bf16
-  // on a kernel set without it.
-  const bool vnni = kernels::int8_kernels(kernels::best_isa()) != nullptr;
+  // AUTO is int8 on a ReLU network where the kernel set has an int8 kernel (AVX2 and wider), else bf16
+  // exactly where the processor has AVX-512 BF16 (a swish network too), else fp32; fp16 is refused,
+  // and so is bf16 on a kernel set without it.
+  const bool int8 = kernels::int8_kernels(kernels::best_isa()) != nullptr;
   const std::string bf16_or_fp32 = cpu_has_native_bf16() ? "bf16" : "fp32";
   CHECK_THAT(make_evaluator(m, simd_options(1, 1, Precision::AUTO, CpuIsa::BEST))->name(),
-             Catch::Matchers::Contains(vnni ? "int8" : bf16_or_fp32));
+             Catch::Matchers::Contains(int8 ? "int8" : bf16_or_fp32));
   CHECK_THAT(make_evaluator(random_model(1, 8, Activation::SWISH, 3), simd_options(1, 1, Precision::AUTO, CpuIsa::BEST))
                  ->name(),
              Catch::Matchers::Contains(bf16_or_fp32));
   CHECK(cpu_has_native_bf16() == kernels::cpu_supports(kernels::Isa::AVX512_BF16));
-  const bool avx_vnni = kernels::cpu_supports(kernels::Isa::AVX2) && kernels::int8_kernels(kernels::Isa::AVX2);
+  CHECK(kernels::int8_kernels(kernels::Isa::SCALAR) == nullptr);
+  const bool avx2 = kernels::cpu_supports(kernels::Isa::AVX2);
+  CHECK((kernels::int8_kernels(kernels::Isa::AVX2) != nullptr) == avx2);
   CHECK_THAT(make_evaluator(m, simd_options(1, 1, Precision::AUTO, CpuIsa::AVX2))->name(),
-             Catch::Matchers::Contains(avx_vnni ? "int8" : "fp32"));
+             Catch::Matchers::Contains(avx2 ? "int8" : "fp32"));
   CHECK_THROWS_WITH(make_evaluator(m, simd_options(1, 1, Precision::FP16, CpuIsa::BEST)),
                     Catch::Matchers::Contains("not fp16"));
   CHECK_THROWS_WITH(make_evaluator(m, simd_options(1, 1, Precision::BF16, CpuIsa::AVX2)),

@@ -72,8 +72,8 @@ Engine::Engine(std::ostream& out) : out_(out), searcher_(size_t(1024) << 20), ma
            {"fp32", nn::Precision::FP32},
            {"bf16", nn::Precision::BF16},
            {"int8", nn::Precision::INT8}},
-          "the network's arithmetic (auto: bf16 on the GPU; on a CPU int8 where its integer multiply-adds pay (onednn: "
-          "AVX2 or wider; simd: AVX-512 VNNI or AVX-VNNI), else bf16 where it has AVX-512 bf16, else fp32)");
+          "the network's arithmetic (auto: bf16 on the GPU; on a CPU int8 for a ReLU network where it has AVX2, else "
+          "bf16 where it has AVX-512 bf16, else fp32)");
   o.spin("GPU", e.gpu, 0, 15, "the CUDA device");
   o.spin("BatchSize", e.batch, 0, 1024, "leaves per network call per thread (0: 16 on a CPU backend, 128 on the GPU)");
   o.spin("MultiPV", p.multipv, 1, 100, "best moves reported");
