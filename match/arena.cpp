@@ -314,10 +314,7 @@ class ArenaGame {
   }
 
   void record_stats(int64_t elapsed, std::optional<int64_t> nodes) {
-    SearchStats& stats = game_.search[pos_.side_to_move()];
-    stats.moves++;
-    stats.ms += elapsed;
-    if (nodes) stats.counted++, stats.nodes += *nodes, stats.nodes_ms += elapsed;
+    game_.search[pos_.side_to_move()].record(elapsed, nodes);
   }
 
   // The engine's answer (a move, "resign" or "win") to the referee, as play_game hands it over;

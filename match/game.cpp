@@ -190,10 +190,7 @@ PlayedGame play_game(EngineProcess& black, EngineProcess& white, const Opening& 
       break;
     }
     const int64_t elapsed = a.elapsed_ms;
-    SearchStats& stats = g.search[us];
-    stats.moves++;
-    stats.ms += elapsed;
-    if (a.nodes) stats.counted++, stats.nodes += *a.nodes, stats.nodes_ms += elapsed;
+    g.search[us].record(elapsed, a.nodes);
     last_answer = a.at;
     last_taken_cpu = thread_cpu_us();
     if (!clock.charge(us, elapsed, settings.margin_ms)) {

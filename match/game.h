@@ -2,6 +2,7 @@
 // `go` is written to the moment the `bestmove` line arrives), reads each engine's last score from
 // its `info` lines, and asks the referee (adjudicate.h) after every answer and every move.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -36,12 +37,33 @@ struct GameSettings {
 struct SearchStats {
   int64_t moves = 0, ms = 0;                     // answered moves and their thinking time
   int64_t counted = 0, nodes = 0, nodes_ms = 0;  // the moves that reported nodes: count, nodes, time
+  // Each counted move's nodes/s. Their median is the engine's speed in an ordinary position: the
+  // mean (nodes_per_second) also counts decided positions, where a tree search's playouts end in
+  // proven wins and losses without a network call and its nodes/s rises many times over.
+  std::vector<int64_t> move_nps;
+  // One answered move: its thinking time, and the nodes it reported, if any.
+  void record(int64_t elapsed_ms, std::optional<int64_t> reported_nodes) {
+    moves++, ms += elapsed_ms;
+    if (!reported_nodes) return;
+    counted++, nodes += *reported_nodes, nodes_ms += elapsed_ms;
+    move_nps.push_back(*reported_nodes * 1000 / std::max<int64_t>(elapsed_ms, 1));
+  }
   void add(const SearchStats& o) {
     moves += o.moves, ms += o.ms, counted += o.counted, nodes += o.nodes, nodes_ms += o.nodes_ms;
+    for (int64_t r : o.move_nps) move_nps.push_back(r);  // (insert() trips a false -Wstringop-overflow of GCC 12)
   }
   double ms_per_move() const { return moves ? double(ms) / double(moves) : 0.0; }
   double nodes_per_move() const { return counted ? double(nodes) / double(counted) : 0.0; }
   double nodes_per_second() const { return nodes_ms ? 1e3 * double(nodes) / double(nodes_ms) : 0.0; }
+  // The median of move_nps (the mean of the middle two for an even count); 0 when there is none.
+  double median_nodes_per_second() const {
+    if (move_nps.empty()) return 0.0;
+    std::vector<int64_t> v = move_nps;
+    const size_t h = v.size() / 2;
+    std::nth_element(v.begin(), v.begin() + h, v.end());
+    if (v.size() % 2) return double(v[h]);
+    return 0.5 * double(v[h] + *std::max_element(v.begin(), v.begin() + h));
+  }
 };
 
 struct PlayedGame {

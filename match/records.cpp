@@ -84,6 +84,7 @@ std::string RecordWriter::write(const PlayedGame& game, const GameInfo& info) {
         {"moves", {{"black", game.search[BLACK].moves}, {"white", game.search[WHITE].moves}}},
         {"nodes_moves", {{"black", game.search[BLACK].counted}, {"white", game.search[WHITE].counted}}},
         {"nodes_ms", {{"black", game.search[BLACK].nodes_ms}, {"white", game.search[WHITE].nodes_ms}}},
+        {"nps_moves", {{"black", game.search[BLACK].move_nps}, {"white", game.search[WHITE].move_nps}}},
         {"csa", csa},
     };
     std::string line = j.dump() + "\n";

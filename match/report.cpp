@@ -102,6 +102,7 @@ nlohmann::json summary_json(const TournamentConfig& config, const TournamentResu
                                            {"moves_with_nodes", t.counted},
                                            {"nodes_per_move", t.nodes_per_move()},
                                            {"nodes_per_second", t.nodes_per_second()},
+                                           {"nodes_per_second_median", t.median_nodes_per_second()},
                                            {"instances_nodes_per_second", instance_rates(result, int(i))}};
   }
   j["runner_us_per_move"] = result.runner_us_per_move;
@@ -167,7 +168,9 @@ std::string final_table(const TournamentConfig& config, const TournamentResult& 
     s += name(i) + fmt(" thought %.0f ms a move", t.ms_per_move()) +
          (t.counted ? fmt(", %.0f nodes a move, %.0f nodes/s", t.nodes_per_move(), t.nodes_per_second())
                     : std::string(", reported no nodes")) +
-         " (" + std::to_string(t.moves) + " moves)\n";
+         " (" + std::to_string(t.moves) + " moves)" +
+         (t.move_nps.empty() ? std::string() : fmt(", median of its moves %.0f nodes/s", t.median_nodes_per_second())) +
+         "\n";
     const std::vector<double> rates = instance_rates(result, i);
     if (rates.size() > 1 && t.counted) {
       s += "  nodes/s of each of its " + std::to_string(rates.size()) + " instances:";
@@ -227,6 +230,7 @@ GameLine parse_game_line(const std::string& text, size_t file) {
       s.moves = j.at("moves").at(side).get<int64_t>();
       s.counted = j.at("nodes_moves").at(side).get<int64_t>();
       s.nodes_ms = j.at("nodes_ms").at(side).get<int64_t>();
+      if (j.contains("nps_moves")) s.move_nps = j.at("nps_moves").at(side).get<std::vector<int64_t>>();
     } else {
       // its plies after the opening, and a resignation (an answer, but no ply)
       s.moves =

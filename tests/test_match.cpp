@@ -220,10 +220,38 @@ TEST_CASE("match: each side's moves, time and reported nodes are counted", "[mat
   sum.add(g.search[WHITE]);
   CHECK(sum.moves == 4);
   CHECK(sum.nodes_per_move() == 75);
+  REQUIRE(g.search[BLACK].move_nps.size() == 1);  // one rate a move that reported nodes
+  CHECK(g.search[BLACK].move_nps[0] == 100 * 1000 / std::max<int64_t>(g.search[BLACK].nodes_ms, 1));
   CHECK(SearchStats{}.nodes_per_second() == 0);  // nothing reported: no rate, no division by zero
-  SearchStats timed{10, 5000, 10, 30000, 5000};
+  CHECK(SearchStats{}.median_nodes_per_second() == 0);
+  SearchStats timed{10, 5000, 10, 30000, 5000, {}};
   CHECK(timed.nodes_per_second() == 6000);
   CHECK(timed.ms_per_move() == 500);
+}
+
+TEST_CASE("match: the median of the moves' nodes/s is not moved by a few decided positions", "[match]") {
+  // Eight ordinary moves at 1,000 nodes/s, then two in a decided position where the playouts end in
+  // proven results without network calls: 40,000 nodes a second.
+  SearchStats s;
+  for (int i = 0; i < 8; ++i) s.record(500, 500);
+  s.record(500, 20000);
+  s.record(500, 20000);
+  s.record(300, std::nullopt);  // a move without a node count: in the time, not in the rates
+  CHECK(s.moves == 11);
+  CHECK(s.counted == 10);
+  CHECK(s.nodes_per_second() == 1000 * (8 * 500 + 2 * 20000) / (10 * 500));  // 8,800: the mean
+  CHECK(s.median_nodes_per_second() == 1000);
+  SearchStats odd;
+  for (int64_t n : {300, 100, 200}) odd.record(1000, n);
+  CHECK(odd.median_nodes_per_second() == 200);
+  SearchStats even;
+  for (int64_t n : {400, 100, 300, 200}) even.record(1000, n);
+  CHECK(even.median_nodes_per_second() == 250);
+  even.add(odd);  // 100 100 200 200 300 300 400
+  CHECK(even.median_nodes_per_second() == 200);
+  SearchStats instant;
+  instant.record(0, 7);  // answered within the millisecond: counted as 1 ms
+  CHECK(instant.median_nodes_per_second() == 7000);
 }
 
 TEST_CASE("match adjudication: a true and a false entering-king declaration", "[match]") {
@@ -628,6 +656,8 @@ TEST_CASE("match summaries: games.jsonl read back gives the runner's own figures
         CHECK(s.result.search[k].counted == live.search[i].counted);
         CHECK(s.result.search[k].nodes == live.search[i].nodes);
         CHECK(s.result.search[k].nodes_ms == live.search[i].nodes_ms);
+        CHECK(s.result.search[k].move_nps.size() == size_t(live.search[i].counted));  // read back, every rate
+        CHECK(s.result.search[k].median_nodes_per_second() == live.search[i].median_nodes_per_second());
       }
 }
 
