@@ -1220,14 +1220,20 @@ TEST_CASE("loop: anchor_every plays the anchors in every K-th generation only, a
       Catch::Contains("\"every\" (play it every K-th generation) must be positive"));
 }
 
-TEST_CASE("loop: an anchor with play best is played by the line's best after the gate, the others by the candidate",
-          "[loop][cli]") {
-  const TempDir tmp("loop_anchor_best");
+// The config of the anchor tests below, in TMP/config.json: one generation at a time, the fake match,
+// two engine anchors, "ship" played by the best after the gate and "cand" by the candidate.
+static void write_ship_and_cand_config(const TempDir& tmp) {
   json c = tiny_config(fake_match(tmp), 1);
   c["eval_first_games"] = 0;
   c["anchors"] = json::array({{{"name", "ship"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"play", "best"}},
                               {{"name", "cand"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}}});
   std::ofstream(tmp.file("config.json")) << c.dump();
+}
+
+TEST_CASE("loop: an anchor with play best is played by the line's best after the gate, the others by the candidate",
+          "[loop][cli]") {
+  const TempDir tmp("loop_anchor_best");
+  write_ship_and_cand_config(tmp);
   const std::string dir = tmp.file("run");
   // Generation 1's gate rejects its candidate (every match H0): the best is still generation 0.
   REQUIRE(run_loop_cli("FAKE_MATCH_EXIT=11 FAKE_MATCH_ANCHOR_SPRT=H1", dir, "--config " + tmp.file("config.json")) ==
@@ -1268,11 +1274,7 @@ TEST_CASE("loop: an anchor with play best is played by the line's best after the
 TEST_CASE("loop: an anchor's match already played by the same network in the same setting is not played again",
           "[loop][cli]") {
   const TempDir tmp("loop_anchor_repeat");
-  json c = tiny_config(fake_match(tmp), 1);
-  c["eval_first_games"] = 0;
-  c["anchors"] = json::array({{{"name", "ship"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}, {"play", "best"}},
-                              {{"name", "cand"}, {"engine", "/usr/games/gpsusi -N 1"}, {"games", 2}}});
-  std::ofstream(tmp.file("config.json")) << c.dump();
+  write_ship_and_cand_config(tmp);
   const std::string dir = tmp.file("run");
   // Generation 1's gate accepts its candidate (undecided at 62.5%); generations 2 and 3 reject theirs
   // (every match H0): the best stays generation 1's network, which "ship" played as the candidate.
