@@ -169,7 +169,12 @@ std::string final_table(const TournamentConfig& config, const TournamentResult& 
          (t.counted ? fmt(", %.0f nodes a move, %.0f nodes/s", t.nodes_per_move(), t.nodes_per_second())
                     : std::string(", reported no nodes")) +
          " (" + std::to_string(t.moves) + " moves)" +
-         (t.move_nps.empty() ? std::string() : fmt(", median of its moves %.0f nodes/s", t.median_nodes_per_second())) +
+         (t.move_nps.empty() ? std::string()
+          : int64_t(t.move_nps.size()) == t.counted
+              ? fmt(", median of its moves %.0f nodes/s", t.median_nodes_per_second())
+              // (games.jsonl lines written before the moves' rates were: the median is of the others)
+              : fmt(", median of its %.0f moves with rates %.0f nodes/s", double(t.move_nps.size()),
+                    t.median_nodes_per_second())) +
          "\n";
     const std::vector<double> rates = instance_rates(result, i);
     if (rates.size() > 1 && t.counted) {

@@ -15,7 +15,8 @@ namespace jiriki::match {
 // {"engines", "games", and for one pairing its "wins", "losses", "draws", "score", "elo",
 // "elo_95", "los", "penta", "penta_elo", "penta_elo_95", "nelo"; "sprt"; "pairings" (the same
 // fields per pairing); "crosstable"; "faults" per engine; "search" per engine ("moves",
-// "ms_per_move", "moves_with_nodes", "nodes_per_move", "nodes_per_second", and
+// "ms_per_move", "moves_with_nodes", "nodes_per_move", "nodes_per_second", "nodes_per_second_median" (of
+// the moves' rates; 0 without any), and
 // "instances_nodes_per_second": each game thread's instance of it); "runner_us_per_move",
 // "runner_cpu_us_per_move", "runner_moves"}. Infinite Elo figures (a score of 0 or 1) are null.
 nlohmann::json summary_json(const TournamentConfig& config, const TournamentResult& result);

@@ -689,6 +689,24 @@ TEST_CASE("match summaries: several files, pairs kept per file, and lines withou
   CHECK(s.result.search[0].nodes == 1000);
   CHECK(s.result.search[0].counted == 1);  // only its game as Black reported nodes
   CHECK(s.result.search[0].nodes_ms == 300);
+  CHECK(s.result.search[0].move_nps.empty());  // those lines have no moves' rates: no median
+  CHECK_THAT(final_table(s.config, s.result), !Catch::Contains("median"));
+
+  // A line with the moves' rates beside those without: the median is of the moves that have one,
+  // and the table says how many those are.
+  std::ofstream(dir.file("three.jsonl"))
+      << R"({"game":1,"pair":1,"black":"x","white":"y","result":"black","winner":"x","opening":"startpos moves 7g7f",)"
+      << R"("opening_plies":1,"plies":3,"reason":"resign","time_ms":{"black":200,"white":100},)"
+      << R"("nodes":{"black":300,"white":0},"moves":{"black":1,"white":2},"nodes_moves":{"black":1,"white":0},)"
+      << R"("nodes_ms":{"black":200,"white":0},"nps_moves":{"black":[1500],"white":[]},"csa":"csa/000001.csa"})"
+      << "\n";
+  s = summarize_game_files({dir.file("one.jsonl"), dir.file("three.jsonl")});
+  CHECK(s.result.search[0].counted == 2);
+  CHECK(s.result.search[0].median_nodes_per_second() == 1500);
+  CHECK_THAT(final_table(s.config, s.result),
+             Catch::Contains("x thought") && Catch::Contains("median of its 1 moves with rates 1500 nodes/s"));
+  s = summarize_game_files({dir.file("three.jsonl")});
+  CHECK_THAT(final_table(s.config, s.result), Catch::Contains("median of its moves 1500 nodes/s"));
 
   std::ofstream(dir.file("bad.jsonl")) << R"({"game":1,"pair":1,"black":"x","white":"y","result":"black","winner":"x",)"
                                        << common << "\n{\"game\":2}\n";
