@@ -349,8 +349,13 @@ void Searcher::root_mate_loop(const std::atomic<bool>& stop) {
                              [&](const ThreatChecked& c) { return c.move == best->move; });
       if (it == threats_checked_.end()) it = threats_checked_.insert(threats_checked_.end(), {best->move, 0, false});
       if (!it->settled) {
-        it->budget = it->budget ? std::min(it->budget * 2, MAX_MATE_BUDGET) : FIRST_MATE_BUDGET;
-        it->settled = threat_check(*best, it->budget, &stop) == MateResult::NO_MATE;
+        const uint64_t budget = it->budget ? std::min(it->budget * 2, MAX_MATE_BUDGET) : FIRST_MATE_BUDGET;
+        const MateResult::Status status = threat_check(*best, budget, &stop);
+        // A check cut short by the end of the search is not one: check_decision must not take it
+        // for a finished one and play a move no one has looked at.
+        if (status == MateResult::TIMEOUT && stop.load(std::memory_order_relaxed)) break;
+        it->budget = budget;
+        it->settled = status == MateResult::NO_MATE;
         worked = true;
       }
     }
@@ -367,9 +372,11 @@ void Searcher::check_decision() {
     if (!e || mate_of(*e) != 0) return;
     const Node* c = e->child.load(std::memory_order_acquire);
     if (!c || !c->ready() || c->terminal) return;
-    for (const ThreatChecked& t : threats_checked_)
-      if (t.move == e->move) return;
-    threats_checked_.push_back({e->move, FIRST_MATE_BUDGET, false});
+    auto it = std::find_if(threats_checked_.begin(), threats_checked_.end(),
+                           [&](const ThreatChecked& c) { return c.move == e->move; });
+    if (it != threats_checked_.end() && it->budget > 0) return;  // a whole check found no mate
+    if (it == threats_checked_.end()) it = threats_checked_.insert(threats_checked_.end(), {e->move, 0, false});
+    it->budget = FIRST_MATE_BUDGET;
     if (threat_check(*e, FIRST_MATE_BUDGET, nullptr) != MateResult::MATE) return;
   }
 }

@@ -166,7 +166,7 @@ class Searcher {
   MateSolver mate_solver_;  // root_mate_loop's, then check_decision's
   struct ThreatChecked {
     Move move;
-    uint64_t budget;  // df-pn nodes last spent on the opponent's mate after it
+    uint64_t budget;  // df-pn nodes of its last whole check for the opponent's mate (0: none)
     bool settled;     // no mate at all
   };
   std::vector<ThreatChecked> threats_checked_;  // this search's root moves checked so far
